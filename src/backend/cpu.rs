@@ -1,0 +1,253 @@
+//! The CPU backend: the rank's fields in host memory, swept by a fixed pool
+//! of threads with a static partition of the block's k-rows.
+//!
+//! Each thread owns a contiguous range of rows in memory for the whole run:
+//! it first-touches those pages at initialisation (so they live on its NUMA
+//! node) and computes the same rows every sweep. Per-row residual sums are
+//! stored and added in row order, so gosa does not depend on the thread
+//! count.
+
+use super::kernel::{self, Layout};
+use super::{Backend, BackendInfo, Face, HostBuffer};
+use crate::config::RunConfig;
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::grid::decomp::{Block, split};
+use crate::grid::fields::{Fields, OMEGA, coefficient_values, p_initial};
+use ndarray::{Array3, Axis};
+use rayon::{ThreadPool, ThreadPoolBuilder};
+use std::ops::Range;
+use std::sync::Mutex;
+
+/// The rows one thread owns.
+#[derive(Debug, Clone)]
+struct Part {
+    /// Interior rows, numbered `(i-1)*(nj-2) + (j-1)`.
+    rows: Range<usize>,
+    /// Memory rows `i*nj + j` of every field this thread first-touches and
+    /// writes; covers `rows` and the boundary rows between parts.
+    mem: Range<usize>,
+}
+
+/// One thread's pieces of every field: (field number, memory).
+type Pieces<'a> = Vec<(usize, &'a mut [f32])>;
+
+/// One rank's fields on the host, swept by a pool of threads.
+pub struct CpuBackend {
+    grid: Grid,
+    block: Block,
+    lay: Layout,
+    fields: Fields,
+    pool: ThreadPool,
+    parts: Vec<Part>,
+    row_gosa: Vec<f64>,
+    gosa: f64,
+}
+
+impl CpuBackend {
+    /// Allocates and initialises the fields of `block` with the configured
+    /// number of threads.
+    pub fn new(grid: &Grid, block: &Block, cfg: &RunConfig) -> Result<CpuBackend> {
+        let threads = cfg.threads.max(1);
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|t| format!("himeno-sweep-{t}"))
+            .build()
+            .map_err(|e| Error::runtime(format!("cannot start {threads} threads: {e}")))?;
+        let lay = Layout {
+            dims: block.local_dims(),
+        };
+        let parts = partition(lay.dims, threads);
+        let interior_rows = block.n[0] * block.n[1];
+        let mut cpu = CpuBackend {
+            grid: *grid,
+            block: *block,
+            lay,
+            fields: Fields::zeroed(block),
+            pool,
+            parts,
+            row_gosa: vec![0.0; interior_rows],
+            gosa: 0.0,
+        };
+        cpu.reset()?;
+        Ok(cpu)
+    }
+
+    /// Splits every field into the threads' memory ranges and calls `f` on
+    /// each thread for each of its pieces, with the field's number in
+    /// `p, next, a0..wrk1` order.
+    fn for_each_part_mut(&mut self, f: impl Fn(&Part, usize, &mut [f32]) + Sync) {
+        let nk = self.lay.dims[2];
+        let fields: Vec<&mut Array3<f32>> = std::iter::once(&mut self.fields.p)
+            .chain(std::iter::once(&mut self.fields.next))
+            .chain(self.fields.coef.iter_mut())
+            .collect();
+        let mut pieces: Vec<Pieces> = (0..self.parts.len()).map(|_| Vec::new()).collect();
+        for (fi, field) in fields.into_iter().enumerate() {
+            let mut rest = field.as_slice_mut().expect("fields are contiguous");
+            for (t, part) in self.parts.iter().enumerate() {
+                let (head, tail) = rest.split_at_mut(part.mem.len() * nk);
+                pieces[t].push((fi, head));
+                rest = tail;
+            }
+        }
+        let slots: Vec<Mutex<Pieces>> = pieces.into_iter().map(Mutex::new).collect();
+        let parts = &self.parts;
+        self.pool.broadcast(|ctx| {
+            let t = ctx.index();
+            let mut mine = slots[t].lock().expect("slot lock");
+            for (fi, piece) in mine.iter_mut() {
+                f(&parts[t], *fi, piece);
+            }
+        });
+    }
+}
+
+/// Static partition of the interior rows of a block with local extents
+/// `dims` over `threads` threads, with the memory rows each one owns.
+fn partition(dims: [usize; 3], threads: usize) -> Vec<Part> {
+    let nj_in = dims[1] - 2;
+    let total = (dims[0] - 2) * nj_in;
+    let mem_row = |q: usize| {
+        if q >= total {
+            dims[0] * dims[1]
+        } else {
+            (q / nj_in + 1) * dims[1] + q % nj_in + 1
+        }
+    };
+    let mut parts = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let (start, len) = split(total, threads, t);
+        let rows = start..start + len;
+        let mem_start = if t == 0 { 0 } else { mem_row(start) };
+        let mem_end = if t + 1 == threads {
+            dims[0] * dims[1]
+        } else {
+            mem_row(start + len)
+        };
+        parts.push(Part {
+            rows,
+            mem: mem_start..mem_end,
+        });
+    }
+    parts
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "cpu".into(),
+            threads: self.parts.len(),
+            device: None,
+            detail: None,
+        }
+    }
+
+    fn reset(&mut self) -> Result<()> {
+        let (grid, block, dims) = (self.grid, self.block, self.lay.dims);
+        let values = coefficient_values();
+        self.for_each_part_mut(|part, field, piece| {
+            for (n, row) in piece.chunks_exact_mut(dims[2]).enumerate() {
+                let li = (part.mem.start + n) / dims[1];
+                let v = match field {
+                    0 | 1 => p_initial(&grid, block.global(0, li)),
+                    f => values[f - 2],
+                };
+                row.fill(v);
+            }
+        });
+        self.gosa = 0.0;
+        Ok(())
+    }
+
+    fn sweep_start(&mut self) -> Result<()> {
+        let lay = self.lay;
+        let nk = lay.dims[2];
+        let nj_in = lay.dims[1] - 2;
+        let p = self.fields.p.as_slice().expect("contiguous");
+        let coef: [&[f32]; 12] =
+            std::array::from_fn(|f| self.fields.coef[f].as_slice().expect("contiguous"));
+        let mut out_rest = self.fields.next.as_slice_mut().expect("contiguous");
+        let mut gosa_rest = &mut self.row_gosa[..];
+        let mut slots = Vec::with_capacity(self.parts.len());
+        for part in &self.parts {
+            let (out, o_tail) = out_rest.split_at_mut(part.mem.len() * nk);
+            let (g, g_tail) = gosa_rest.split_at_mut(part.rows.len());
+            out_rest = o_tail;
+            gosa_rest = g_tail;
+            slots.push(Mutex::new(Some((out, g))));
+        }
+        let parts = &self.parts;
+        self.pool.broadcast(|ctx| {
+            let t = ctx.index();
+            let part = &parts[t];
+            let (out, g) = slots[t].lock().expect("slot lock").take().expect("one use");
+            for (q, gq) in part.rows.clone().zip(g.iter_mut()) {
+                let (i, j) = (q / nj_in + 1, q % nj_in + 1);
+                let at = (lay.row(i, j) - part.mem.start * nk)..;
+                *gq = kernel::sweep_row(lay, i, j, p, &coef, OMEGA, &mut out[at]);
+            }
+        });
+        // Summed in row order: independent of the number of threads.
+        self.gosa = self.row_gosa.iter().sum();
+        Ok(())
+    }
+
+    fn sweep_finish(&mut self) -> Result<f64> {
+        Ok(self.gosa)
+    }
+
+    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
+        let plane = self
+            .fields
+            .next
+            .index_axis(Axis(face.dim), face.send_plane(self.lay.dims));
+        for (b, v) in buf.as_mut_slice().iter_mut().zip(plane.iter()) {
+            *b = *v;
+        }
+        Ok(0.0)
+    }
+
+    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
+        let mut plane = self
+            .fields
+            .next
+            .index_axis_mut(Axis(face.dim), face.ghost_plane(self.lay.dims));
+        for (v, b) in plane.iter_mut().zip(buf.as_slice()) {
+            *v = *b;
+        }
+        Ok(0.0)
+    }
+
+    fn swap(&mut self) {
+        std::mem::swap(&mut self.fields.p, &mut self.fields.next);
+    }
+
+    fn field(&mut self) -> Result<Array3<f32>> {
+        Ok(self.fields.p.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_covers_rows_and_memory_once() {
+        for dims in [[3, 3, 3], [4, 7, 5], [10, 3, 8], [6, 6, 6]] {
+            for threads in 1..9 {
+                let parts = partition(dims, threads);
+                assert_eq!(parts[0].mem.start, 0);
+                assert_eq!(parts.last().unwrap().mem.end, dims[0] * dims[1]);
+                assert_eq!(
+                    parts.last().unwrap().rows.end,
+                    (dims[0] - 2) * (dims[1] - 2)
+                );
+                for w in parts.windows(2) {
+                    assert_eq!(w[0].mem.end, w[1].mem.start);
+                    assert_eq!(w[0].rows.end, w[1].rows.start);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Stand-in for the GPU backend in builds without the `cuda` feature.
+
+use super::Backend;
+use crate::comm::Comm;
+use crate::config::RunConfig;
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::grid::decomp::Block;
+
+/// Always false: this build cannot drive a GPU.
+pub fn available() -> bool {
+    false
+}
+
+/// Explains that this build has no GPU support.
+pub fn create(
+    _cfg: &RunConfig,
+    _grid: &Grid,
+    _block: &Block,
+    _comm: &dyn Comm,
+) -> Result<Box<dyn Backend>> {
+    Err(Error::usage(
+        "this build has no GPU support: rebuild with `--features cuda`, or use --backend cpu",
+    ))
+}

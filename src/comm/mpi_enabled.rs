@@ -1,0 +1,178 @@
+//! The MPI communicator (rsmpi). Also installs a panic hook that aborts the
+//! whole job, because a panic on one rank would otherwise leave the others
+//! waiting forever in their next collective.
+
+use super::Comm;
+use crate::error::{Error, Result};
+use mpi::Threading;
+use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
+use mpi::environment::Universe;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::*;
+
+/// A communicator over `MPI_COMM_WORLD`.
+pub struct MpiComm {
+    // Field order matters: communicators are freed before MPI is finalised
+    // when the universe drops.
+    world: SimpleCommunicator,
+    node_rank: usize,
+    _universe: Universe,
+}
+
+/// Initialises MPI (threads funnelled: only the main thread calls MPI) and
+/// installs the abort-on-panic hook.
+pub fn init() -> Result<Box<dyn Comm>> {
+    let (universe, _level) = mpi::initialize_with_threading(Threading::Funneled)
+        .ok_or_else(|| Error::runtime("MPI was already initialised"))?;
+    let world = universe.world();
+    let node = world.split_shared(world.rank());
+    let node_rank = node.rank() as usize;
+    install_abort_hook(world.rank());
+    Ok(Box::new(MpiComm {
+        world,
+        node_rank,
+        _universe: universe,
+    }))
+}
+
+fn install_abort_hook(rank: i32) {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        eprintln!("himeno: rank {rank} panicked; aborting all ranks");
+        default(info);
+        SimpleCommunicator::world().abort(2);
+    }));
+}
+
+impl Comm for MpiComm {
+    fn rank(&self) -> usize {
+        self.world.rank() as usize
+    }
+
+    fn size(&self) -> usize {
+        self.world.size() as usize
+    }
+
+    fn node_rank(&self) -> usize {
+        self.node_rank
+    }
+
+    fn barrier(&self) {
+        self.world.barrier();
+    }
+
+    fn sum(&self, x: &mut [f64]) {
+        let local = x.to_vec();
+        self.world
+            .all_reduce_into(&local[..], x, SystemOperation::sum());
+    }
+
+    fn max(&self, x: f64) -> f64 {
+        let mut out = 0.0;
+        self.world
+            .all_reduce_into(&x, &mut out, SystemOperation::max());
+        out
+    }
+
+    fn broadcast(&self, x: u64) -> u64 {
+        let mut v = x;
+        self.world.process_at_rank(0).broadcast_into(&mut v);
+        v
+    }
+
+    fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let root = self.world.process_at_rank(0);
+        let len = local.len() as i32;
+        if self.world.rank() == 0 {
+            let mut counts = vec![0i32; self.size()];
+            root.gather_into_root(&len, &mut counts[..]);
+            let displs: Vec<i32> = counts
+                .iter()
+                .scan(0, |acc, &c| {
+                    let d = *acc;
+                    *acc += c;
+                    Some(d)
+                })
+                .collect();
+            let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
+            {
+                let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+                root.gather_varcount_into_root(local, &mut part);
+            }
+            let mut out = Vec::with_capacity(counts.len());
+            for (c, d) in counts.iter().zip(&displs) {
+                out.push(all[*d as usize..(*d + *c) as usize].to_vec());
+            }
+            Some(out)
+        } else {
+            root.gather_into(&len);
+            root.gather_varcount_into(local);
+            None
+        }
+    }
+
+    fn exchange(
+        &self,
+        peers: [Option<usize>; 2],
+        send: [&[f32]; 2],
+        recv: [&mut [f32]; 2],
+        tag: i32,
+    ) -> Result<()> {
+        // A message travelling upwards carries tag 2*tag, downwards 2*tag+1;
+        // what this rank receives from below was sent upwards by that rank.
+        let [recv_lo, recv_hi] = recv;
+        // All four requests live in one scope: a scope per message would wait
+        // on each send before the matching receive is posted and deadlock
+        // past the eager limit.
+        mpi::request::scope(|scope| {
+            let mut reqs = Vec::with_capacity(4);
+            if let Some(lo) = peers[0] {
+                let p = self.world.process_at_rank(lo as i32);
+                reqs.push(p.immediate_receive_into_with_tag(scope, recv_lo, 2 * tag));
+            }
+            if let Some(hi) = peers[1] {
+                let p = self.world.process_at_rank(hi as i32);
+                reqs.push(p.immediate_receive_into_with_tag(scope, recv_hi, 2 * tag + 1));
+            }
+            let mut sends = Vec::with_capacity(2);
+            if let Some(lo) = peers[0] {
+                let p = self.world.process_at_rank(lo as i32);
+                sends.push(p.immediate_send_with_tag(scope, send[0], 2 * tag + 1));
+            }
+            if let Some(hi) = peers[1] {
+                let p = self.world.process_at_rank(hi as i32);
+                sends.push(p.immediate_send_with_tag(scope, send[1], 2 * tag));
+            }
+            for r in reqs {
+                r.wait();
+            }
+            for s in sends {
+                s.wait();
+            }
+        });
+        Ok(())
+    }
+
+    fn send(&self, peer: usize, buf: &[u8]) {
+        self.world.process_at_rank(peer as i32).send(buf);
+    }
+
+    fn recv(&self, peer: usize, buf: &mut [u8]) {
+        self.world.process_at_rank(peer as i32).receive_into(buf);
+    }
+
+    fn abort(&self, code: i32) -> ! {
+        self.world.abort(code)
+    }
+
+    fn host(&self) -> String {
+        mpi::environment::processor_name().unwrap_or_else(|_| super::hostname())
+    }
+
+    fn library(&self) -> Option<String> {
+        mpi::environment::library_version()
+            .ok()
+            .map(|s| s.lines().next().unwrap_or("").trim().to_string())
+    }
+}

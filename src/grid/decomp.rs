@@ -1,0 +1,236 @@
+//! Block decomposition of the grid's interior over a non-periodic Cartesian
+//! process grid `PI x PJ x PK`, and the automatic choice of that grid.
+//!
+//! Rank numbering is row-major over process coordinates (k fastest), as
+//! `MPI_Cart_create` without reordering. Interior points are split as the
+//! original does: each rank gets `n / P` points, the first `n % P` ranks one
+//! more.
+
+use super::Grid;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A Cartesian process grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcGrid {
+    /// Ranks per dimension.
+    pub p: [usize; 3],
+}
+
+impl fmt::Display for ProcGrid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}x{}", self.p[0], self.p[1], self.p[2])
+    }
+}
+
+impl ProcGrid {
+    /// Total number of ranks.
+    pub fn ranks(&self) -> usize {
+        self.p.iter().product()
+    }
+
+    /// Checks that this process grid fits `ranks` ranks and gives every rank
+    /// at least one interior point of `grid`.
+    pub fn validate(&self, grid: &Grid, ranks: usize) -> Result<()> {
+        if self.ranks() != ranks {
+            return Err(Error::usage(format!(
+                "process grid {self} has {} ranks but the job has {ranks}: \
+                 pass --procs with PI*PJ*PK = {ranks}, or omit it to choose automatically",
+                self.ranks()
+            )));
+        }
+        for d in 0..3 {
+            let interior = grid.n[d] - 2;
+            if self.p[d] > interior {
+                return Err(Error::usage(format!(
+                    "process grid {self} splits dimension {} ({} interior points) into {} \
+                     parts: some ranks would own no interior point; use fewer ranks along it",
+                    ["i", "j", "k"][d],
+                    interior,
+                    self.p[d]
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Chooses the process grid for `ranks` ranks that minimises the total
+    /// halo surface exchanged per iteration. Ties prefer splitting i, then j
+    /// (their faces are contiguous or nearly so in memory).
+    pub fn auto(grid: &Grid, ranks: usize) -> Result<ProcGrid> {
+        let interior = grid.interior();
+        let mut best: Option<(u128, ProcGrid)> = None;
+        for pi in divisors(ranks) {
+            for pj in divisors(ranks / pi) {
+                let pk = ranks / pi / pj;
+                let cand = ProcGrid { p: [pi, pj, pk] };
+                if (0..3).any(|d| cand.p[d] > interior[d]) {
+                    continue;
+                }
+                let cost = cand.halo_surface(grid);
+                // Iteration order (pi ascending, pj ascending) plus `<=` keeps
+                // the last of equal-cost candidates: the one splitting i most.
+                if best.is_none_or(|(c, _)| cost <= c) {
+                    best = Some((cost, cand));
+                }
+            }
+        }
+        best.map(|(_, g)| g).ok_or_else(|| {
+            Error::usage(format!(
+                "{ranks} ranks cannot share grid {grid}: every rank needs at least one \
+                 interior point; use fewer ranks or a larger grid"
+            ))
+        })
+    }
+
+    /// Points exchanged per iteration over all internal faces.
+    pub fn halo_surface(&self, grid: &Grid) -> u128 {
+        let n = grid.n;
+        let face = [n[1] * n[2], n[0] * n[2], n[0] * n[1]];
+        (0..3)
+            .map(|d| (self.p[d] as u128 - 1) * face[d] as u128)
+            .sum()
+    }
+
+    /// Process coordinates of `rank`.
+    pub fn coords(&self, rank: usize) -> [usize; 3] {
+        let [_, pj, pk] = self.p;
+        [rank / (pj * pk), (rank / pk) % pj, rank % pk]
+    }
+
+    /// Rank at process coordinates `c`.
+    pub fn rank_of(&self, c: [usize; 3]) -> usize {
+        (c[0] * self.p[1] + c[1]) * self.p[2] + c[2]
+    }
+}
+
+/// Positive divisors of `n`, ascending.
+fn divisors(n: usize) -> impl Iterator<Item = usize> {
+    (1..=n).filter(move |d| n.is_multiple_of(*d))
+}
+
+/// One rank's block of the global interior.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    /// Process coordinates of the owner.
+    pub coords: [usize; 3],
+    /// Global index of the first owned interior point per dimension (>= 1).
+    pub lo: [usize; 3],
+    /// Owned interior points per dimension (>= 1).
+    pub n: [usize; 3],
+    /// Rank of the neighbour below (`[d][0]`) and above (`[d][1]`) in each
+    /// dimension, if any.
+    pub neighbours: [[Option<usize>; 2]; 3],
+}
+
+impl Block {
+    /// The block of `rank` in `procs` over `grid` (both validated).
+    pub fn of(grid: &Grid, procs: &ProcGrid, rank: usize) -> Block {
+        let coords = procs.coords(rank);
+        let mut lo = [0; 3];
+        let mut n = [0; 3];
+        let mut neighbours = [[None; 2]; 3];
+        for d in 0..3 {
+            let (start, len) = split(grid.n[d] - 2, procs.p[d], coords[d]);
+            lo[d] = 1 + start;
+            n[d] = len;
+            let mut c = coords;
+            if coords[d] > 0 {
+                c[d] = coords[d] - 1;
+                neighbours[d][0] = Some(procs.rank_of(c));
+            }
+            if coords[d] + 1 < procs.p[d] {
+                c[d] = coords[d] + 1;
+                neighbours[d][1] = Some(procs.rank_of(c));
+            }
+        }
+        Block {
+            coords,
+            lo,
+            n,
+            neighbours,
+        }
+    }
+
+    /// Local array extents: owned points plus one layer on each side (a ghost
+    /// layer from a neighbour or the global boundary).
+    pub fn local_dims(&self) -> [usize; 3] {
+        [self.n[0] + 2, self.n[1] + 2, self.n[2] + 2]
+    }
+
+    /// Global index of local index `l` along dimension `d`.
+    pub fn global(&self, d: usize, l: usize) -> usize {
+        self.lo[d] - 1 + l
+    }
+
+    /// Owned interior points.
+    pub fn points(&self) -> u64 {
+        self.n.iter().map(|&v| v as u64).product()
+    }
+}
+
+/// Start offset and length of part `c` when `n` items are split in `p` parts,
+/// the first `n % p` parts one larger.
+pub fn split(n: usize, p: usize, c: usize) -> (usize, usize) {
+    let base = n / p;
+    let rem = n % p;
+    let len = base + usize::from(c < rem);
+    let start = c * base + c.min(rem);
+    (start, len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_covers_everything_once() {
+        for n in 1..40 {
+            for p in 1..=n {
+                let mut next = 0;
+                for c in 0..p {
+                    let (s, l) = split(n, p, c);
+                    assert_eq!(s, next);
+                    assert!(l >= 1);
+                    next = s + l;
+                }
+                assert_eq!(next, n);
+            }
+        }
+    }
+
+    #[test]
+    fn auto_prefers_small_surface() {
+        let g = Grid::new([128, 128, 256]).unwrap();
+        assert_eq!(ProcGrid::auto(&g, 1).unwrap().p, [1, 1, 1]);
+        assert_eq!(ProcGrid::auto(&g, 2).unwrap().p, [1, 1, 2]);
+        assert_eq!(ProcGrid::auto(&g, 8).unwrap().p, [2, 2, 2]);
+        let thin = Grid::new([3, 3, 100]).unwrap();
+        assert_eq!(ProcGrid::auto(&thin, 4).unwrap().p, [1, 1, 4]);
+        assert!(ProcGrid::auto(&Grid::new([3, 3, 3]).unwrap(), 2).is_err());
+    }
+
+    #[test]
+    fn neighbours_are_symmetric() {
+        let g = Grid::new([20, 21, 22]).unwrap();
+        let pg = ProcGrid { p: [2, 3, 2] };
+        for r in 0..pg.ranks() {
+            let b = Block::of(&g, &pg, r);
+            for d in 0..3 {
+                if let Some(up) = b.neighbours[d][1] {
+                    assert_eq!(Block::of(&g, &pg, up).neighbours[d][0], Some(r));
+                    assert_eq!(Block::of(&g, &pg, up).lo[d], b.lo[d] + b.n[d]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn validate_rejects_mismatch_and_empty_blocks() {
+        let g = Grid::new([4, 10, 10]).unwrap();
+        assert!(ProcGrid { p: [2, 1, 1] }.validate(&g, 2).is_ok());
+        assert!(ProcGrid { p: [2, 1, 1] }.validate(&g, 4).is_err());
+        assert!(ProcGrid { p: [3, 1, 1] }.validate(&g, 3).is_err());
+    }
+}

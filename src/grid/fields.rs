@@ -1,0 +1,93 @@
+//! The fourteen fields of one rank's block and their initial values.
+//!
+//! Every field has the block's local extents (owned points plus one layer on
+//! each side). Coefficient arrays are real arrays read every sweep: the
+//! benchmark measures that memory traffic, so the constants are never folded
+//! into the kernel.
+
+use super::Grid;
+use super::decomp::Block;
+use ndarray::{Array3, Axis};
+
+/// Relaxation factor of the original benchmark.
+pub const OMEGA: f32 = 0.8;
+
+/// Initial value of every coefficient field, in the order
+/// `a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1`.
+pub fn coefficient_values() -> [f32; 12] {
+    // a3 = 1/6 is computed in f64 and rounded once, as specified.
+    let a3 = (1.0f64 / 6.0) as f32;
+    [1.0, 1.0, 1.0, a3, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+}
+
+/// Initial pressure at global i-index `i`: `i*i / ((NI-1)*(NI-1))`, integer
+/// products then one `f32` division.
+pub fn p_initial(grid: &Grid, i: usize) -> f32 {
+    let num = (i as u64 * i as u64) as f32;
+    let den = ((grid.n[0] as u64 - 1) * (grid.n[0] as u64 - 1)) as f32;
+    num / den
+}
+
+/// The fields of one block, with the block's local extents.
+#[derive(Clone)]
+pub struct Fields {
+    /// Pressure, read by the sweep.
+    pub p: Array3<f32>,
+    /// The sweep's output (`wrk2`); swapped with `p` after each iteration.
+    pub next: Array3<f32>,
+    /// Coefficients `a0..a3, b0..b2, c0..c2, bnd, wrk1`, in that order.
+    pub coef: Vec<Array3<f32>>,
+}
+
+impl Fields {
+    /// Allocates zeroed fields for `block` without touching their pages, so
+    /// that the thread that first writes a page decides its NUMA node.
+    pub fn zeroed(block: &Block) -> Fields {
+        let d = block.local_dims();
+        let shape = (d[0], d[1], d[2]);
+        Fields {
+            p: Array3::zeros(shape),
+            next: Array3::zeros(shape),
+            coef: (0..12).map(|_| Array3::zeros(shape)).collect(),
+        }
+    }
+
+    /// Allocates and initialises the fields of `block` sequentially.
+    pub fn initial(grid: &Grid, block: &Block) -> Fields {
+        let mut f = Fields::zeroed(block);
+        let planes = block.local_dims()[0];
+        f.init_planes(grid, block, 0..planes);
+        f
+    }
+
+    /// Writes initial values into local i-planes `planes` of every field.
+    pub fn init_planes(&mut self, grid: &Grid, block: &Block, planes: std::ops::Range<usize>) {
+        let values = coefficient_values();
+        for li in planes {
+            let pv = p_initial(grid, block.global(0, li));
+            self.p.index_axis_mut(Axis(0), li).fill(pv);
+            self.next.index_axis_mut(Axis(0), li).fill(pv);
+            for (field, &v) in self.coef.iter_mut().zip(&values) {
+                field.index_axis_mut(Axis(0), li).fill(v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grid::decomp::ProcGrid;
+
+    #[test]
+    fn initial_values_match_the_specification() {
+        let g = Grid::new([5, 4, 3]).unwrap();
+        let b = Block::of(&g, &ProcGrid { p: [1, 1, 1] }, 0);
+        let f = Fields::initial(&g, &b);
+        assert_eq!(f.p[[0, 1, 1]], 0.0);
+        assert_eq!(f.p[[4, 0, 2]], 1.0);
+        assert_eq!(f.p[[2, 3, 0]], 4.0f32 / 16.0f32);
+        assert_eq!(f.coef[3][[1, 1, 1]], (1.0f64 / 6.0) as f32);
+        assert_eq!(f.next, f.p);
+    }
+}

@@ -1,0 +1,77 @@
+//! himeno: the Himeno benchmark (RIKEN's 19-point Jacobi kernel for a 3D
+//! Poisson problem) as a distributed solver. MPI ranks on a Cartesian
+//! process grid each sweep their block on CPU threads or a GPU, exchange the
+//! halo of `p` dimension by dimension, and report MFLOPS, gosa and the
+//! compute/communication split.
+//!
+//! [`main_entry`] is the whole program; `main.rs` only calls it.
+
+pub mod backend;
+pub mod cli;
+pub mod comm;
+pub mod config;
+pub mod error;
+pub mod grid;
+pub mod halo;
+pub mod report;
+pub mod selftest;
+pub mod signals;
+pub mod solver;
+pub mod timing;
+pub mod verify;
+
+mod run;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use std::process::ExitCode;
+
+/// Parses the command line, runs what it asks and maps the outcome to the
+/// process exit code (0 success, 1 verification failed, 2 error).
+pub fn main_entry() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // Every rank parses the same arguments: let one of them speak.
+            if launcher_rank().unwrap_or(0) == 0 {
+                let _ = e.print();
+            }
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_logging(cli.verbose);
+    match cli.command {
+        None => run::benchmark(&cli.run),
+        Some(Command::Run(args)) => run::benchmark(&args),
+        Some(Command::Selftest(args)) => run::selftest(&args),
+    }
+}
+
+/// This process's rank as a launcher announced it, before MPI starts.
+fn launcher_rank() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .filter_map(|v| std::env::var(v).ok())
+    .find_map(|s| s.trim().parse().ok())
+}
+
+/// Logs go to stderr: warnings by default, `-v` info, `-vv` debug;
+/// `RUST_LOG` overrides.
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,80 @@
+//! CSV rendering of a record: a header with units in the column names and
+//! one row, for spreadsheets and quick plotting.
+
+use super::Record;
+use crate::timing::Phase;
+
+/// The header line.
+pub fn header() -> String {
+    let mut cols: Vec<String> = [
+        "timestamp",
+        "label",
+        "size",
+        "ni",
+        "nj",
+        "nk",
+        "pi",
+        "pj",
+        "pk",
+        "ranks",
+        "threads_per_rank",
+        "backend",
+        "iterations",
+        "complete",
+        "gosa",
+        "mflops",
+        "score",
+        "wall_s",
+        "gbytes_per_s",
+        "compute_share",
+        "comm_share",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for p in Phase::ALL {
+        cols.push(format!("{}_max_s", p.name()));
+    }
+    cols.extend(["p_fingerprint".to_string(), "verified".to_string()]);
+    cols.join(",")
+}
+
+/// Quotes a field if it holds a comma, quote or newline.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The data row of `r`.
+pub fn row(r: &Record) -> String {
+    let mut v: Vec<String> = vec![
+        r.timestamp.clone(),
+        field(r.label.as_deref().unwrap_or("")),
+        field(&r.size),
+    ];
+    v.extend(r.grid.iter().map(|x| x.to_string()));
+    v.extend(r.procs.iter().map(|x| x.to_string()));
+    v.extend([
+        r.ranks.to_string(),
+        r.threads_per_rank.to_string(),
+        r.backend.clone(),
+        r.iterations.to_string(),
+        r.complete.to_string(),
+        format!("{:e}", r.gosa),
+        format!("{:.3}", r.mflops),
+        format!("{:.4}", r.score),
+        format!("{:.6}", r.wall_s),
+        format!("{:.4}", r.gbytes_per_s),
+        format!("{:.4}", r.compute_share),
+        format!("{:.4}", r.comm_share),
+    ]);
+    for p in Phase::ALL {
+        v.push(format!("{:.6}", r.phases[p.name()].max_s));
+    }
+    v.push(r.p_fingerprint.clone());
+    v.push(r.verified.map_or("".to_string(), |b| b.to_string()));
+    v.join(",")
+}

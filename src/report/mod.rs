@@ -1,0 +1,214 @@
+//! Results: the versioned record of a run, built on rank 0 from the
+//! solver's outcome, and its renderings (text, JSON, CSV) and file append.
+
+pub mod append;
+pub mod csv;
+pub mod provenance;
+pub mod text;
+
+use crate::config::RunConfig;
+use crate::grid::decomp::ProcGrid;
+use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
+use crate::solver::Outcome;
+use crate::timing::{Phase, Stats};
+use crate::verify::{Verdict, fingerprint_hex};
+use provenance::Provenance;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the record layout; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Per-rank line of the record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankRecord {
+    /// Rank number.
+    pub rank: usize,
+    /// Host name.
+    pub host: String,
+    /// Process coordinates.
+    pub coords: [usize; 3],
+    /// Owned interior points per dimension.
+    pub points: [usize; 3],
+    /// Seconds of the rank's timed loop.
+    pub loop_s: f64,
+    /// Seconds per phase.
+    pub phases_s: BTreeMap<String, f64>,
+    /// Where the rank's work ran (threads, device, binding).
+    pub placement: String,
+}
+
+/// One run's result: what JSON lines in results files hold.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    /// Layout version ([`SCHEMA_VERSION`]).
+    pub schema: u32,
+    /// UTC time the run ended, RFC 3339.
+    pub timestamp: String,
+    /// User label (`--label`), e.g. a study name.
+    pub label: Option<String>,
+    /// Size preset or `custom`.
+    pub size: String,
+    /// Global grid `[NI, NJ, NK]`.
+    pub grid: [usize; 3],
+    /// Process grid `[PI, PJ, PK]`.
+    pub procs: [usize; 3],
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Sweep threads per rank.
+    pub threads_per_rank: usize,
+    /// `cpu` or `gpu`.
+    pub backend: String,
+    /// Timed iterations completed.
+    pub iterations: u64,
+    /// Timed iterations planned.
+    pub planned_iterations: u64,
+    /// False when the run was stopped early by a signal.
+    pub complete: bool,
+    /// Gosa of the last iteration.
+    pub gosa: f64,
+    /// MFLOPS (34 flops per interior point and iteration).
+    pub mflops: f64,
+    /// Score: MFLOPS relative to the original's Pentium III 600 MHz.
+    pub score: f64,
+    /// Seconds of the timed loop (slowest rank).
+    pub wall_s: f64,
+    /// Seconds of the rehearsal (slowest rank).
+    pub warmup_s: f64,
+    /// Effective memory bandwidth: 56 bytes per interior point and
+    /// iteration over the wall time, in GB/s (1e9 bytes).
+    pub gbytes_per_s: f64,
+    /// Stream triad bandwidth the run was compared with, in GB/s.
+    pub stream_triad_gbytes_per_s: Option<f64>,
+    /// `gbytes_per_s` over the stream triad bandwidth.
+    pub stream_fraction: Option<f64>,
+    /// Per phase: min/avg/max seconds across ranks.
+    pub phases: BTreeMap<String, Stats>,
+    /// Rank with the longest timed loop.
+    pub slowest_rank: usize,
+    /// Fraction of the slowest rank's loop spent computing.
+    pub compute_share: f64,
+    /// Fraction of the slowest rank's loop spent communicating.
+    pub comm_share: f64,
+    /// Halo bytes sent per iteration, all ranks together.
+    pub halo_bytes_per_iteration: u64,
+    /// Fingerprint of the final interior `p`, hexadecimal.
+    pub p_fingerprint: String,
+    /// `true` passed, `false` failed, `null` not checked.
+    pub verified: Option<bool>,
+    /// How the result was verified.
+    pub verification: Verdict,
+    /// GPU halo staging (`pinned`/`pageable`), null on CPU.
+    pub staging: Option<String>,
+    /// Whether the halo exchange overlapped the sweep.
+    pub overlap: bool,
+    /// Thread binding policy.
+    pub bind: String,
+    /// Per-rank details.
+    pub per_rank: Vec<RankRecord>,
+    /// Where and with what the run was made.
+    pub provenance: Provenance,
+}
+
+/// Inputs to a record that the outcome does not carry.
+pub struct RecordInputs<'a> {
+    /// The validated configuration.
+    pub cfg: &'a RunConfig,
+    /// The process grid used.
+    pub procs: ProcGrid,
+    /// Halo bytes per iteration over all ranks.
+    pub halo_bytes: u64,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// MPI library version, if any.
+    pub mpi_library: Option<String>,
+}
+
+impl Record {
+    /// Builds the record on rank 0.
+    pub fn build(out: &Outcome, inp: RecordInputs<'_>) -> Record {
+        let cfg = inp.cfg;
+        let points = cfg.grid.interior_points() as f64;
+        let work = points * out.iterations as f64;
+        let wall = out.wall_s.max(f64::MIN_POSITIVE);
+        let mflops = FLOPS_PER_POINT * work / wall / 1e6;
+        let gbytes_per_s = BYTES_PER_POINT * work / wall / 1e9;
+        let phases = Phase::ALL
+            .iter()
+            .map(|&p| {
+                let s = Stats::of(out.ranks.iter().map(|r| r.times.get(p)));
+                (p.name().to_string(), s)
+            })
+            .collect();
+        let slowest = out
+            .ranks
+            .iter()
+            .max_by(|a, b| a.loop_s.total_cmp(&b.loop_s))
+            .expect("at least one rank");
+        let loop_s = slowest.loop_s.max(f64::MIN_POSITIVE);
+        let first = &out.ranks[0].backend;
+        let per_rank = out
+            .ranks
+            .iter()
+            .map(|r| RankRecord {
+                rank: r.rank,
+                host: r.host.clone(),
+                coords: r.coords,
+                points: r.points,
+                loop_s: r.loop_s,
+                phases_s: Phase::ALL
+                    .iter()
+                    .map(|&p| (p.name().to_string(), r.times.get(p)))
+                    .collect(),
+                placement: placement(&r.backend),
+            })
+            .collect();
+        Record {
+            schema: SCHEMA_VERSION,
+            timestamp: provenance::utc_now(),
+            label: cfg.label.clone(),
+            size: cfg.size_label.clone(),
+            grid: cfg.grid.n,
+            procs: inp.procs.p,
+            ranks: out.ranks.len(),
+            threads_per_rank: first.threads,
+            backend: first.kind.clone(),
+            iterations: out.iterations,
+            planned_iterations: out.planned,
+            complete: out.complete,
+            gosa: out.gosa,
+            mflops,
+            score: mflops / PENTIUM3_MFLOPS,
+            wall_s: out.wall_s,
+            warmup_s: out.warmup_s,
+            gbytes_per_s,
+            stream_triad_gbytes_per_s: cfg.stream_gbs,
+            stream_fraction: cfg.stream_gbs.map(|s| gbytes_per_s / s),
+            phases,
+            slowest_rank: slowest.rank,
+            compute_share: slowest.times.get(Phase::Compute) / loop_s,
+            comm_share: slowest.times.communication() / loop_s,
+            halo_bytes_per_iteration: inp.halo_bytes,
+            p_fingerprint: fingerprint_hex(out.fingerprint),
+            verified: inp.verdict.verified,
+            verification: inp.verdict,
+            staging: (first.kind == "gpu").then(|| format!("{:?}", cfg.staging).to_lowercase()),
+            overlap: cfg.overlap,
+            bind: format!("{:?}", cfg.bind).to_lowercase(),
+            per_rank,
+            provenance: Provenance::collect(&out.ranks, inp.mpi_library),
+        }
+    }
+}
+
+/// One-line description of where a rank's work ran.
+fn placement(b: &crate::backend::BackendInfo) -> String {
+    let mut s = format!("{} x{} threads", b.kind, b.threads);
+    if let Some(d) = &b.device {
+        s.push_str(&format!(", device {d}"));
+    }
+    if let Some(d) = &b.detail {
+        s.push_str(&format!(", {d}"));
+    }
+    s
+}

@@ -1,0 +1,140 @@
+//! The human report: the original benchmark's familiar lines, then the
+//! decomposition, the phase table and the compute/communication split.
+
+use super::Record;
+use crate::timing::Phase;
+use std::fmt::Write;
+
+/// Renders `r` as the text report.
+pub fn render(r: &Record) -> String {
+    let mut s = String::new();
+    let [ni, nj, nk] = r.grid;
+    let [pi, pj, pk] = r.procs;
+    let _ = writeln!(
+        s,
+        "himeno {} ({})",
+        r.provenance.version, r.provenance.git_commit
+    );
+    let _ = writeln!(
+        s,
+        "mimax = {ni} mjmax = {nj} mkmax = {nk}   (size {}, interior {}x{}x{})",
+        r.size,
+        ni - 2,
+        nj - 2,
+        nk - 2
+    );
+    let _ = writeln!(
+        s,
+        "Process grid {pi}x{pj}x{pk} = {} ranks, {} {} thread(s) per rank, hosts: {}",
+        r.ranks,
+        r.threads_per_rank,
+        r.backend,
+        r.provenance.hosts.join(",")
+    );
+    if let Some(st) = &r.staging {
+        let _ = writeln!(s, "GPU halo staging: {st}, overlap: {}", r.overlap);
+    }
+    for d in &r.provenance.devices {
+        let _ = writeln!(s, "Device: {d}");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        " Loop executed for {} times{}",
+        r.iterations,
+        if r.complete {
+            String::new()
+        } else {
+            format!(
+                " (INCOMPLETE: stopped by a signal, {} planned)",
+                r.planned_iterations
+            )
+        }
+    );
+    let _ = writeln!(s, " Gosa : {:.6e}", r.gosa);
+    let _ = writeln!(
+        s,
+        " MFLOPS measured : {:.2}\tcpu : {:.6}",
+        r.mflops, r.wall_s
+    );
+    let _ = writeln!(s, " Score based on Pentium III 600MHz : {:.3}", r.score);
+    let _ = write!(
+        s,
+        " Effective bandwidth : {:.2} GB/s (56 bytes/point)",
+        r.gbytes_per_s
+    );
+    match (r.stream_fraction, r.stream_triad_gbytes_per_s) {
+        (Some(f), Some(t)) => {
+            let _ = writeln!(s, " = {:.1}% of stream triad {t:.2} GB/s", 100.0 * f);
+        }
+        _ => {
+            let _ = writeln!(s);
+        }
+    }
+    let _ = writeln!(s, " p fingerprint : {}", r.p_fingerprint);
+    let verdict = match r.verified {
+        Some(true) => "VALID",
+        Some(false) => "INVALID",
+        None => "NOT CHECKED",
+    };
+    let _ = writeln!(
+        s,
+        " Verification : {verdict} ({}: {})",
+        r.verification.against, r.verification.detail
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        " {:<10} {:>12} {:>12} {:>12} {:>14}",
+        "phase", "min s", "avg s", "max s", "slowest rank s"
+    );
+    let slow = r.per_rank.iter().find(|x| x.rank == r.slowest_rank);
+    for p in Phase::ALL {
+        let st = r.phases[p.name()];
+        let sl = slow.map_or(0.0, |x| x.phases_s[p.name()]);
+        let _ = writeln!(
+            s,
+            " {:<10} {:>12.6} {:>12.6} {:>12.6} {:>14.6}",
+            p.name(),
+            st.min_s,
+            st.avg_s,
+            st.max_s,
+            sl
+        );
+    }
+    let _ = writeln!(
+        s,
+        " Slowest rank {}: compute {:.1}%, communication {:.1}% of its loop time",
+        r.slowest_rank,
+        100.0 * r.compute_share,
+        100.0 * r.comm_share
+    );
+    if r.per_rank.len() > 1 {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            " {:>5} {:<12} {:>9} {:>14} {:>10} {:>10} {:>10}  placement",
+            "rank", "host", "coords", "points", "loop s", "compute s", "comm s"
+        );
+        for x in &r.per_rank {
+            let comm: f64 = Phase::ALL
+                .iter()
+                .filter(|p| p.is_communication())
+                .map(|p| x.phases_s[p.name()])
+                .sum();
+            let _ = writeln!(
+                s,
+                " {:>5} {:<12} {:>9} {:>14} {:>10.4} {:>10.4} {:>10.4}  {}",
+                x.rank,
+                x.host,
+                format!("{},{},{}", x.coords[0], x.coords[1], x.coords[2]),
+                format!("{}x{}x{}", x.points[0], x.points[1], x.points[2]),
+                x.loop_s,
+                x.phases_s["compute"],
+                comm,
+                x.placement
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,146 @@
+//! The halo self-test: every rank fills the points it holds with a function
+//! of the global index (ghosts with NaN), runs the real halo schedule over
+//! the real communicator, and checks every ghost — faces, edges and corners.
+//! It catches wrong neighbours, offsets and missing dimensions.
+
+use crate::backend::{Backend, BackendInfo, Face, HostBuffer};
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::grid::decomp::{Block, ProcGrid};
+use crate::halo::Halo;
+use crate::timing::PhaseTimes;
+use ndarray::{Array3, Axis};
+
+/// The value every copy of global point `g` must hold: a hash of its linear
+/// index, truncated to 24 bits so that it is exact in `f32`.
+fn pattern(grid: &Grid, g: [usize; 3]) -> f32 {
+    let lin = ((g[0] * grid.n[1] + g[1]) * grid.n[2] + g[2]) as u64;
+    let h = lin.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> 40) as f32
+}
+
+/// A backend whose only field holds the pattern; it does no sweeping.
+struct PatternBackend {
+    field: Array3<f32>,
+}
+
+impl Backend for PatternBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "pattern".into(),
+            threads: 1,
+            ..BackendInfo::default()
+        }
+    }
+    fn reset(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn sweep_start(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn sweep_finish(&mut self) -> Result<f64> {
+        Ok(0.0)
+    }
+    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
+        let dims = [self.field.dim().0, self.field.dim().1, self.field.dim().2];
+        let plane = self.field.index_axis(Axis(face.dim), face.send_plane(dims));
+        for (b, v) in buf.as_mut_slice().iter_mut().zip(plane.iter()) {
+            *b = *v;
+        }
+        Ok(0.0)
+    }
+    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
+        let dims = [self.field.dim().0, self.field.dim().1, self.field.dim().2];
+        let mut plane = self
+            .field
+            .index_axis_mut(Axis(face.dim), face.ghost_plane(dims));
+        for (v, b) in plane.iter_mut().zip(buf.as_slice()) {
+            *v = *b;
+        }
+        Ok(0.0)
+    }
+    fn swap(&mut self) {}
+    fn field(&mut self) -> Result<Array3<f32>> {
+        Ok(self.field.clone())
+    }
+}
+
+/// Runs the halo self-test on every rank of `comm` for `grid` split by
+/// `procs`. Returns the number of ghost values checked on this rank, or an
+/// error naming the first wrong one; the outcome is agreed by all ranks.
+pub fn halo_self_test(comm: &dyn Comm, grid: &Grid, procs: &ProcGrid) -> Result<u64> {
+    procs.validate(grid, comm.size())?;
+    let block = Block::of(grid, procs, comm.rank());
+    let d = block.local_dims();
+    let is_ghost = |l: [usize; 3]| {
+        (0..3).any(|x| {
+            let side = if l[x] == 0 {
+                Some(0)
+            } else if l[x] == d[x] - 1 {
+                Some(1)
+            } else {
+                None
+            };
+            side.is_some_and(|s| block.neighbours[x][s].is_some())
+        })
+    };
+    let global = |l: [usize; 3]| {
+        [
+            block.global(0, l[0]),
+            block.global(1, l[1]),
+            block.global(2, l[2]),
+        ]
+    };
+    let field = Array3::from_shape_fn((d[0], d[1], d[2]), |(i, j, k)| {
+        if is_ghost([i, j, k]) {
+            f32::NAN
+        } else {
+            pattern(grid, global([i, j, k]))
+        }
+    });
+    let mut backend = PatternBackend { field };
+    let mut halo = Halo::new(&block, &mut backend)?;
+    halo.exchange(&mut backend, comm, &mut PhaseTimes::default())?;
+
+    let mut checked = 0u64;
+    let mut first_bad: Option<String> = None;
+    for ((i, j, k), v) in backend.field.indexed_iter() {
+        if !is_ghost([i, j, k]) {
+            continue;
+        }
+        checked += 1;
+        let g = global([i, j, k]);
+        let want = pattern(grid, g);
+        if v.to_bits() != want.to_bits() && first_bad.is_none() {
+            first_bad = Some(format!(
+                "rank {}: ghost at local {:?} (global {:?}) holds {v}, expected {want}",
+                comm.rank(),
+                [i, j, k],
+                g
+            ));
+        }
+    }
+    let mut bad = [f64::from(u8::from(first_bad.is_some()))];
+    comm.sum(&mut bad);
+    match first_bad {
+        Some(msg) => Err(Error::Verification(format!("halo self-test failed: {msg}"))),
+        None if bad[0] > 0.0 => Err(Error::Verification(
+            "halo self-test failed on another rank".into(),
+        )),
+        None => Ok(checked),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::SingleComm;
+
+    #[test]
+    fn single_rank_has_no_ghosts_to_check() {
+        let g = Grid::new([6, 7, 8]).unwrap();
+        let n = halo_self_test(&SingleComm, &g, &ProcGrid { p: [1, 1, 1] }).unwrap();
+        assert_eq!(n, 0);
+    }
+}

@@ -1,0 +1,38 @@
+//! Scheduler signals: SIGTERM, SIGINT and SIGUSR1 ask the run to stop after
+//! the current iteration and still report what it did. A second signal of
+//! the same kind ends the process at once, so a stuck job stays killable.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A flag raised by the first stop signal.
+#[derive(Debug, Clone)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// Installs the handlers and returns the flag they raise.
+    pub fn install() -> StopFlag {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGUSR1,
+        ] {
+            // Order matters: the conditional shutdown must see the flag as
+            // it was before this signal raised it.
+            let _ = signal_hook::flag::register_conditional_shutdown(sig, 3, Arc::clone(&flag));
+            let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
+        }
+        StopFlag(flag)
+    }
+
+    /// A flag no signal raises (for tools and tests).
+    pub fn never() -> StopFlag {
+        StopFlag(Arc::new(AtomicBool::new(false)))
+    }
+
+    /// Whether a stop was asked for.
+    pub fn raised(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,255 @@
+//! Verification: the plain reference kernel, the decomposition-independent
+//! fingerprint of the field, stored known answers, and the verdict.
+
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::grid::decomp::{Block, ProcGrid};
+use crate::grid::fields::{Fields, OMEGA};
+use ndarray::Array3;
+use serde::{Deserialize, Serialize};
+
+/// Relative tolerance on gosa between runs whose fields are bitwise equal:
+/// only the order of the f64 summation differs.
+pub const GOSA_RTOL: f64 = 1e-9;
+
+/// One reference sweep over the owned points of `f` (a whole-grid block),
+/// written as the specification reads, then `p` and `next` are swapped.
+/// Returns the sum of squared residuals.
+pub fn reference_sweep(f: &mut Fields) -> f64 {
+    let (ni, nj, nk) = f.p.dim();
+    let p = &f.p;
+    let c = &f.coef;
+    let mut gosa = 0.0f64;
+    for i in 1..ni - 1 {
+        for j in 1..nj - 1 {
+            for k in 1..nk - 1 {
+                let at = |f: usize| c[f][[i, j, k]];
+                let s0 = at(0) * p[[i + 1, j, k]]
+                    + at(1) * p[[i, j + 1, k]]
+                    + at(2) * p[[i, j, k + 1]]
+                    + at(4)
+                        * (p[[i + 1, j + 1, k]] - p[[i + 1, j - 1, k]] - p[[i - 1, j + 1, k]]
+                            + p[[i - 1, j - 1, k]])
+                    + at(5)
+                        * (p[[i, j + 1, k + 1]] - p[[i, j - 1, k + 1]] - p[[i, j + 1, k - 1]]
+                            + p[[i, j - 1, k - 1]])
+                    + at(6)
+                        * (p[[i + 1, j, k + 1]] - p[[i - 1, j, k + 1]] - p[[i + 1, j, k - 1]]
+                            + p[[i - 1, j, k - 1]])
+                    + at(7) * p[[i - 1, j, k]]
+                    + at(8) * p[[i, j - 1, k]]
+                    + at(9) * p[[i, j, k - 1]]
+                    + at(11);
+                let ss = (s0 * at(3) - p[[i, j, k]]) * at(10);
+                gosa += f64::from(ss * ss);
+                f.next[[i, j, k]] = p[[i, j, k]] + OMEGA * ss;
+            }
+        }
+    }
+    std::mem::swap(&mut f.p, &mut f.next);
+    gosa
+}
+
+/// The answer of a run: gosa of the last iteration and the fingerprint of
+/// the final field.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// Gosa of the last iteration.
+    pub gosa: f64,
+    /// Fingerprint of the final interior `p` (see [`fingerprint`]).
+    pub p_fingerprint: u64,
+}
+
+/// Runs `iterations` reference sweeps on the whole of `grid` in one block.
+pub fn reference_run(grid: &Grid, iterations: u64) -> Answer {
+    let block = Block::of(grid, &ProcGrid { p: [1, 1, 1] }, 0);
+    let mut f = Fields::initial(grid, &block);
+    let mut gosa = 0.0;
+    for _ in 0..iterations {
+        gosa = reference_sweep(&mut f);
+    }
+    Answer {
+        gosa,
+        p_fingerprint: fingerprint(grid, &block, &f.p),
+    }
+}
+
+/// SplitMix64's output function: a cheap, well-mixing 64-bit hash.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// This block's part of the field fingerprint: the wrapping sum over owned
+/// points of a hash of (global linear index, value bits). Sums of parts are
+/// equal for bitwise-equal fields whatever the decomposition.
+pub fn fingerprint(grid: &Grid, block: &Block, p: &Array3<f32>) -> u64 {
+    let mut sum = 0u64;
+    for li in 1..=block.n[0] {
+        let gi = block.global(0, li) as u64;
+        for lj in 1..=block.n[1] {
+            let gj = block.global(1, lj) as u64;
+            let row = (gi * grid.n[1] as u64 + gj) * grid.n[2] as u64;
+            for lk in 1..=block.n[2] {
+                let g = row + block.global(2, lk) as u64;
+                let bits = u64::from(p[[li, lj, lk]].to_bits());
+                sum = sum.wrapping_add(mix(mix(g) ^ bits));
+            }
+        }
+    }
+    sum
+}
+
+/// Formats a fingerprint as reports show it.
+pub fn fingerprint_hex(f: u64) -> String {
+    format!("{f:016x}")
+}
+
+/// A stored known answer for a grid and iteration count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnownAnswer {
+    /// Global grid `[NI, NJ, NK]`.
+    pub grid: [usize; 3],
+    /// Iterations from the initial state.
+    pub iterations: u64,
+    /// Gosa of the last iteration.
+    pub gosa: f64,
+    /// Field fingerprint, hexadecimal.
+    pub p_fingerprint: String,
+}
+
+/// The known answers kept in `inputs/known_answers.json`, compiled in.
+pub fn known_answers() -> Vec<KnownAnswer> {
+    serde_json::from_str(include_str!("../inputs/known_answers.json"))
+        .expect("inputs/known_answers.json is valid")
+}
+
+/// The stored answer for `grid` after `iterations`, if there is one.
+pub fn known_answer(grid: &Grid, iterations: u64) -> Option<Answer> {
+    known_answers()
+        .into_iter()
+        .find(|k| k.grid == grid.n && k.iterations == iterations)
+        .map(|k| Answer {
+            gosa: k.gosa,
+            p_fingerprint: u64::from_str_radix(&k.p_fingerprint, 16)
+                .expect("known answer fingerprints are hexadecimal"),
+        })
+}
+
+/// How a run's answer was checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// `Some(true)` passed, `Some(false)` failed, `None` not checked.
+    pub verified: Option<bool>,
+    /// What it was checked against: `known-answer`, `reference`, or `none`.
+    pub against: String,
+    /// A one-line explanation.
+    pub detail: String,
+}
+
+/// Compares `got` with `want`: the fingerprints must be equal (bitwise-equal
+/// fields) and gosa within [`GOSA_RTOL`].
+pub fn compare(got: &Answer, want: &Answer, against: &str) -> Verdict {
+    let rel = (got.gosa - want.gosa).abs() / want.gosa.abs().max(f64::MIN_POSITIVE);
+    let fp_ok = got.p_fingerprint == want.p_fingerprint;
+    let gosa_ok = rel <= GOSA_RTOL;
+    let detail = format!(
+        "gosa {:.12e} vs {:.12e} (rel. diff {rel:.1e}, tolerance {GOSA_RTOL:.0e}); \
+         p fingerprint {} vs {}{}",
+        got.gosa,
+        want.gosa,
+        fingerprint_hex(got.p_fingerprint),
+        fingerprint_hex(want.p_fingerprint),
+        if fp_ok { " (equal)" } else { " (DIFFERENT)" }
+    );
+    Verdict {
+        verified: Some(fp_ok && gosa_ok),
+        against: against.to_string(),
+        detail,
+    }
+}
+
+/// Decides the verdict of a complete run on rank 0: against a stored known
+/// answer when one exists, against a fresh reference run when `force` is
+/// set, otherwise unchecked.
+pub fn decide(grid: &Grid, iterations: u64, got: &Answer, force: bool) -> Verdict {
+    if let Some(want) = known_answer(grid, iterations) {
+        return compare(got, &want, "known-answer");
+    }
+    if force {
+        tracing::info!("verifying against the reference kernel on rank 0");
+        let want = reference_run(grid, iterations);
+        return compare(got, &want, "reference");
+    }
+    Verdict {
+        verified: None,
+        against: "none".into(),
+        detail: "no known answer for this grid and iteration count; pass --verify to \
+                 check against the reference kernel"
+            .into(),
+    }
+}
+
+/// Fails with a verification error when gosa is not a finite number.
+pub fn check_finite(gosa: f64, iteration: u64) -> Result<()> {
+    if gosa.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::Verification(format!(
+            "gosa is {gosa} at iteration {iteration}: the field has diverged or holds NaN/Inf"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_changes_with_any_bit() {
+        let g = Grid::new([5, 6, 7]).unwrap();
+        let b = Block::of(&g, &ProcGrid { p: [1, 1, 1] }, 0);
+        let f = Fields::initial(&g, &b);
+        let base = fingerprint(&g, &b, &f.p);
+        let mut p = f.p.clone();
+        p[[2, 3, 4]] = f32::from_bits(p[[2, 3, 4]].to_bits() ^ 1);
+        assert_ne!(fingerprint(&g, &b, &p), base);
+        let mut q = f.p.clone();
+        q[[0, 0, 0]] = 42.0;
+        assert_eq!(
+            fingerprint(&g, &b, &q),
+            base,
+            "boundary points are not owned"
+        );
+    }
+
+    #[test]
+    fn compare_needs_both_fingerprint_and_gosa() {
+        let a = Answer {
+            gosa: 1.0,
+            p_fingerprint: 7,
+        };
+        assert_eq!(compare(&a, &a, "x").verified, Some(true));
+        let b = Answer {
+            gosa: 1.0 + 1e-7,
+            ..a
+        };
+        assert_eq!(compare(&b, &a, "x").verified, Some(false));
+        let c = Answer {
+            p_fingerprint: 8,
+            ..a
+        };
+        assert_eq!(compare(&c, &a, "x").verified, Some(false));
+    }
+
+    #[test]
+    fn nan_gosa_is_a_verification_error() {
+        assert!(check_finite(1.0, 3).is_ok());
+        assert!(matches!(
+            check_finite(f64::NAN, 3),
+            Err(Error::Verification(m)) if m.contains("iteration 3")
+        ));
+    }
+}

@@ -48,7 +48,7 @@ pub fn main_entry() -> ExitCode {
 }
 
 /// This process's rank as a launcher announced it, before MPI starts.
-fn launcher_rank() -> Option<usize> {
+pub(crate) fn launcher_rank() -> Option<usize> {
     [
         "OMPI_COMM_WORLD_RANK",
         "PMI_RANK",

@@ -54,7 +54,10 @@ fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
     let comm = match comm::init() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("himeno: {e}");
+            // Without MPI every copy fails alike: let the first one speak.
+            if crate::launcher_rank().unwrap_or(0) == 0 {
+                eprintln!("himeno: {e}");
+            }
             return e.to_exit_code();
         }
     };

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then checks formatting and
+# lints, and runs the tests of every build (no features: the single-node
+# fallback; mpi: real mpirun runs; cuda: builds and tests without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+# NVRTC from PyPI lets the kernel-compilation test run without a GPU.
+if [ -z "${HIMENO_SKIP_NVRTC:-}" ]; then
+  python3 -m pip install -q nvidia-cuda-nvrtc-cu12 >/dev/null 2>&1 \
+    || echo "note: could not install nvidia-cuda-nvrtc-cu12; the NVRTC test will skip" >&2
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+cargo fmt --all -- --check
+for features in "" "--features mpi" "--no-default-features --features cuda"; do
+  # shellcheck disable=SC2086
+  cargo clippy --release --all-targets $features -- -D warnings
+done
+cargo test --release
+cargo test --release --features mpi
+cargo test --release --no-default-features --features cuda

@@ -38,6 +38,17 @@ pub enum Command {
     /// Check the halo exchange: fill points with a function of their global
     /// index, exchange, and check every ghost (faces, edges, corners).
     Selftest(SelftestArgs),
+    /// Evaluation benchmarks beside the solver (host<->device transfers).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// The tools under `himeno bench`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Host<->device copy bandwidth and latency, pinned vs pageable host
+    /// memory, and the device-to-device copy bandwidth (GPU builds).
+    Transfer(crate::bench::transfer::TransferArgs),
 }
 
 /// Options of the halo self-test.

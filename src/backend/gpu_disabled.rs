@@ -1,6 +1,7 @@
 //! Stand-in for the GPU backend in builds without the `cuda` feature.
 
 use super::Backend;
+use crate::bench::transfer::TransferReport;
 use crate::comm::Comm;
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
@@ -21,5 +22,13 @@ pub fn create(
 ) -> Result<Box<dyn Backend>> {
     Err(Error::usage(
         "this build has no GPU support: rebuild with `--features cuda`, or use --backend cpu",
+    ))
+}
+
+/// Explains that this build cannot measure host<->device transfers.
+pub fn measure_transfers(_device: usize, _sizes: &[usize]) -> Result<TransferReport> {
+    Err(Error::usage(
+        "this build has no GPU support, so there is nothing to measure: rebuild with \
+         `--features cuda` to run `himeno bench transfer`",
     ))
 }

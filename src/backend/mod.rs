@@ -7,7 +7,7 @@ pub mod cpu;
 pub mod kernel;
 
 #[cfg(feature = "cuda")]
-#[path = "gpu_enabled.rs"]
+#[path = "gpu/mod.rs"]
 pub mod gpu;
 
 #[cfg(not(feature = "cuda"))]

@@ -2,6 +2,7 @@
 //! the real `himeno` binary; multi-rank tests run it under a real `mpirun`.
 
 mod common;
+mod gpu;
 mod known_answers;
 mod mpi;
 mod run;

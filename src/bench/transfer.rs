@@ -1,0 +1,272 @@
+//! `himeno bench transfer`: host<->device copy bandwidth and latency with
+//! page-locked ("pinned") and ordinary ("pageable") host memory, plus the
+//! device-to-device copy bandwidth the GPU sweep is judged against.
+//!
+//! The measurement itself lives in the GPU backend (`backend::gpu`); builds
+//! without the `cuda` feature answer with a usage error. This module holds
+//! the options, the size list and the reports.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Output format of the benchmark tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchFormat {
+    /// A table for people.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// Options of `himeno bench transfer`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TransferArgs {
+    /// GPU ordinal to measure.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Smallest copy in bytes (sizes double from here).
+    #[arg(long, default_value_t = 8)]
+    pub min_bytes: usize,
+    /// Largest copy in bytes (default 256 MiB).
+    #[arg(long, default_value_t = 256 << 20)]
+    pub max_bytes: usize,
+    /// Report format on standard output.
+    #[arg(long, value_enum, default_value_t = BenchFormat::Text)]
+    pub format: BenchFormat,
+}
+
+/// Largest accepted copy: 16 GiB.
+const MAX_BYTES: usize = 16 << 30;
+
+impl TransferArgs {
+    /// Copy sizes to measure: powers of two from `min_bytes` to
+    /// `max_bytes`, and `max_bytes` itself.
+    pub fn sizes(&self) -> Result<Vec<usize>> {
+        if self.min_bytes == 0 || self.min_bytes > self.max_bytes || self.max_bytes > MAX_BYTES {
+            return Err(Error::usage(format!(
+                "--min-bytes {} and --max-bytes {} must satisfy 1 <= min <= max <= {MAX_BYTES}",
+                self.min_bytes, self.max_bytes
+            )));
+        }
+        let mut sizes = Vec::new();
+        let mut s = self.min_bytes;
+        while s < self.max_bytes {
+            sizes.push(s);
+            s *= 2;
+        }
+        sizes.push(self.max_bytes);
+        Ok(sizes)
+    }
+}
+
+/// One measured copy size in one direction with one kind of memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// `h2d`, `d2h` or `d2d`.
+    pub direction: String,
+    /// Host memory: `pinned`, `pageable`, or `device` for `d2d`.
+    pub memory: String,
+    /// Bytes per copy.
+    pub bytes: usize,
+    /// Copies timed.
+    pub copies: u32,
+    /// Seconds per copy: host<->device copies are each issued and waited
+    /// for on their own; device copies run back to back.
+    pub seconds_per_copy: f64,
+    /// Bytes moved per second / 1e9; for `d2d` the bytes read plus the
+    /// bytes written (2 x size), as stream benchmarks count a copy.
+    pub gbytes_per_s: f64,
+}
+
+/// The whole measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferReport {
+    /// Host the measurement ran on.
+    pub host: String,
+    /// The device measured.
+    pub device: String,
+    /// Every sample.
+    pub samples: Vec<Sample>,
+    /// Per `direction/memory`: time of the smallest copy in microseconds.
+    pub latency_us: BTreeMap<String, f64>,
+    /// Per `direction/memory`: the best bandwidth in GB/s.
+    pub peak_gbytes_per_s: BTreeMap<String, f64>,
+}
+
+/// The (direction, memory) series in report order.
+pub const SERIES: [(&str, &str); 5] = [
+    ("h2d", "pinned"),
+    ("h2d", "pageable"),
+    ("d2h", "pinned"),
+    ("d2h", "pageable"),
+    ("d2d", "device"),
+];
+
+impl TransferReport {
+    /// Builds the report and its summaries from the samples.
+    pub fn new(host: String, device: String, samples: Vec<Sample>) -> TransferReport {
+        let mut latency_us = BTreeMap::new();
+        let mut peak = BTreeMap::new();
+        for (dir, mem) in SERIES {
+            let key = format!("{dir}/{mem}");
+            let series: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.direction == dir && s.memory == mem)
+                .collect();
+            if let Some(first) = series.iter().min_by_key(|s| s.bytes) {
+                latency_us.insert(key.clone(), first.seconds_per_copy * 1e6);
+            }
+            if let Some(best) = series
+                .iter()
+                .map(|s| s.gbytes_per_s)
+                .max_by(|a, b| a.total_cmp(b))
+            {
+                peak.insert(key, best);
+            }
+        }
+        TransferReport {
+            host,
+            device,
+            samples,
+            latency_us,
+            peak_gbytes_per_s: peak,
+        }
+    }
+
+    /// The text table: GB/s per size and series, then latency and peaks.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "host<->device transfers on {} ({})",
+            self.device, self.host
+        );
+        let _ = writeln!(
+            s,
+            "GB/s per copy size (each copy waited for; d2d counts read + write)"
+        );
+        let _ = write!(s, "{:>12}", "bytes");
+        for (dir, mem) in SERIES {
+            let _ = write!(s, " {:>13}", format!("{dir} {mem}"));
+        }
+        let _ = writeln!(s);
+        let mut sizes: Vec<usize> = self.samples.iter().map(|x| x.bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for b in sizes {
+            let _ = write!(s, "{b:>12}");
+            for (dir, mem) in SERIES {
+                match self
+                    .samples
+                    .iter()
+                    .find(|x| x.bytes == b && x.direction == dir && x.memory == mem)
+                {
+                    Some(x) => {
+                        let _ = write!(s, " {:>13.3}", x.gbytes_per_s);
+                    }
+                    None => {
+                        let _ = write!(s, " {:>13}", "-");
+                    }
+                }
+            }
+            let _ = writeln!(s);
+        }
+        let _ = write!(s, "{:>12}", "latency us");
+        for (dir, mem) in SERIES {
+            match self.latency_us.get(&format!("{dir}/{mem}")) {
+                Some(v) => {
+                    let _ = write!(s, " {v:>13.2}");
+                }
+                None => {
+                    let _ = write!(s, " {:>13}", "-");
+                }
+            }
+        }
+        let _ = writeln!(s);
+        let _ = write!(s, "{:>12}", "peak GB/s");
+        for (dir, mem) in SERIES {
+            match self.peak_gbytes_per_s.get(&format!("{dir}/{mem}")) {
+                Some(v) => {
+                    let _ = write!(s, " {v:>13.3}");
+                }
+                None => {
+                    let _ = write!(s, " {:>13}", "-");
+                }
+            }
+        }
+        let _ = writeln!(s);
+        s
+    }
+}
+
+/// Runs the benchmark and prints its report.
+pub fn run(args: &TransferArgs) -> Result<()> {
+    let sizes = args.sizes()?;
+    let report = crate::backend::gpu::measure_transfers(args.device, &sizes)?;
+    let text = match args.format {
+        BenchFormat::Text => report.render_text(),
+        BenchFormat::Json => {
+            let mut j = serde_json::to_string_pretty(&report)
+                .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
+            j.push('\n');
+            j
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(min: usize, max: usize) -> TransferArgs {
+        TransferArgs {
+            device: 0,
+            min_bytes: min,
+            max_bytes: max,
+            format: BenchFormat::Text,
+        }
+    }
+
+    #[test]
+    fn sizes_double_and_end_at_the_maximum() {
+        let s = args(8, 256 << 20).sizes().unwrap();
+        assert_eq!(s.first(), Some(&8));
+        assert_eq!(s.last(), Some(&(256 << 20)));
+        assert_eq!(s.len(), 26);
+        assert_eq!(args(8, 100).sizes().unwrap(), vec![8, 16, 32, 64, 100]);
+        assert!(args(0, 8).sizes().is_err());
+        assert!(args(16, 8).sizes().is_err());
+    }
+
+    #[test]
+    fn summaries_take_smallest_copy_and_best_bandwidth() {
+        let sample = |bytes: usize, t: f64| Sample {
+            direction: "h2d".into(),
+            memory: "pinned".into(),
+            bytes,
+            copies: 3,
+            seconds_per_copy: t,
+            gbytes_per_s: bytes as f64 / t / 1e9,
+        };
+        let r = TransferReport::new(
+            "h".into(),
+            "d".into(),
+            vec![
+                sample(1 << 20, 1e-4),
+                sample(8, 5e-6),
+                sample(1 << 24, 1e-3),
+            ],
+        );
+        assert!((r.latency_us["h2d/pinned"] - 5.0).abs() < 1e-9);
+        let want = (1u64 << 24) as f64 / 1e-3 / 1e9;
+        assert!((r.peak_gbytes_per_s["h2d/pinned"] - want).abs() < 1e-9);
+        assert!(!r.latency_us.contains_key("d2h/pinned"));
+        let text = r.render_text();
+        assert!(text.contains("latency us"), "{text}");
+        assert!(text.contains("16777216"), "{text}");
+    }
+}

@@ -1,0 +1,199 @@
+//! The GPU backend and `bench transfer`: clean errors in builds and on
+//! machines without CUDA (what CI checks), and, where a GPU is present,
+//! agreement with the CPU (bitwise with `--overlap` too). Tests that need a
+//! device print why they skip when there is none.
+
+use crate::common::*;
+use std::process::Output;
+
+/// Whether this test binary's `himeno` was built with the `cuda` feature.
+const CUDA: bool = cfg!(feature = "cuda");
+
+/// Runs `args` and returns the output.
+fn go(args: &[&str]) -> Output {
+    run(himeno(args))
+}
+
+/// `None` when a GPU run works here; otherwise why not (for skip notes).
+fn no_gpu() -> Option<String> {
+    let o = go(&["--backend", "gpu", "--size", "XS", "--iterations", "1"]);
+    if o.status.success() {
+        None
+    } else {
+        Some(stderr(&o).trim().to_string())
+    }
+}
+
+/// Asserts a clean one-line failure with exit code 2 that mentions one of
+/// `words`, and no panic.
+fn assert_clean_error(o: &Output, words: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr:\n{err}");
+    assert!(!err.contains("panicked"), "panic:\n{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(lines.len(), 1, "expected one error line:\n{err}");
+    assert!(
+        words.iter().any(|w| lines[0].contains(w)),
+        "{words:?} not in: {}",
+        lines[0]
+    );
+    assert!(stdout(o).is_empty(), "stdout:\n{}", stdout(o));
+}
+
+#[test]
+fn gpu_backend_without_a_usable_gpu_is_a_clean_usage_error() {
+    let o = go(&["--backend", "gpu", "--size", "XS", "--iterations", "2"]);
+    if o.status.success() {
+        eprintln!("SKIPPED the no-GPU error check: a GPU is present");
+        return;
+    }
+    if CUDA {
+        assert_clean_error(&o, &["CUDA", "NVRTC", "device"]);
+    } else {
+        assert_clean_error(&o, &["--features cuda"]);
+    }
+}
+
+#[test]
+fn auto_backend_runs_and_verifies_on_whatever_is_there() {
+    let o = go(&[
+        "--backend",
+        "auto",
+        "--grid",
+        "17x19x23",
+        "--iterations",
+        "3",
+        "--verify",
+        "--format",
+        "json",
+    ]);
+    let r = json_ok(&o);
+    assert_eq!(r["verified"], true, "{r}");
+    let want = if no_gpu().is_some() { "cpu" } else { "gpu" };
+    assert_eq!(r["backend"], want, "{r}");
+}
+
+#[test]
+fn bench_transfer_without_a_gpu_is_a_clean_error() {
+    let o = go(&["bench", "transfer", "--max-bytes", "1024"]);
+    if o.status.success() {
+        eprintln!("SKIPPED the bench-transfer error check: a GPU is present");
+        return;
+    }
+    if CUDA {
+        assert_clean_error(&o, &["CUDA", "NVRTC", "device"]);
+    } else {
+        assert_clean_error(&o, &["--features cuda"]);
+    }
+}
+
+#[test]
+fn bench_transfer_rejects_bad_sizes() {
+    let o = go(&["bench", "transfer", "--min-bytes", "64", "--max-bytes", "8"]);
+    assert_clean_error(&o, &["--min-bytes"]);
+}
+
+#[test]
+fn gpu_backend_fails_together_on_every_rank() {
+    if !MPI {
+        eprintln!("SKIPPED: this build has no MPI");
+        return;
+    }
+    if no_gpu().is_none() {
+        eprintln!("SKIPPED the no-GPU error check on 2 ranks: a GPU is present");
+        return;
+    }
+    let o = run(mpirun(
+        2,
+        &["--backend", "gpu", "--size", "XS", "--iterations", "1"],
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    let said = stderr(&o).matches("himeno: error").count();
+    assert_eq!(said, 1, "the error must be printed once:\n{}", stderr(&o));
+}
+
+#[test]
+fn bench_transfer_reports_every_series_on_a_gpu() {
+    if let Some(why) = no_gpu() {
+        eprintln!("SKIPPED bench transfer measurement: {why}");
+        return;
+    }
+    let o = go(&[
+        "bench",
+        "transfer",
+        "--max-bytes",
+        "65536",
+        "--format",
+        "json",
+    ]);
+    let r = json_ok(&o);
+    let samples = r["samples"].as_array().expect("samples");
+    // 8 B .. 64 KiB is 14 sizes, 5 series each.
+    assert_eq!(samples.len(), 14 * 5, "{r}");
+    for s in samples {
+        assert!(s["gbytes_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    assert!(r["latency_us"]["h2d/pinned"].as_f64().unwrap() > 0.0);
+}
+
+/// The JSON report of a run with `extra` options.
+fn report(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--format", "json"];
+    args.extend_from_slice(extra);
+    json_ok(&go(&args))
+}
+
+#[test]
+fn gpu_field_is_bitwise_equal_to_the_cpu() {
+    if let Some(why) = no_gpu() {
+        eprintln!("SKIPPED GPU vs CPU: {why}");
+        return;
+    }
+    for grid in ["17x19x23", "32x32x64", "40x9x70"] {
+        let base = ["--grid", grid, "--iterations", "6"];
+        let cpu = report(&[&base[..], &["--backend", "cpu"]].concat());
+        for staging in ["pinned", "pageable"] {
+            let gpu = report(&[&base[..], &["--backend", "gpu", "--staging", staging]].concat());
+            assert_eq!(gpu["backend"], "gpu");
+            assert_eq!(cpu["p_fingerprint"], gpu["p_fingerprint"], "{grid}");
+            let (a, b) = (cpu["gosa"].as_f64().unwrap(), gpu["gosa"].as_f64().unwrap());
+            assert!((a - b).abs() <= 1e-9 * a.abs(), "{grid}: gosa {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn overlap_is_bitwise_equal_on_two_ranks() {
+    if !MPI {
+        eprintln!("SKIPPED: this build has no MPI");
+        return;
+    }
+    if let Some(why) = no_gpu() {
+        eprintln!("SKIPPED overlap check: {why}");
+        return;
+    }
+    let mut seen = Vec::new();
+    for (procs, overlap) in [("2x1x1", false), ("2x1x1", true), ("1x1x2", true)] {
+        let mut args = vec![
+            "--backend",
+            "gpu",
+            "--grid",
+            "33x35x37",
+            "--iterations",
+            "5",
+            "--procs",
+            procs,
+            "--verify",
+            "--format",
+            "json",
+        ];
+        if overlap {
+            args.push("--overlap");
+        }
+        let r = json_ok(&run(mpirun(2, &args)));
+        assert_eq!(r["verified"], true, "{procs} overlap {overlap}: {r}");
+        seen.push(r["p_fingerprint"].clone());
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+}

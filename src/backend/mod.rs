@@ -130,10 +130,14 @@ pub fn create(
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(grid, block, cfg)?)),
         BackendKind::Gpu => gpu::create(cfg, grid, block, comm),
         BackendKind::Auto => {
-            if gpu::available() {
+            // Decided together: ranks on nodes with and without GPUs must
+            // not pick different backends (gpu::create is collective).
+            let mut usable = [f64::from(u8::from(gpu::available()))];
+            comm.sum(&mut usable);
+            if usable[0] as usize == comm.size() {
                 gpu::create(cfg, grid, block, comm)
             } else {
-                tracing::info!("no usable GPU: using the CPU backend");
+                tracing::info!("no usable GPU on every rank: using the CPU backend");
                 Ok(Box::new(cpu::CpuBackend::new(grid, block, cfg)?))
             }
         }

@@ -38,6 +38,12 @@ pub enum Command {
     /// Check the halo exchange: fill points with a function of their global
     /// index, exchange, and check every ghost (faces, edges, corners).
     Selftest(SelftestArgs),
+    /// Tables and plots of scaling studies from results files.
+    Report(crate::study::ReportArgs),
+    /// Predict time per iteration and the compute/communication split.
+    Model(crate::study::ModelArgs),
+    /// Benchmarks beside the solver (MPI ping-pong).
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Options of the halo self-test.

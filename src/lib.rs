@@ -7,6 +7,7 @@
 //! [`main_entry`] is the whole program; `main.rs` only calls it.
 
 pub mod backend;
+pub mod bench;
 pub mod cli;
 pub mod comm;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod report;
 pub mod selftest;
 pub mod signals;
 pub mod solver;
+pub mod study;
 pub mod timing;
 pub mod verify;
 
@@ -44,6 +46,13 @@ pub fn main_entry() -> ExitCode {
         None => run::benchmark(&cli.run),
         Some(Command::Run(args)) => run::benchmark(&args),
         Some(Command::Selftest(args)) => run::selftest(&args),
+        Some(Command::Report(args)) => study::report(&args),
+        Some(Command::Model(args)) => study::model_command(&args),
+        Some(Command::Bench(args)) => match args.command {
+            bench::BenchCommand::Pingpong(a) => {
+                run::with_comm(|comm| bench::pingpong::run(&a, comm))
+            }
+        },
     }
 }
 

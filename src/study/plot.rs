@@ -226,14 +226,16 @@ where
         .label_style(("sans-serif", 15))
         .draw()
         .map_err(e)?;
+    // The ideal line is wide and light, so a curve on top of it stays visible.
+    let grey = RGBColor(170, 170, 170);
     chart
         .draw_series(LineSeries::new(
             [(n0, ideal(n0)), (xmax, ideal(xmax))],
-            BLACK.stroke_width(1),
+            grey.stroke_width(5),
         ))
         .map_err(e)?
         .label("ideal")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK));
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], grey.stroke_width(5)));
     let blue = PHASE_COLOURS[0];
     chart
         .draw_series(LineSeries::new(
@@ -259,7 +261,12 @@ where
     if !model.is_empty() {
         let red = PHASE_COLOURS[3];
         chart
-            .draw_series(LineSeries::new(model.iter().copied(), red.stroke_width(2)))
+            .draw_series(DashedLineSeries::new(
+                model.iter().copied(),
+                8,
+                5,
+                red.stroke_width(2),
+            ))
             .map_err(e)?
             .label("model")
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], red.stroke_width(2)));
@@ -319,7 +326,8 @@ where
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..ymax.max(1e-6))
+        // A discrete range includes its end: 0..n-1 gives one segment per row.
+        .build_cartesian_2d((0..n.max(1) - 1).into_segmented(), 0.0..ymax.max(1e-6))
         .map_err(e)?;
     chart
         .configure_mesh()

@@ -253,7 +253,7 @@ fn make_group(
             rows.push(row_of(r));
         }
     }
-    rows.sort_by(|a, b| (a.ranks, a.procs, a.grid).cmp(&(b.ranks, b.procs, b.grid)));
+    rows.sort_by_key(|a| (a.ranks, a.procs, a.grid));
     let base_ranks = rows.first().map_or(1, |r| r.ranks);
     let base = rows
         .iter()

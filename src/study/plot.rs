@@ -321,7 +321,7 @@ where
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!("time per iteration by phase (slowest rank): {}", g.title()),
-            ("sans-serif", 18),
+            ("sans-serif", 16),
         )
         .margin(15)
         .x_label_area_size(45)

@@ -47,15 +47,20 @@ impl Progress {
             // counting the iterations before the bar as instantaneous.
             let bar = ProgressBar::with_draw_target(Some(planned), ProgressDrawTarget::stderr())
                 .with_position(done);
-            if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} iteration {pos}/{len} [{wide_bar}] {percent}% elapsed {elapsed}, ETA {eta}",
-            ) {
+            if let Ok(style) =
+                ProgressStyle::with_template("iteration {pos}/{len} [{wide_bar}] {percent}% {msg}")
+            {
                 bar.set_style(style.progress_chars("=> "));
             }
             self.bar = Some(bar);
         }
         if let Some(bar) = &self.bar {
             bar.set_position(done);
+            // The time left from the loop's own mean rate: steady for a
+            // Jacobi loop, whose iterations all cost the same.
+            let elapsed = self.start.elapsed();
+            let left = elapsed.mul_f64((planned - done.min(planned)) as f64 / done.max(1) as f64);
+            bar.set_message(format!("elapsed {}, ETA {}", clock(elapsed), clock(left)));
         }
     }
 
@@ -67,9 +72,25 @@ impl Progress {
     }
 }
 
+/// `h:mm:ss` or `m:ss`.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_format() {
+        assert_eq!(clock(Duration::from_secs(75)), "1:15");
+        assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+    }
 
     #[test]
     fn disabled_progress_never_draws() {

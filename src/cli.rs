@@ -38,17 +38,13 @@ pub enum Command {
     /// Check the halo exchange: fill points with a function of their global
     /// index, exchange, and check every ghost (faces, edges, corners).
     Selftest(SelftestArgs),
-    /// Evaluation benchmarks beside the solver (host<->device transfers).
-    #[command(subcommand)]
-    Bench(BenchCommand),
-}
-
-/// The tools under `himeno bench`.
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Host<->device copy bandwidth and latency, pinned vs pageable host
-    /// memory, and the device-to-device copy bandwidth (GPU builds).
-    Transfer(crate::bench::transfer::TransferArgs),
+    /// Tables and plots of scaling studies from results files.
+    Report(crate::study::ReportArgs),
+    /// Predict time per iteration and the compute/communication split.
+    Model(crate::study::ModelArgs),
+    /// Evaluation benchmarks beside the solver (MPI ping-pong, host<->device
+    /// transfers).
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Options of the halo self-test.

@@ -18,6 +18,7 @@ pub mod report;
 pub mod selftest;
 pub mod signals;
 pub mod solver;
+pub mod study;
 pub mod timing;
 pub mod verify;
 
@@ -45,7 +46,9 @@ pub fn main_entry() -> ExitCode {
         None => run::benchmark(&cli.run),
         Some(Command::Run(args)) => run::benchmark(&args),
         Some(Command::Selftest(args)) => run::selftest(&args),
-        Some(Command::Bench(cmd)) => bench::run(&cmd),
+        Some(Command::Report(args)) => study::report(&args),
+        Some(Command::Model(args)) => study::model_command(&args),
+        Some(Command::Bench(args)) => bench::run(&args),
     }
 }
 

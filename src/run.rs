@@ -50,7 +50,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
 
 /// Starts communication, runs `job`, and turns its error into an exit code
 /// (aborting every rank when the error may be local to this one).
-fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
+pub(crate) fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
     let comm = match comm::init() {
         Ok(c) => c,
         Err(e) => {
@@ -95,6 +95,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let mut halo_bytes = [halo.bytes_per_exchange() as f64];
     comm.sum(&mut halo_bytes);
 
+    let mut progress = crate::study::progress::Progress::for_rank(comm.rank());
     let outcome = Solver {
         comm,
         backend: backend.as_mut(),
@@ -102,8 +103,11 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         grid,
         block,
         stop,
+        progress: Some(&mut |done, planned| progress.update(done, planned)),
     }
-    .run(&cfg)?;
+    .run(&cfg);
+    progress.finish();
+    let outcome = outcome?;
 
     // Verification is decided on rank 0, before anything is printed, and
     // shared so that every rank exits with the same code.

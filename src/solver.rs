@@ -71,6 +71,8 @@ pub struct Solver<'a> {
     pub block: Block,
     /// Raised by scheduler signals.
     pub stop: StopFlag,
+    /// Told `(done, planned)` after each timed iteration (progress display).
+    pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
 }
 
 impl Solver<'_> {
@@ -128,6 +130,9 @@ impl Solver<'_> {
             let (g, stop) = self.iterate(&mut times)?;
             done += 1;
             gosa = g;
+            if let Some(tell) = self.progress.as_mut() {
+                tell(done, planned);
+            }
             verify::check_finite(gosa, done)?;
             if stop && done < planned {
                 tracing::warn!(done, planned, "stop signal: ending the run early");

@@ -1,22 +1,42 @@
 //! Evaluation tools that run beside the stencil benchmark
-//! (`himeno bench ...`).
+//! (`himeno bench ...`): MPI point-to-point (`pingpong`) and host<->device
+//! transfers (`transfer`). Each tool lives in its own module.
 
+pub mod pingpong;
 pub mod transfer;
 
-use crate::cli::BenchCommand;
+use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
-/// Runs the benchmark tool `cmd` and maps its outcome to the exit code
+/// Options of `himeno bench`.
+#[derive(Debug, Args, Clone)]
+pub struct BenchArgs {
+    /// Which benchmark to run.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand, Clone)]
+pub enum BenchCommand {
+    /// MPI latency and bandwidth between rank pairs (run under mpirun/srun).
+    Pingpong(pingpong::PingpongArgs),
+    /// Host<->device copy bandwidth and latency, pinned vs pageable host
+    /// memory, and the device-to-device copy bandwidth (GPU builds).
+    Transfer(transfer::TransferArgs),
+}
+
+/// Runs the benchmark `args` asks for and maps its outcome to the exit code
 /// (0 success, 2 usage or runtime error).
-pub fn run(cmd: &BenchCommand) -> ExitCode {
-    let outcome = match cmd {
-        BenchCommand::Transfer(args) => transfer::run(args),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("himeno: {e}");
-            e.to_exit_code()
-        }
+pub fn run(args: &BenchArgs) -> ExitCode {
+    match &args.command {
+        BenchCommand::Pingpong(a) => crate::run::with_comm(|comm| pingpong::run(a, comm)),
+        BenchCommand::Transfer(a) => match transfer::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("himeno: {e}");
+                e.to_exit_code()
+            }
+        },
     }
 }

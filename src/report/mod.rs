@@ -104,6 +104,9 @@ pub struct Record {
     pub overlap: bool,
     /// Thread binding policy.
     pub bind: String,
+    /// NUMA binding set by `scripts/bind.sh` (`HIMENO_BINDING` on rank 0).
+    #[serde(default)]
+    pub binding: Option<String>,
     /// Per-rank details.
     pub per_rank: Vec<RankRecord>,
     /// Where and with what the run was made.
@@ -195,6 +198,9 @@ impl Record {
             staging: (first.kind == "gpu").then(|| format!("{:?}", cfg.staging).to_lowercase()),
             overlap: cfg.overlap,
             bind: format!("{:?}", cfg.bind).to_lowercase(),
+            binding: std::env::var("HIMENO_BINDING")
+                .ok()
+                .filter(|b| !b.is_empty()),
             per_rank,
             provenance: Provenance::collect(&out.ranks, inp.mpi_library),
         }

@@ -6,3 +6,4 @@ mod gpu;
 mod known_answers;
 mod mpi;
 mod run;
+mod study;

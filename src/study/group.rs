@@ -1,0 +1,409 @@
+//! Grouping run records into scaling studies, and the speed-up and
+//! efficiency arithmetic.
+//!
+//! The rule, in order:
+//! 1. Records stopped early or with a failed verification are set aside
+//!    (listed, never tabulated).
+//! 2. The rest are keyed by (label, backend, threads per rank); runs
+//!    without a label share the empty label.
+//! 3. Within a key, the runs form one **weak-scaling** group when the label
+//!    contains `weak` (any case), or when they span several grids and
+//!    several rank counts while the interior points per rank agree within
+//!    5%. Otherwise they are split by grid into **strong-scaling** groups.
+//! 4. Within a group, runs with the same rank count, process grid and grid
+//!    form one row showing the best (highest MFLOPS) run and the run count.
+//!
+//! Speed-up is a ratio of rates, `S = MFLOPS / MFLOPS_base`, where the base
+//! is the best row at the group's smallest rank count `n0`; efficiency is
+//! `S / (n / n0)`. Using rates rather than times makes runs with different
+//! iteration counts comparable, and for weak scaling gives the scaled
+//! speed-up (work grows with n), whose ideal is also `n / n0`.
+
+use super::model::Prediction;
+use super::records::{RunRecord, Source};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Tolerance on points per rank for recognising an unlabelled weak study.
+const WEAK_TOLERANCE: f64 = 1.05;
+
+/// Strong or weak scaling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Fixed global grid, growing ranks.
+    Strong,
+    /// Fixed points per rank, growing ranks.
+    Weak,
+}
+
+/// One row of a scaling table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Process grid.
+    pub procs: [usize; 3],
+    /// Global grid.
+    pub grid: [usize; 3],
+    /// Runs merged into this row.
+    pub runs: usize,
+    /// MFLOPS of the best run.
+    pub mflops: f64,
+    /// Seconds per iteration of the best run.
+    pub seconds_per_iteration: f64,
+    /// Speed-up over the group's base.
+    pub speedup: f64,
+    /// Parallel efficiency.
+    pub efficiency: f64,
+    /// Compute share of the slowest rank's loop.
+    pub compute_share: f64,
+    /// Communication share of the slowest rank's loop.
+    pub comm_share: f64,
+    /// Slowest rank's seconds per iteration per phase (`Phase::ALL` order).
+    pub slowest_phases: [f64; 6],
+    /// NUMA binding of the best run, if recorded.
+    pub binding: Option<String>,
+    /// The best run's location.
+    pub source: Source,
+    /// The model's prediction for this row, when asked for.
+    pub model: Option<Prediction>,
+}
+
+/// One scaling study.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Group {
+    /// Strong or weak.
+    pub kind: Kind,
+    /// Label shared by the runs (empty when unlabelled).
+    pub label: String,
+    /// The grid (strong scaling) or `None` (weak scaling: see the rows).
+    pub grid: Option<[usize; 3]>,
+    /// Size name of the first run (preset or `custom`).
+    pub size: String,
+    /// Backend.
+    pub backend: String,
+    /// Threads per rank.
+    pub threads_per_rank: usize,
+    /// Smallest rank count, the base of speed-up.
+    pub base_ranks: usize,
+    /// Rows by rank count, then process grid.
+    pub rows: Vec<Row>,
+}
+
+impl Group {
+    /// A short, file-name-safe name for plots.
+    pub fn slug(&self) -> String {
+        let mut s = match self.kind {
+            Kind::Strong => "strong".to_string(),
+            Kind::Weak => "weak".to_string(),
+        };
+        if !self.label.is_empty() {
+            s.push('-');
+            s.push_str(&self.label);
+        }
+        if let Some(g) = self.grid {
+            s.push_str(&format!("-{}x{}x{}", g[0], g[1], g[2]));
+        }
+        s.push_str(&format!("-{}-t{}", self.backend, self.threads_per_rank));
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// A one-line title.
+    pub fn title(&self) -> String {
+        let what = match (self.kind, self.grid) {
+            (Kind::Strong, Some(g)) => {
+                format!(
+                    "strong scaling, grid {}x{}x{} ({})",
+                    g[0], g[1], g[2], self.size
+                )
+            }
+            _ => "weak scaling".to_string(),
+        };
+        let label = if self.label.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", self.label)
+        };
+        format!(
+            "{what}{label}, {} x{} thread(s)/rank",
+            self.backend, self.threads_per_rank
+        )
+    }
+}
+
+/// The tables, and the records kept out of them.
+#[derive(Debug, Clone, Default)]
+pub struct Study {
+    /// Scaling groups, in first-appearance order of their key.
+    pub groups: Vec<Group>,
+    /// Records set aside, with the reason.
+    pub flagged: Vec<(RunRecord, &'static str)>,
+}
+
+/// Groups `records` by the rule in the module documentation.
+pub fn group(records: &[RunRecord]) -> Study {
+    let mut study = Study::default();
+    let mut keys: Vec<(String, String, usize)> = Vec::new();
+    let mut by_key: BTreeMap<usize, Vec<&RunRecord>> = BTreeMap::new();
+    for r in records {
+        if let Some(why) = r.flag() {
+            study.flagged.push((r.clone(), why));
+            continue;
+        }
+        let key = (
+            r.label.clone().unwrap_or_default(),
+            r.backend.clone(),
+            r.threads_per_rank,
+        );
+        let idx = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+            keys.push(key);
+            keys.len() - 1
+        });
+        by_key.entry(idx).or_default().push(r);
+    }
+    for (idx, runs) in by_key {
+        let (label, backend, threads) = keys[idx].clone();
+        if is_weak(&label, &runs) {
+            study.groups.push(make_group(
+                Kind::Weak,
+                &label,
+                None,
+                &backend,
+                threads,
+                &runs,
+            ));
+        } else {
+            let mut grids: Vec<[usize; 3]> = Vec::new();
+            for r in &runs {
+                if !grids.contains(&r.grid) {
+                    grids.push(r.grid);
+                }
+            }
+            for g in grids {
+                let same: Vec<&RunRecord> = runs.iter().copied().filter(|r| r.grid == g).collect();
+                study.groups.push(make_group(
+                    Kind::Strong,
+                    &label,
+                    Some(g),
+                    &backend,
+                    threads,
+                    &same,
+                ));
+            }
+        }
+    }
+    study
+}
+
+/// Whether the runs of one key form a weak-scaling study.
+fn is_weak(label: &str, runs: &[&RunRecord]) -> bool {
+    if label.to_ascii_lowercase().contains("weak") {
+        return true;
+    }
+    let distinct = |f: &dyn Fn(&RunRecord) -> u64| {
+        let mut v: Vec<u64> = runs.iter().map(|r| f(r)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    if distinct(&|r| r.interior_points()) < 2 || distinct(&|r| r.ranks as u64) < 2 {
+        return false;
+    }
+    let per_rank = runs
+        .iter()
+        .map(|r| r.interior_points() as f64 / r.ranks as f64);
+    let (lo, hi) = per_rank.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    hi <= lo * WEAK_TOLERANCE
+}
+
+/// Builds one group's rows and its speed-up and efficiency.
+fn make_group(
+    kind: Kind,
+    label: &str,
+    grid: Option<[usize; 3]>,
+    backend: &str,
+    threads: usize,
+    runs: &[&RunRecord],
+) -> Group {
+    let mut rows: Vec<Row> = Vec::new();
+    for r in runs {
+        if let Some(row) = rows
+            .iter_mut()
+            .find(|x| x.ranks == r.ranks && x.procs == r.procs && x.grid == r.grid)
+        {
+            row.runs += 1;
+            if r.mflops > row.mflops {
+                *row = Row {
+                    runs: row.runs,
+                    ..row_of(r)
+                };
+            }
+        } else {
+            rows.push(row_of(r));
+        }
+    }
+    rows.sort_by_key(|a| (a.ranks, a.procs, a.grid));
+    let base_ranks = rows.first().map_or(1, |r| r.ranks);
+    let base = rows
+        .iter()
+        .filter(|r| r.ranks == base_ranks)
+        .map(|r| r.mflops)
+        .fold(0.0, f64::max);
+    for row in &mut rows {
+        let (s, e) = speedup_efficiency(row.mflops, row.ranks, base, base_ranks);
+        row.speedup = s;
+        row.efficiency = e;
+    }
+    Group {
+        kind,
+        label: label.to_string(),
+        grid,
+        size: runs.first().map_or_else(String::new, |r| r.size.clone()),
+        backend: backend.to_string(),
+        threads_per_rank: threads,
+        base_ranks,
+        rows,
+    }
+}
+
+/// Speed-up and efficiency of a run at `ranks` with rate `mflops` over a
+/// base run at `base_ranks` with rate `base_mflops` (see the module doc).
+/// A zero base rate gives zeros rather than infinities.
+pub fn speedup_efficiency(
+    mflops: f64,
+    ranks: usize,
+    base_mflops: f64,
+    base_ranks: usize,
+) -> (f64, f64) {
+    if base_mflops <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let s = mflops / base_mflops;
+    (s, s * base_ranks as f64 / ranks as f64)
+}
+
+fn row_of(r: &RunRecord) -> Row {
+    Row {
+        ranks: r.ranks,
+        procs: r.procs,
+        grid: r.grid,
+        runs: 1,
+        mflops: r.mflops,
+        seconds_per_iteration: r.seconds_per_iteration(),
+        speedup: 0.0,
+        efficiency: 0.0,
+        compute_share: r.compute_share,
+        comm_share: r.comm_share,
+        slowest_phases: r.slowest_phases(),
+        binding: r.binding.clone(),
+        source: r.source.clone(),
+        model: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::study::records::tests::line;
+    use crate::study::records::{Loaded, parse};
+
+    fn records(lines: &[String]) -> Vec<RunRecord> {
+        let mut l = Loaded::default();
+        parse("t", &lines.join("\n"), &mut l);
+        assert!(l.malformed.is_empty(), "{:?}", l.malformed);
+        l.records
+    }
+
+    #[test]
+    fn speedup_and_efficiency_math() {
+        assert_eq!(speedup_efficiency(300.0, 4, 100.0, 1), (3.0, 0.75));
+        assert_eq!(speedup_efficiency(300.0, 4, 100.0, 2), (3.0, 1.5));
+        assert_eq!(speedup_efficiency(50.0, 2, 0.0, 1), (0.0, 0.0));
+    }
+
+    #[test]
+    fn strong_groups_split_by_grid_and_take_the_best_run() {
+        let g = [34, 34, 34];
+        let h = [66, 34, 34];
+        let study = group(&records(&[
+            line("s", g, [1, 1, 1], 100.0),
+            line("s", g, [1, 1, 1], 120.0),
+            line("s", g, [2, 1, 1], 180.0),
+            line("s", g, [4, 1, 1], 240.0),
+            line("s", g, [2, 2, 1], 300.0),
+            line("s", h, [2, 1, 1], 400.0),
+            line("s", h, [4, 1, 1], 600.0),
+        ]));
+        assert_eq!(study.groups.len(), 2);
+        let a = &study.groups[0];
+        assert_eq!((a.kind, a.grid, a.base_ranks), (Kind::Strong, Some(g), 1));
+        let got: Vec<(usize, usize, f64, f64)> = a
+            .rows
+            .iter()
+            .map(|r| (r.ranks, r.runs, r.speedup, r.efficiency))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, 2, 1.0, 1.0),
+                (2, 1, 1.5, 0.75),
+                // Same rank count: ordered by process grid, 2x2x1 first.
+                (4, 1, 2.5, 0.625),
+                (4, 1, 2.0, 0.5)
+            ]
+        );
+        let b = &study.groups[1];
+        assert_eq!(b.base_ranks, 2);
+        assert_eq!((b.rows[1].speedup, b.rows[1].efficiency), (1.5, 0.75));
+    }
+
+    #[test]
+    fn weak_groups_by_label_or_by_points_per_rank() {
+        // 32^3 interior per rank: 1 rank 34^3, 2 ranks 66x34x34.
+        let runs = [
+            line("", [34, 34, 34], [1, 1, 1], 100.0),
+            line("", [66, 34, 34], [2, 1, 1], 190.0),
+        ];
+        let study = group(&records(&runs));
+        assert_eq!(study.groups.len(), 1);
+        assert_eq!(study.groups[0].kind, Kind::Weak);
+        assert_eq!(study.groups[0].rows[1].efficiency, 0.95);
+        // The same runs labelled as a strong study of unequal sizes split.
+        let study = group(&records(&[
+            line("x", [34, 34, 34], [1, 1, 1], 100.0),
+            line("x", [130, 34, 34], [2, 1, 1], 190.0),
+        ]));
+        assert_eq!(study.groups.len(), 2);
+        // A "weak" label wins even with uneven points per rank.
+        let study = group(&records(&[
+            line("weak-M", [34, 34, 34], [1, 1, 1], 100.0),
+            line("weak-M", [130, 34, 34], [2, 1, 1], 190.0),
+        ]));
+        assert_eq!(study.groups.len(), 1);
+        assert_eq!(study.groups[0].kind, Kind::Weak);
+    }
+
+    #[test]
+    fn flagged_records_stay_out_of_tables() {
+        let g = [34, 34, 34];
+        let bad = line("s", g, [2, 1, 1], 999.0).replace("\"complete\":true", "\"complete\":false");
+        let wrong =
+            line("s", g, [4, 1, 1], 999.0).replace("\"verified\":true", "\"verified\":false");
+        let study = group(&records(&[line("s", g, [1, 1, 1], 100.0), bad, wrong]));
+        assert_eq!(study.groups.len(), 1);
+        assert_eq!(study.groups[0].rows.len(), 1);
+        let why: Vec<&str> = study.flagged.iter().map(|f| f.1).collect();
+        assert_eq!(why, ["incomplete (stopped early)", "verification failed"]);
+    }
+}

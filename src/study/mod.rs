@@ -1,0 +1,350 @@
+//! Scaling studies: `himeno report` (results files -> grouped tables and
+//! plots) and `himeno model` (a performance model from a single-rank rate
+//! and ping-pong numbers), plus the run's progress display.
+//!
+//! - [`records`]: lenient reading of JSON-lines results files;
+//! - [`group`]: grouping into strong/weak studies, speed-up and efficiency;
+//! - [`table`]: text, CSV and JSON renderings;
+//! - [`plot`]: SVG and PNG pictures;
+//! - [`model`]: the performance model;
+//! - [`progress`]: rank 0's progress bar on a terminal.
+
+pub mod group;
+pub mod model;
+pub mod plot;
+pub mod progress;
+pub mod records;
+pub mod table;
+
+use crate::bench::pingpong;
+use crate::config::Format;
+use crate::error::{Error, Result};
+use crate::grid::decomp::ProcGrid;
+use crate::grid::{FLOPS_PER_POINT, Grid, Preset, parse_triple};
+use clap::Args;
+use model::{Network, Prediction};
+use records::RunRecord;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options of `himeno report`.
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// Results files (JSON lines written by `--output`).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write speed-up, efficiency and phase plots (SVG and PNG) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Show the model's prediction beside each row, with the network from
+    /// this ping-pong JSON report (`himeno bench pingpong --format json`).
+    #[arg(long, value_name = "FILE")]
+    pub model_pingpong: Option<PathBuf>,
+    /// Model latency in microseconds (instead of --model-pingpong).
+    #[arg(
+        long,
+        requires = "model_bandwidth_gbs",
+        conflicts_with = "model_pingpong"
+    )]
+    pub model_latency_us: Option<f64>,
+    /// Model bandwidth in GB/s (instead of --model-pingpong).
+    #[arg(long, requires = "model_latency_us")]
+    pub model_bandwidth_gbs: Option<f64>,
+    /// Single-rank compute rate in MFLOPS for the model; default: each
+    /// group's best 1-rank run.
+    #[arg(long)]
+    pub model_rate: Option<f64>,
+}
+
+/// Runs `himeno report`.
+pub fn report(args: &ReportArgs) -> ExitCode {
+    match report_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("himeno: {e}");
+            e.to_exit_code()
+        }
+    }
+}
+
+fn report_inner(args: &ReportArgs) -> Result<()> {
+    let loaded = records::load(&args.files)?;
+    for m in &loaded.malformed {
+        eprintln!("himeno report: skipped {}: {}", m.source, m.why);
+    }
+    let mut study = group::group(&loaded.records);
+    let net = match (
+        &args.model_pingpong,
+        args.model_latency_us,
+        args.model_bandwidth_gbs,
+    ) {
+        (Some(path), _, _) => Some(pingpong::network_from_file(path)?),
+        (None, Some(l), Some(b)) => Some(model::network(l, b)?),
+        _ => None,
+    };
+    if let Some(r) = args.model_rate {
+        model::check_rate(r, "--model-rate")?;
+    }
+    if let Some(net) = net {
+        for g in &mut study.groups {
+            if !attach_model(g, args.model_rate, &net) {
+                eprintln!(
+                    "himeno report: no model for \"{}\": it has no 1-rank run; pass --model-rate MFLOPS",
+                    g.title()
+                );
+            }
+        }
+    }
+    let out = match args.format {
+        Format::Text => {
+            let mut s = table::text(&study);
+            if study.groups.is_empty() {
+                s.push_str("no usable results: nothing to tabulate\n");
+            }
+            if !loaded.malformed.is_empty() {
+                s.push_str(&format!(
+                    "{} line(s) skipped as malformed (listed on stderr)\n",
+                    loaded.malformed.len()
+                ));
+            }
+            s
+        }
+        Format::Csv => table::csv(&study),
+        Format::Json => table::json(&study, &loaded.malformed)
+            .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?,
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Error::runtime(format!("cannot write the report: {e}")))?;
+    if let Some(dir) = &args.plot {
+        let written = plot::write_all(&study.groups, dir)?;
+        eprintln!(
+            "himeno report: wrote {} plot files into {}",
+            written.len(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Adds the model's prediction to every row of `g`, with the rate given or
+/// the group's best 1-rank run. Returns false when there is no rate.
+pub fn attach_model(g: &mut group::Group, rate: Option<f64>, net: &Network) -> bool {
+    let rate = rate.or_else(|| {
+        g.rows
+            .iter()
+            .filter(|r| r.ranks == 1)
+            .map(|r| r.mflops)
+            .reduce(f64::max)
+    });
+    let Some(rate) = rate.filter(|&r| r > 0.0) else {
+        return false;
+    };
+    for row in &mut g.rows {
+        let grid = Grid { n: row.grid };
+        row.model = Some(model::predict(&grid, &ProcGrid { p: row.procs }, rate, net));
+    }
+    true
+}
+
+/// Options of `himeno model`.
+#[derive(Debug, Args, Clone)]
+pub struct ModelArgs {
+    /// Size preset: XS, S, M, L or XL.
+    #[arg(long, default_value = "M", conflicts_with = "grid")]
+    pub size: String,
+    /// Custom global grid NIxNJxNK.
+    #[arg(long)]
+    pub grid: Option<String>,
+    /// Number of ranks (default: the product of --procs, else 1).
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Process grid PIxPJxPK; default: chosen as a run would.
+    #[arg(long)]
+    pub procs: Option<String>,
+    /// Measured single-rank compute rate in MFLOPS.
+    #[arg(long, conflicts_with_all = ["seconds_per_iteration", "results"])]
+    pub rate_mflops: Option<f64>,
+    /// Measured single-rank seconds per iteration of this grid.
+    #[arg(long, conflicts_with = "results")]
+    pub seconds_per_iteration: Option<f64>,
+    /// Results file to take the single-rank rate from (its best complete
+    /// 1-rank run, preferring the same grid).
+    #[arg(long, value_name = "FILE")]
+    pub results: Option<PathBuf>,
+    /// Ping-pong JSON report for latency and bandwidth.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["latency_us", "bandwidth_gbs"])]
+    pub pingpong: Option<PathBuf>,
+    /// One-way latency in microseconds.
+    #[arg(long, requires = "bandwidth_gbs")]
+    pub latency_us: Option<f64>,
+    /// Bandwidth in GB/s (1e9 bytes).
+    #[arg(long, requires = "latency_us")]
+    pub bandwidth_gbs: Option<f64>,
+    /// Output format: text or json.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Runs `himeno model`.
+pub fn model_command(args: &ModelArgs) -> ExitCode {
+    match model_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("himeno: {e}");
+            e.to_exit_code()
+        }
+    }
+}
+
+fn model_inner(args: &ModelArgs) -> Result<()> {
+    let (grid, size) = match &args.grid {
+        Some(g) => (g.parse::<Grid>()?, "custom".to_string()),
+        None => {
+            let p: Preset = args.size.parse()?;
+            (p.grid(), format!("{p:?}"))
+        }
+    };
+    let procs = match &args.procs {
+        Some(s) => {
+            let pg = ProcGrid {
+                p: parse_triple(s, "process grid", "PIxPJxPK, e.g. 2x2x1")?,
+            };
+            pg.validate(&grid, args.ranks.unwrap_or(pg.ranks()))?;
+            pg
+        }
+        None => match args.ranks {
+            Some(0) => return Err(Error::usage("--ranks must be at least 1")),
+            Some(n) => ProcGrid::auto(&grid, n)?,
+            None => ProcGrid { p: [1, 1, 1] },
+        },
+    };
+    let (rate, rate_from) = match (args.rate_mflops, args.seconds_per_iteration, &args.results) {
+        (Some(r), _, _) => (
+            model::check_rate(r, "--rate-mflops")?,
+            "--rate-mflops".to_string(),
+        ),
+        (_, Some(s), _) => {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(Error::usage(format!(
+                    "--seconds-per-iteration {s} must be above 0"
+                )));
+            }
+            let r = grid.interior_points() as f64 * FLOPS_PER_POINT / s / 1e6;
+            (r, format!("{s} s/iteration on one rank"))
+        }
+        (_, _, Some(path)) => rate_from_results(path, &grid)?,
+        _ => {
+            return Err(Error::usage(
+                "the model needs a single-rank compute rate: pass --rate-mflops, \
+                 --seconds-per-iteration or --results FILE",
+            ));
+        }
+    };
+    let (net, net_from) = match (&args.pingpong, args.latency_us, args.bandwidth_gbs) {
+        (Some(p), _, _) => (pingpong::network_from_file(p)?, p.display().to_string()),
+        (None, Some(l), Some(b)) => (model::network(l, b)?, "arguments".to_string()),
+        _ if procs.ranks() == 1 => (model::network(0.0, 1.0)?, "unused (1 rank)".to_string()),
+        _ => {
+            return Err(Error::usage(
+                "the model needs the network: pass --pingpong FILE or \
+                 --latency-us and --bandwidth-gbs",
+            ));
+        }
+    };
+    let p = model::predict(&grid, &procs, rate, &net);
+    let text = match args.format {
+        Format::Json => {
+            let v = serde_json::json!({
+                "grid": grid.n, "size": size, "procs": procs.p, "ranks": procs.ranks(),
+                "rate_mflops": rate, "rate_from": rate_from,
+                "latency_us": net.latency_s * 1e6,
+                "bandwidth_gbytes_per_s": net.bandwidth_bytes_per_s / 1e9,
+                "network_from": net_from,
+                "prediction": p,
+            });
+            let mut s = serde_json::to_string_pretty(&v)
+                .map_err(|e| Error::runtime(format!("cannot encode the prediction: {e}")))?;
+            s.push('\n');
+            s
+        }
+        Format::Text | Format::Csv => {
+            render_prediction(&grid, &size, &procs, rate, &rate_from, &net, &net_from, &p)
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// The text form of a prediction.
+#[allow(clippy::too_many_arguments)]
+fn render_prediction(
+    grid: &Grid,
+    size: &str,
+    procs: &ProcGrid,
+    rate: f64,
+    rate_from: &str,
+    net: &Network,
+    net_from: &str,
+    p: &Prediction,
+) -> String {
+    format!(
+        "model: grid {grid} ({size}), {} rank(s), process grid {procs}\n\
+         inputs: single-rank rate {rate:.1} MFLOPS ({rate_from}); latency {:.3} us, \
+         bandwidth {:.3} GB/s ({net_from})\n\
+         per iteration (slowest rank {}): compute {:.4} ms + halo {:.4} ms + allreduce {:.4} ms \
+         = {:.4} ms\n\
+         compute {:.1}%, communication {:.1}%; predicted {:.1} MFLOPS\n",
+        procs.ranks(),
+        net.latency_s * 1e6,
+        net.bandwidth_bytes_per_s / 1e9,
+        p.slowest_rank,
+        p.compute_s * 1e3,
+        p.halo_s * 1e3,
+        p.allreduce_s * 1e3,
+        p.total_s * 1e3,
+        100.0 * p.compute_share,
+        100.0 * p.comm_share,
+        p.mflops
+    )
+}
+
+/// The single-rank rate from a results file: the best complete, not failed
+/// 1-rank run, on the same grid when there is one.
+fn rate_from_results(path: &std::path::Path, grid: &Grid) -> Result<(f64, String)> {
+    let loaded = records::load(&[path])?;
+    let ok: Vec<&RunRecord> = loaded
+        .records
+        .iter()
+        .filter(|r| r.ranks == 1 && r.flag().is_none() && r.mflops > 0.0)
+        .collect();
+    let best = |same_grid: bool| {
+        ok.iter()
+            .filter(|r| !same_grid || r.grid == grid.n)
+            .max_by(|a, b| a.mflops.total_cmp(&b.mflops))
+            .copied()
+    };
+    let same = best(true);
+    match same.or_else(|| best(false)) {
+        Some(r) => {
+            let note = if r.grid == grid.n {
+                ""
+            } else {
+                ", another grid"
+            };
+            Ok((r.mflops, format!("{}{note}", r.source)))
+        }
+        None => Err(Error::usage(format!(
+            "{} has no complete 1-rank run to take the compute rate from; \
+             run `himeno --iterations N --output {}` on one rank or pass --rate-mflops",
+            path.display(),
+            path.display()
+        ))),
+    }
+}

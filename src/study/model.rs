@@ -1,0 +1,170 @@
+//! The performance model: time per iteration and the compute/communication
+//! split of a run, predicted from a single-rank compute rate and the
+//! network's point-to-point latency and bandwidth.
+//!
+//! Per rank: compute = owned points x 34 flops / rate. Communication follows
+//! the halo schedule of `crate::halo`: one step per split dimension (k, then
+//! j, then i), each sending one message per existing neighbour, of the full
+//! ghost-inclusive face (`Face::len`), costing latency + bytes / bandwidth.
+//! The step's messages are counted one after the other (a conservative
+//! choice: the ranks' links are shared). The gosa allreduce costs
+//! ceil(log2(ranks)) latencies. The job's time is that of its slowest rank.
+
+use crate::backend::Face;
+use crate::error::{Error, Result};
+use crate::grid::decomp::{Block, ProcGrid};
+use crate::grid::{FLOPS_PER_POINT, Grid};
+use serde::Serialize;
+
+/// Point-to-point network parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Network {
+    /// One-way latency of a small message, in seconds.
+    pub latency_s: f64,
+    /// Bandwidth of large messages, in bytes per second.
+    pub bandwidth_bytes_per_s: f64,
+}
+
+/// A predicted iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Prediction {
+    /// Rank with the longest predicted iteration.
+    pub slowest_rank: usize,
+    /// Its compute seconds per iteration.
+    pub compute_s: f64,
+    /// Its halo-exchange seconds per iteration.
+    pub halo_s: f64,
+    /// Allreduce seconds per iteration.
+    pub allreduce_s: f64,
+    /// Seconds per iteration (slowest rank).
+    pub total_s: f64,
+    /// Fraction of the iteration spent computing.
+    pub compute_share: f64,
+    /// Fraction spent communicating (halo and allreduce).
+    pub comm_share: f64,
+    /// Predicted MFLOPS of the whole job.
+    pub mflops: f64,
+}
+
+/// Predicts one iteration of `grid` on `procs` from a single-rank compute
+/// rate in MFLOPS and the network parameters.
+pub fn predict(grid: &Grid, procs: &ProcGrid, rate_mflops: f64, net: &Network) -> Prediction {
+    let ranks = procs.ranks();
+    let allreduce_s = if ranks > 1 {
+        (ranks as f64).log2().ceil() * net.latency_s
+    } else {
+        0.0
+    };
+    let mut best: Option<Prediction> = None;
+    for rank in 0..ranks {
+        let block = Block::of(grid, procs, rank);
+        let compute_s = block.points() as f64 * FLOPS_PER_POINT / (rate_mflops * 1e6);
+        let dims = block.local_dims();
+        let mut halo_s = 0.0;
+        // Exchange order k, j, i as in crate::halo; the sum does not depend
+        // on it, since every face is ghost-inclusive whatever the order.
+        for dim in [2, 1, 0] {
+            for side in 0..2 {
+                if block.neighbours[dim][side].is_some() {
+                    let bytes = Face { dim, side }.len(dims) as f64 * 4.0;
+                    halo_s += net.latency_s + bytes / net.bandwidth_bytes_per_s;
+                }
+            }
+        }
+        let total_s = compute_s + halo_s + allreduce_s;
+        if best.is_none_or(|b| total_s > b.total_s) {
+            best = Some(Prediction {
+                slowest_rank: rank,
+                compute_s,
+                halo_s,
+                allreduce_s,
+                total_s,
+                compute_share: compute_s / total_s,
+                comm_share: (halo_s + allreduce_s) / total_s,
+                mflops: grid.interior_points() as f64 * FLOPS_PER_POINT / total_s / 1e6,
+            });
+        }
+    }
+    best.expect("a process grid has at least one rank")
+}
+
+/// Checks a compute rate given by the user.
+pub fn check_rate(rate: f64, what: &str) -> Result<f64> {
+    if rate.is_finite() && rate > 0.0 {
+        Ok(rate)
+    } else {
+        Err(Error::usage(format!(
+            "{what} {rate} must be a rate above 0 in MFLOPS"
+        )))
+    }
+}
+
+/// Builds network parameters from a latency in microseconds and a bandwidth
+/// in GB/s (1e9 bytes), checking both.
+pub fn network(latency_us: f64, bandwidth_gbs: f64) -> Result<Network> {
+    if !(latency_us.is_finite() && latency_us >= 0.0) {
+        return Err(Error::usage(format!(
+            "latency {latency_us} us must be a time of at least 0"
+        )));
+    }
+    if !(bandwidth_gbs.is_finite() && bandwidth_gbs > 0.0) {
+        return Err(Error::usage(format!(
+            "bandwidth {bandwidth_gbs} GB/s must be above 0"
+        )));
+    }
+    Ok(Network {
+        latency_s: latency_us * 1e-6,
+        bandwidth_bytes_per_s: bandwidth_gbs * 1e9,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_computed_two_ranks() {
+        // 12^3 grid: 10^3 interior points, split 2x1x1 into 5x10x10 blocks
+        // with local extents 7x12x12. Each rank has one neighbour in i; the
+        // face holds 12*12 = 144 values = 576 bytes.
+        let grid = Grid::new([12, 12, 12]).unwrap();
+        let procs = ProcGrid { p: [2, 1, 1] };
+        let net = network(1.0, 1.0).unwrap(); // 1 us, 1e9 B/s
+        let p = predict(&grid, &procs, 34.0, &net);
+        // 500 points * 34 flops / 34e6 flop/s = 500 us.
+        assert!((p.compute_s - 500e-6).abs() < 1e-15);
+        assert!((p.halo_s - (1e-6 + 576e-9)).abs() < 1e-15);
+        assert!((p.allreduce_s - 1e-6).abs() < 1e-15);
+        assert!((p.total_s - 502.576e-6).abs() < 1e-12);
+        assert!((p.compute_share + p.comm_share - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn middle_rank_is_slowest() {
+        // 3 ranks along i share 9 interior planes evenly; the middle one
+        // has two neighbours.
+        let grid = Grid::new([11, 12, 12]).unwrap();
+        let p = predict(
+            &grid,
+            &ProcGrid { p: [3, 1, 1] },
+            34.0,
+            &network(10.0, 1.0).unwrap(),
+        );
+        assert_eq!(p.slowest_rank, 1);
+        assert!((p.allreduce_s - 2.0 * 10e-6).abs() < 1e-15);
+    }
+
+    #[test]
+    fn one_rank_has_no_communication() {
+        let grid = Grid::new([12, 12, 12]).unwrap();
+        let p = predict(
+            &grid,
+            &ProcGrid { p: [1, 1, 1] },
+            34.0,
+            &network(5.0, 1.0).unwrap(),
+        );
+        assert_eq!((p.halo_s, p.allreduce_s, p.comm_share), (0.0, 0.0, 0.0));
+        assert!((p.mflops - 34.0).abs() < 1e-9);
+        assert!(network(-1.0, 1.0).is_err() && network(1.0, 0.0).is_err());
+    }
+}

@@ -1,0 +1,375 @@
+//! Pictures of a study (`himeno report --plot DIR`): per group, speed-up and
+//! efficiency against rank count with the ideal line (and the model's
+//! prediction when asked for), and stacked bars of the slowest rank's time
+//! per phase. Each is written as SVG and PNG.
+//!
+//! Text in both formats is laid out with a TrueType font that plotters'
+//! `ab_glyph` backend reads from memory, so no font library is linked; the
+//! font file is looked up at run time (`HIMENO_FONT`, then common system
+//! locations such as Debian's `fonts-dejavu-core`).
+
+use super::group::{Group, Kind, Row};
+use crate::error::{Error, Result};
+use crate::timing::Phase;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Picture size in pixels.
+const SIZE: (u32, u32) = (900, 600);
+
+/// Font files tried in order after `HIMENO_FONT`.
+const FONT_CANDIDATES: [&str; 10] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+    "/usr/share/fonts/noto/NotoSans-Regular.ttf",
+    "/Library/Fonts/Arial.ttf",
+];
+
+/// Colours of the phases in the stacked bars, in `Phase::ALL` order.
+const PHASE_COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(127, 127, 127),
+];
+
+/// Registers a font for plot text once per process.
+fn ensure_font() -> Result<()> {
+    static FONT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    FONT.get_or_init(|| {
+        let mut tried: Vec<PathBuf> = Vec::new();
+        if let Some(p) = std::env::var_os("HIMENO_FONT") {
+            tried.push(PathBuf::from(p));
+        }
+        tried.extend(FONT_CANDIDATES.iter().map(PathBuf::from));
+        for path in &tried {
+            if let Ok(bytes) = std::fs::read(path) {
+                // The font table keeps a 'static reference: the bytes live
+                // as long as the process, loaded at most once.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        Err(
+            "--plot needs a TrueType font for the labels and none was found: install \
+             fonts-dejavu-core (Debian/Ubuntu) or dejavu-sans-fonts (Fedora), or set \
+             HIMENO_FONT=/path/to/font.ttf"
+                .to_string(),
+        )
+    })
+    .clone()
+    .map_err(Error::usage)
+}
+
+/// Writes every group's pictures into `dir` (created if missing) and
+/// returns the paths written.
+pub fn write_all(groups: &[Group], dir: &Path) -> Result<Vec<PathBuf>> {
+    ensure_font()?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Error::usage(format!(
+            "cannot create plot folder {}: {e}; choose a writable --plot DIR",
+            dir.display()
+        ))
+    })?;
+    let mut written = Vec::new();
+    for g in groups {
+        let slug = g.slug();
+        for pic in Picture::ALL {
+            let svg = dir.join(format!("{slug}-{}.svg", pic.name()));
+            let png = dir.join(format!("{slug}-{}.png", pic.name()));
+            pic.draw(&SVGBackend::new(&svg, SIZE).into_drawing_area(), g)
+                .map_err(|e| plot_error(&svg, &e))?;
+            pic.draw(&BitMapBackend::new(&png, SIZE).into_drawing_area(), g)
+                .map_err(|e| plot_error(&png, &e))?;
+            written.push(svg);
+            written.push(png);
+        }
+    }
+    Ok(written)
+}
+
+fn plot_error(path: &Path, e: &str) -> Error {
+    Error::runtime(format!("cannot draw {}: {e}", path.display()))
+}
+
+/// The pictures drawn per group.
+#[derive(Debug, Clone, Copy)]
+enum Picture {
+    Speedup,
+    Efficiency,
+    Phases,
+}
+
+impl Picture {
+    const ALL: [Picture; 3] = [Picture::Speedup, Picture::Efficiency, Picture::Phases];
+
+    fn name(self) -> &'static str {
+        match self {
+            Picture::Speedup => "speedup",
+            Picture::Efficiency => "efficiency",
+            Picture::Phases => "phases",
+        }
+    }
+
+    fn draw<DB: DrawingBackend>(
+        self,
+        area: &DrawingArea<DB, Shift>,
+        g: &Group,
+    ) -> std::result::Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        match self {
+            Picture::Speedup => curve(area, g, false),
+            Picture::Efficiency => curve(area, g, true),
+            Picture::Phases => phases(area, g),
+        }?;
+        area.present().map_err(|e| e.to_string())
+    }
+}
+
+/// For each rank count, the row with the highest value of `f`.
+fn best_per_ranks(rows: &[Row], f: impl Fn(&Row) -> f64) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for r in rows {
+        let (x, y) = (r.ranks as f64, f(r));
+        match out.iter_mut().find(|p| p.0 == x) {
+            Some(p) => p.1 = p.1.max(y),
+            None => out.push((x, y)),
+        }
+    }
+    out
+}
+
+/// Speed-up (or efficiency) against rank count: measured, ideal, model.
+fn curve<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    g: &Group,
+    efficiency: bool,
+) -> std::result::Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    area.fill(&WHITE).map_err(e)?;
+    let n0 = g.base_ranks as f64;
+    let base_mflops = g
+        .rows
+        .iter()
+        .filter(|r| r.ranks == g.base_ranks)
+        .map(|r| r.mflops)
+        .fold(0.0, f64::max);
+    let measured = best_per_ranks(
+        &g.rows,
+        |r| if efficiency { r.efficiency } else { r.speedup },
+    );
+    let model: Vec<(f64, f64)> = if base_mflops > 0.0 {
+        best_per_ranks(
+            &g.rows
+                .iter()
+                .filter(|r| r.model.is_some())
+                .cloned()
+                .collect::<Vec<_>>(),
+            |r| {
+                let s = r.model.map_or(0.0, |m| m.mflops) / base_mflops;
+                if efficiency {
+                    s * n0 / r.ranks as f64
+                } else {
+                    s
+                }
+            },
+        )
+    } else {
+        Vec::new()
+    };
+    let xmax = g.rows.iter().map(|r| r.ranks).max().unwrap_or(1) as f64;
+    let ideal = |x: f64| if efficiency { 1.0 } else { x / n0 };
+    let ymax = measured
+        .iter()
+        .chain(&model)
+        .map(|p| p.1)
+        .chain([ideal(xmax)])
+        .fold(0.0, f64::max)
+        * 1.15;
+    let kind = match g.kind {
+        Kind::Strong => "speed-up",
+        Kind::Weak => "scaled speed-up",
+    };
+    let ylabel = if efficiency {
+        "parallel efficiency"
+    } else {
+        kind
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("{ylabel}: {}", g.title()), ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..xmax * 1.08 + 0.5, 0.0..ymax.max(0.1))
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("ranks")
+        .y_desc(ylabel)
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    // The ideal line is wide and light, so a curve on top of it stays visible.
+    let grey = RGBColor(170, 170, 170);
+    chart
+        .draw_series(LineSeries::new(
+            [(n0, ideal(n0)), (xmax, ideal(xmax))],
+            grey.stroke_width(5),
+        ))
+        .map_err(e)?
+        .label("ideal")
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], grey.stroke_width(5)));
+    let blue = PHASE_COLOURS[0];
+    chart
+        .draw_series(LineSeries::new(
+            measured.iter().copied(),
+            blue.stroke_width(2),
+        ))
+        .map_err(e)?
+        .label("measured (best run per rank count)")
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], blue.stroke_width(2)));
+    let all: Vec<(f64, f64)> = g
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.ranks as f64,
+                if efficiency { r.efficiency } else { r.speedup },
+            )
+        })
+        .collect();
+    chart
+        .draw_series(all.iter().map(|&p| Circle::new(p, 4, blue.filled())))
+        .map_err(e)?;
+    if !model.is_empty() {
+        let red = PHASE_COLOURS[3];
+        chart
+            .draw_series(DashedLineSeries::new(
+                model.iter().copied(),
+                8,
+                5,
+                red.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label("model")
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], red.stroke_width(2)));
+        chart
+            .draw_series(
+                model
+                    .iter()
+                    .map(|&p| TriangleMarker::new(p, 5, red.filled())),
+            )
+            .map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+/// Stacked bars of the slowest rank's milliseconds per iteration per phase,
+/// one bar per row.
+fn phases<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    g: &Group,
+) -> std::result::Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    area.fill(&WHITE).map_err(e)?;
+    let n = g.rows.len();
+    let labels: Vec<String> = g
+        .rows
+        .iter()
+        .map(|r| format!("{} ({}x{}x{})", r.ranks, r.procs[0], r.procs[1], r.procs[2]))
+        .collect();
+    let ymax = g
+        .rows
+        .iter()
+        .map(|r| r.slowest_phases.iter().sum::<f64>() * 1e3)
+        .fold(0.0, f64::max)
+        * 1.3;
+    let fmt = |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+            labels.get(*i).cloned().unwrap_or_default()
+        }
+        SegmentValue::Last => String::new(),
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!("time per iteration by phase (slowest rank): {}", g.title()),
+            ("sans-serif", 16),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        // A discrete range includes its end: 0..n-1 gives one segment per row.
+        .build_cartesian_2d((0..n.max(1) - 1).into_segmented(), 0.0..ymax.max(1e-6))
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("ranks (process grid)")
+        .y_desc("ms per iteration")
+        .x_labels(n)
+        .x_label_formatter(&fmt)
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    for (pi, phase) in Phase::ALL.iter().enumerate() {
+        if g.rows.iter().all(|r| r.slowest_phases[pi] == 0.0) {
+            continue;
+        }
+        let colour = PHASE_COLOURS[pi];
+        let bars = g.rows.iter().enumerate().map(move |(i, r)| {
+            let below: f64 = r.slowest_phases[..pi].iter().sum::<f64>() * 1e3;
+            let top = below + r.slowest_phases[pi] * 1e3;
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), below),
+                    (SegmentValue::Exact(i + 1), top),
+                ],
+                colour.filled(),
+            );
+            bar.set_margin(0, 0, 12, 12);
+            bar
+        });
+        chart
+            .draw_series(bars)
+            .map_err(e)?
+            .label(phase.name())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}

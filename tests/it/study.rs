@@ -1,0 +1,474 @@
+//! Scaling-study workflow: `himeno report`, `himeno model`, `himeno bench
+//! pingpong`, and the scripts (syntax, shellcheck, dry runs, a real sweep).
+
+use crate::common::{BIN, MPI, himeno, json_ok, mpirun, run, stderr, stdout};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A fresh, empty scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("himeno-study-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch folder");
+    d
+}
+
+/// The repository root (tests run there, but be explicit for scripts).
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every shell script the workflow ships.
+fn scripts() -> Vec<PathBuf> {
+    let mut v = vec![
+        root().join("scripts/sweep.sh"),
+        root().join("scripts/bind.sh"),
+    ];
+    for dir in ["scripts/slurm", "scripts/pbs"] {
+        for e in std::fs::read_dir(root().join(dir)).expect("template folder") {
+            v.push(e.expect("entry").path());
+        }
+    }
+    assert_eq!(v.len(), 6, "{v:?}");
+    v
+}
+
+/// A bash command running `script` with `args` from the repository root.
+fn bash(script: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("bash");
+    c.current_dir(root()).arg(script).args(args);
+    c
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+    stdout(o)
+}
+
+#[test]
+fn scripts_pass_bash_n_and_shellcheck() {
+    let have_shellcheck = Command::new("shellcheck").arg("--version").output().is_ok();
+    if !have_shellcheck {
+        eprintln!("shellcheck not installed: checking syntax with bash -n only");
+    }
+    for s in scripts() {
+        let o = run({
+            let mut c = Command::new("bash");
+            c.arg("-n").arg(&s);
+            c
+        });
+        assert!(
+            o.status.success(),
+            "bash -n {}: {}",
+            s.display(),
+            stderr(&o)
+        );
+        if have_shellcheck {
+            let o = run({
+                let mut c = Command::new("shellcheck");
+                c.arg(&s);
+                c
+            });
+            assert!(
+                o.status.success(),
+                "shellcheck {}:\n{}",
+                s.display(),
+                stdout(&o)
+            );
+        }
+    }
+}
+
+#[test]
+fn sweep_dry_run_prints_every_run_and_the_report() {
+    let out = ok(&run(bash(
+        "scripts/sweep.sh",
+        &[
+            "--dry-run",
+            "--results",
+            "/tmp/r.jsonl",
+            "--launcher",
+            "mpirun -np %n",
+            "inputs/studies/local-strong.env",
+            "inputs/studies/local-weak.env",
+        ],
+    )));
+    let lines: Vec<&str> = out.lines().collect();
+    // local-strong: 2 sizes x (1 + 2 + 3 process grids); local-weak: 3.
+    assert_eq!(lines.len(), 12 + 3 + 1, "{out}");
+    assert!(lines[0].starts_with("mpirun -np 1 target/release/himeno --size XS --procs 1x1x1"));
+    assert!(out.contains("-np 4 target/release/himeno --size S --procs 1x2x2 --iterations 40"));
+    // Weak scaling: XS interior 30x30x62 per rank, doubled along i then j.
+    assert!(out.contains("-np 2 target/release/himeno --grid 62x32x64 --procs 2x1x1"));
+    assert!(out.contains("-np 4 target/release/himeno --grid 62x62x64 --procs 2x2x1"));
+    assert!(
+        lines[15].contains("report /tmp/r.jsonl --plot /tmp/r-plots"),
+        "{out}"
+    );
+    let bad = run(bash(
+        "scripts/sweep.sh",
+        &["--dry-run", "no-such-study.env"],
+    ));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("cannot read study definition"));
+}
+
+#[test]
+fn job_templates_dry_run_locally() {
+    for (script, launcher, study) in [
+        ("scripts/slurm/strong.sbatch", "srun --ntasks=8", "--size L"),
+        (
+            "scripts/slurm/weak.sbatch",
+            "srun --ntasks=4",
+            "--grid 254x254x256 --procs 2x2x1",
+        ),
+        ("scripts/pbs/strong.pbs", "mpiexec -n 16", "--size L"),
+        (
+            "scripts/pbs/weak.pbs",
+            "mpiexec -n 2",
+            "--grid 254x128x256 --procs 2x1x1",
+        ),
+    ] {
+        let mut c = bash(script, &[]);
+        c.env("DRY_RUN", "1")
+            .env_remove("SLURM_NTASKS")
+            .env_remove("PBS_NODEFILE");
+        let out = ok(&run(c));
+        assert!(
+            out.lines()
+                .any(|l| l.contains(launcher) && l.contains(study)),
+            "{script}: no '{launcher} ... {study}' in\n{out}"
+        );
+        assert!(
+            out.contains("bind.sh --policy local --layout roundrobin --"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn bind_helper_places_ranks_and_degrades_without_numactl() {
+    let dry = |policy: &str, layout: &str, rank: &str| {
+        let mut c = bash(
+            "scripts/bind.sh",
+            &[
+                "--dry-run",
+                "--policy",
+                policy,
+                "--layout",
+                layout,
+                "--",
+                "himeno",
+            ],
+        );
+        c.env("HIMENO_NUMA_NODES", "2")
+            .env("OMPI_COMM_WORLD_LOCAL_RANK", rank)
+            .env("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+        ok(&run(c))
+    };
+    if Command::new("numactl").arg("--show").output().is_ok() {
+        assert!(
+            dry("membind", "roundrobin", "3")
+                .contains("numactl --cpunodebind=1 --membind=1 himeno")
+        );
+        assert!(
+            dry("local", "packed", "1").contains("numactl --cpunodebind=0 --localalloc himeno")
+        );
+        assert!(
+            dry("interleave", "packed", "2").contains("--cpunodebind=1 --interleave=all himeno")
+        );
+    }
+    assert!(dry("none", "packed", "2").trim_end().ends_with("himeno"));
+    // Without numactl on PATH the rank runs unbound, and says so.
+    let empty = scratch("nopath");
+    let mut c = Command::new("/bin/bash");
+    c.current_dir(root())
+        .args([
+            "scripts/bind.sh",
+            "--policy",
+            "membind",
+            "--",
+            "/usr/bin/env",
+        ])
+        .env("PATH", &empty);
+    let o = run(c);
+    assert!(
+        stdout(&o).contains("HIMENO_BINDING=none (numactl not found"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("numactl not found"));
+    let bad = run(bash(
+        "scripts/bind.sh",
+        &["--policy", "sideways", "--", "true"],
+    ));
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn binding_is_recorded_in_the_result() {
+    let mut c = bash(
+        "scripts/bind.sh",
+        &[
+            "--policy",
+            "local",
+            "--",
+            BIN,
+            "--size",
+            "XS",
+            "--iterations",
+            "2",
+            "--format",
+            "json",
+        ],
+    );
+    c.env("OMPI_COMM_WORLD_LOCAL_RANK", "0");
+    let v = json_ok(&run(c));
+    let b = v["binding"].as_str().expect("a binding string");
+    assert!(
+        b.starts_with("local roundrobin") || b.starts_with("none ("),
+        "{b}"
+    );
+    let plain = json_ok(&run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "1",
+        "--format",
+        "json",
+    ])));
+    assert!(plain["binding"].is_null());
+}
+
+/// One real record line from a short run.
+fn real_record(dir: &Path) -> String {
+    let file = dir.join("one.jsonl");
+    let o = run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "3",
+        "--threads",
+        "1",
+        "--label",
+        "t",
+        "--format",
+        "json",
+        "--output",
+        file.to_str().unwrap(),
+    ]));
+    json_ok(&o);
+    std::fs::read_to_string(&file).unwrap().trim().to_string()
+}
+
+#[test]
+fn report_flags_incomplete_and_failed_runs_and_skips_malformed_lines() {
+    let dir = scratch("report");
+    let good = real_record(&dir);
+    let incomplete = good.replace("\"complete\":true", "\"complete\":false");
+    let failed = good.replace("\"verified\":true", "\"verified\":false");
+    assert_ne!(incomplete, good);
+    let file = dir.join("mixed.jsonl");
+    let truncated = &good[..good.len() / 2];
+    std::fs::write(
+        &file,
+        format!(
+            "{good}\nnot json at all\n{incomplete}\n{truncated}\n{}\n",
+            failed
+        ),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let o = run(himeno(&["report", f, "--format", "json"]));
+    let v = json_ok(&o);
+    assert_eq!(v["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(v["groups"][0]["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(v["groups"][0]["rows"][0]["speedup"], 1.0);
+    let reasons: Vec<&str> = v["flagged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["reason"].as_str().unwrap())
+        .collect();
+    let expected_failed = if failed == good { 1 } else { 2 };
+    assert_eq!(reasons.len(), expected_failed, "{reasons:?}");
+    assert_eq!(reasons[0], "incomplete (stopped early)");
+    let lines: Vec<u64> = v["malformed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["source"]["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [2, 4]);
+    assert!(stderr(&o).contains(&format!("{f}:2")), "{}", stderr(&o));
+    let text = run(himeno(&["report", f]));
+    let t = ok(&text);
+    assert!(t.contains("set aside") && t.contains("incomplete"), "{t}");
+    assert!(t.contains("2 line(s) skipped"));
+    let csv = ok(&run(himeno(&["report", f, "--format", "csv"])));
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    let missing = run(himeno(&["report", "/nonexistent/results.jsonl"]));
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("cannot read results file"));
+}
+
+#[test]
+fn model_matches_a_hand_computed_case() {
+    // 12^3 grid on 2x1x1: 500 points per rank at 34 MFLOPS = 500 us; one
+    // 12x12-value face (576 B) at 1 us + 576 B / 1 GB/s; allreduce 1 us.
+    let v = json_ok(&run(himeno(&[
+        "model",
+        "--grid",
+        "12x12x12",
+        "--procs",
+        "2x1x1",
+        "--rate-mflops",
+        "34",
+        "--latency-us",
+        "1",
+        "--bandwidth-gbs",
+        "1",
+        "--format",
+        "json",
+    ])));
+    let p = &v["prediction"];
+    let total = p["total_s"].as_f64().unwrap();
+    assert!((total - 502.576e-6).abs() < 1e-12, "{v}");
+    assert!((p["halo_s"].as_f64().unwrap() - 1.576e-6).abs() < 1e-15);
+    // The same rate given as seconds per iteration of one rank.
+    let v = json_ok(&run(himeno(&[
+        "model",
+        "--grid",
+        "12x12x12",
+        "--ranks",
+        "1",
+        "--seconds-per-iteration",
+        "0.001",
+        "--format",
+        "json",
+    ])));
+    assert!((v["rate_mflops"].as_f64().unwrap() - 34.0).abs() < 1e-9);
+    let o = run(himeno(&["model", "--size", "S", "--ranks", "4"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--rate-mflops"), "{}", stderr(&o));
+}
+
+#[test]
+fn pingpong_needs_two_ranks() {
+    let o = run(himeno(&["bench", "pingpong", "--max-bytes", "64"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("at least 2 ranks"), "{}", stderr(&o));
+}
+
+#[test]
+fn pingpong_under_mpirun_measures_small_sizes() {
+    if !MPI {
+        return;
+    }
+    let v = json_ok(&run(mpirun(
+        2,
+        &[
+            "bench",
+            "pingpong",
+            "--max-bytes",
+            "1KiB",
+            "--format",
+            "json",
+        ],
+    )));
+    assert_eq!(v["kind"], "pingpong");
+    let pair = &v["pairs"][0];
+    assert_eq!((pair["a"].as_u64(), pair["b"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(pair["intra_node"], true);
+    let sizes: Vec<u64> = pair["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512, 1024]);
+    assert!(v["latency_us"].as_f64().unwrap() > 0.0);
+    assert!(v["bandwidth_gbytes_per_s"].as_f64().unwrap() > 0.0);
+    // The report feeds the model.
+    let dir = scratch("pingpong");
+    let file = dir.join("pp.json");
+    std::fs::write(&file, v.to_string()).unwrap();
+    json_ok(&run(himeno(&[
+        "model",
+        "--size",
+        "XS",
+        "--ranks",
+        "2",
+        "--rate-mflops",
+        "1000",
+        "--pingpong",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+    ])));
+}
+
+#[test]
+fn small_real_sweep_writes_results_tables_and_plots() {
+    let dir = scratch("sweep");
+    let ranks = if MPI { "1 2" } else { "1" };
+    let study = dir.join("tiny.env");
+    std::fs::write(
+        &study,
+        format!("NAME=tiny\nKIND=strong\nSIZES=XS\nRANKS=\"{ranks}\"\nPROCS=\"\"\nITERATIONS=5\nTHREADS=1\n"),
+    )
+    .unwrap();
+    let results = dir.join("r.jsonl");
+    let plots = dir.join("plots");
+    let launcher = if MPI {
+        "mpirun --oversubscribe --allow-run-as-root -np %n"
+    } else {
+        "env NP=%n"
+    };
+    let mut c = bash(
+        "scripts/sweep.sh",
+        &[
+            "--himeno",
+            BIN,
+            "--launcher",
+            launcher,
+            "--results",
+            results.to_str().unwrap(),
+            "--plots",
+            plots.to_str().unwrap(),
+            study.to_str().unwrap(),
+        ],
+    );
+    c.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    let out = ok(&run(c));
+    let n = ranks.split(' ').count();
+    assert_eq!(
+        std::fs::read_to_string(&results).unwrap().lines().count(),
+        n
+    );
+    assert!(
+        out.contains("strong scaling, grid 32x32x64 (XS) [tiny]"),
+        "{out}"
+    );
+    let mut pictures = 0;
+    for e in std::fs::read_dir(&plots).unwrap() {
+        let p = e.unwrap().path();
+        assert!(
+            std::fs::metadata(&p).unwrap().len() > 1000,
+            "{} is nearly empty",
+            p.display()
+        );
+        pictures += 1;
+    }
+    assert_eq!(
+        pictures, 6,
+        "speed-up, efficiency and phases, as SVG and PNG"
+    );
+}

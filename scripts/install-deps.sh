@@ -15,9 +15,8 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v numactl >/dev/null 2>&1 || need+=(numactl)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
-for font in /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf; do
-  [ -f "$font" ] || need+=(fonts-dejavu-core)
-done
+# Plots (himeno report --plot) render text with a TrueType font.
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

@@ -105,19 +105,25 @@ impl Fault {
             Kind::Error => Err(Error::runtime(format!(
                 "{VAR}: injected error on rank {rank} at iteration {iteration}"
             ))),
-            Kind::Nan => edit_low_i_ghost_plane(backend, |plane| plane.fill(f32::NAN)),
-            Kind::Perturb => edit_low_i_ghost_plane(backend, |plane| {
-                let mid = plane.len() / 2;
-                plane[mid] += 0.25;
+            Kind::Nan => edit_low_i_ghost_plane(backend, |plane, _| plane.fill(f32::NAN)),
+            // The centre of the plane is a face ghost, read through a
+            // non-zero coefficient (c0); edge ghosts meet only b-terms,
+            // which are zero and would hide the change.
+            Kind::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
+                plane[(nj / 2) * nk + nk / 2] += 0.25;
             }),
         }
     }
 }
 
-/// Rewrites the low-i ghost plane of the current field `p` with `edit`.
-/// The backend's `unpack` writes into the new field, so the fields are
-/// swapped around it; the next sweep then reads the edited plane.
-fn edit_low_i_ghost_plane(backend: &mut dyn Backend, edit: impl FnOnce(&mut [f32])) -> Result<()> {
+/// Rewrites the low-i ghost plane of the current field `p` with `edit`,
+/// which gets the plane (row-major, ghosts included) and its extents. The
+/// backend's `unpack` writes into the new field, so the fields are swapped
+/// around it; the next sweep then reads the edited plane.
+fn edit_low_i_ghost_plane(
+    backend: &mut dyn Backend,
+    edit: impl FnOnce(&mut [f32], [usize; 2]),
+) -> Result<()> {
     let face = Face { dim: 0, side: 0 };
     let field = backend.field()?;
     let dims = [field.dim().0, field.dim().1, field.dim().2];
@@ -126,7 +132,7 @@ fn edit_low_i_ghost_plane(backend: &mut dyn Backend, edit: impl FnOnce(&mut [f32
         .iter()
         .copied()
         .collect();
-    edit(&mut plane);
+    edit(&mut plane, [dims[1], dims[2]]);
     backend.swap();
     let written = backend.unpack(face, &plane);
     backend.swap();
@@ -182,7 +188,7 @@ mod tests {
     fn edits_reach_the_current_field_and_nothing_else() {
         let (mut cpu, _) = backend();
         let before = cpu.field().unwrap();
-        edit_low_i_ghost_plane(&mut cpu, |plane| plane[3] = 42.0).unwrap();
+        edit_low_i_ghost_plane(&mut cpu, |plane, _| plane[3] = 42.0).unwrap();
         let after = cpu.field().unwrap();
         let changed: Vec<_> = before
             .indexed_iter()

@@ -75,7 +75,10 @@ fn rows() -> Vec<Row> {
     let cuda = cfg!(feature = "cuda");
     vec![
         // Sizes and grids.
-        Row::run(&["--size", "XXL"], &["unknown size 'XXL'", "XS, S, M, L, XL"]),
+        Row::run(
+            &["--size", "XXL"],
+            &["unknown size 'XXL'", "XS, S, M, L, XL"],
+        ),
         Row::run(&["--size", ""], &["unknown size", "--grid"]),
         Row::run(&["--grid", "abc"], &["invalid grid 'abc'", "NIxNJxNK"]),
         Row::run(&["--grid", "10x10"], &["invalid grid", "NIxNJxNK"]),
@@ -83,7 +86,10 @@ fn rows() -> Vec<Row> {
         Row::run(&["--grid", "2x10x10"], &["NI is 2", "at least 3"]),
         Row::run(&["--grid", "10x0x10"], &["at least 1"]),
         Row::run(&["--grid", "10x-4x10"], &["'-4'", "positive whole number"]),
-        Row::run(&["--grid", "10x10x1.5"], &["'1.5'", "positive whole number"]),
+        Row::run(
+            &["--grid", "10x10x1.5"],
+            &["'1.5'", "positive whole number"],
+        ),
         Row::run(&["--grid", "3x3x2000000"], &["NK", "at most"]),
         Row::run(
             &["--grid", "99999999999999999999x3x3"],
@@ -95,12 +101,18 @@ fn rows() -> Vec<Row> {
         Row::run(&["--iterations", "-1"], &["--iterations", "negative"]),
         Row::run(&["--iterations", "1.5"], &["--iterations", "whole number"]),
         Row::run(&["--iterations", "ten"], &["--iterations", "whole number"]),
-        Row::run(&["--iterations", "2000000000"], &["--iterations", "smaller"]),
+        Row::run(
+            &["--iterations", "2000000000"],
+            &["--iterations", "smaller"],
+        ),
         Row::run(
             &["--iterations", "99999999999999999999"],
             &["--iterations", "too large"],
         ),
-        Row::run(&["--iterations", "5", "--seconds", "5"], &["--iterations", "--seconds"]),
+        Row::run(
+            &["--iterations", "5", "--seconds", "5"],
+            &["--iterations", "--seconds"],
+        ),
         Row::run(&["--seconds", "0"], &["--seconds 0", "above 0"]),
         Row::run(&["--seconds", "-5"], &["--seconds -5", "above 0"]),
         Row::run(&["--seconds", "NaN"], &["--seconds nan", "--iterations"]),
@@ -130,19 +142,31 @@ fn rows() -> Vec<Row> {
         .only_if(!cuda),
         // Process grids.
         Row::run(&["--procs", "2x2"], &["invalid process grid", "PIxPJxPK"]),
-        Row::run(&["--procs", "0x1x1"], &["invalid process grid", "at least 1"]),
-        Row::run(&["--procs", "1x1x1"], &["job has 2", "--procs"])
-            .mpirun(2),
-        Row::run(&["--procs", "3x1x1", "--size", "XS"], &["3 ranks", "job has 2"])
-            .mpirun(2),
+        Row::run(
+            &["--procs", "0x1x1"],
+            &["invalid process grid", "at least 1"],
+        ),
+        Row::run(&["--procs", "1x1x1"], &["job has 2", "--procs"]).mpirun(2),
+        Row::run(
+            &["--procs", "3x1x1", "--size", "XS"],
+            &["3 ranks", "job has 2"],
+        )
+        .mpirun(2),
         Row::run(
             &["--grid", "4x40x40", "--procs", "4x1x1"],
             &["no interior point", "fewer ranks"],
         )
         .mpirun(4),
-        Row::run(&["--grid", "3x3x5"], &["4 ranks cannot share", "fewer ranks"]).mpirun(4),
-        Row::run(&["--procs", "2x1x1", "--size", "XS"], &["no MPI support", "--features mpi"])
-            .only_if(!MPI),
+        Row::run(
+            &["--grid", "3x3x5"],
+            &["4 ranks cannot share", "fewer ranks"],
+        )
+        .mpirun(4),
+        Row::run(
+            &["--procs", "2x1x1", "--size", "XS"],
+            &["no MPI support", "--features mpi"],
+        )
+        .only_if(!MPI),
         // Memory: refused before allocating.
         Row::run(
             &["--grid", "4000x4000x4000", "--iterations", "1"],
@@ -154,23 +178,50 @@ fn rows() -> Vec<Row> {
         )
         .mpirun(4),
         // Results file.
-        Row::run(&["--output", "{dir}"], &["results file", "directory", "--output"]),
         Row::run(
-            &["--output", "{dir}/missing/r.jsonl", "--size", "XS", "--iterations", "1"],
+            &["--output", "{dir}"],
+            &["results file", "directory", "--output"],
+        ),
+        Row::run(
+            &[
+                "--output",
+                "{dir}/missing/r.jsonl",
+                "--size",
+                "XS",
+                "--iterations",
+                "1",
+            ],
             &["results file", "no such file", "--output"],
         ),
         Row::run(
-            &["--output", READ_ONLY_FILE, "--size", "XS", "--iterations", "1"],
+            &[
+                "--output",
+                READ_ONLY_FILE,
+                "--size",
+                "XS",
+                "--iterations",
+                "1",
+            ],
             &["results file", READ_ONLY_FILE, "--output"],
         ),
         Row::run(
-            &["--output", "/proc/no-such-file", "--size", "XS", "--iterations", "1"],
+            &[
+                "--output",
+                "/proc/no-such-file",
+                "--size",
+                "XS",
+                "--iterations",
+                "1",
+            ],
             &["results file", "--output"],
         ),
         // The halo self-test.
         Row::new(&["selftest", "--size", "XXL"], &["unknown size", "XS, S"]),
         Row::new(&["selftest", "--grid", "2x3x3"], &["at least 3"]),
-        Row::new(&["selftest", "--procs", "2x1"], &["process grid", "PIxPJxPK"]),
+        Row::new(
+            &["selftest", "--procs", "2x1"],
+            &["process grid", "PIxPJxPK"],
+        ),
         Row::new(&["selftest", "--procs", "2x1x1"], &["2 ranks", "--procs"]),
         Row::new(&["selftest", "--grid", "5000x5000x5000"], &["needs", "GiB"]),
         Row::new(&["selftest", "--bogus"], &["--bogus", "--help"]),
@@ -241,7 +292,11 @@ fn every_bad_input_gets_exit_2_and_one_clear_line() {
         Path::new(READ_ONLY_FILE).exists(),
         "{READ_ONLY_FILE} is this table's unwritable file; pick another on this system"
     );
-    let rows: Vec<(usize, Row)> = rows().into_iter().filter(|r| r.applies).enumerate().collect();
+    let rows: Vec<(usize, Row)> = rows()
+        .into_iter()
+        .filter(|r| r.applies)
+        .enumerate()
+        .collect();
     // Two rows at a time: single-rank rows are short, and the mpirun rows
     // must not crowd a two-core machine.
     let failures: Vec<String> = rows

@@ -22,9 +22,16 @@ fn with_fault(mut cmd: Command, fault: &str) -> Output {
 
 fn assert_aborted(o: &Output, message: &str) {
     let err = stderr(o);
-    assert!(!o.status.success(), "a failing rank ended with success:\n{err}");
+    assert!(
+        !o.status.success(),
+        "a failing rank ended with success:\n{err}"
+    );
     assert!(err.contains(message), "stderr lacks '{message}':\n{err}");
-    assert!(o.stdout.is_empty(), "a failed job printed a report:\n{}", stdout(o));
+    assert!(
+        o.stdout.is_empty(),
+        "a failed job printed a report:\n{}",
+        stdout(o)
+    );
 }
 
 #[test]
@@ -95,7 +102,10 @@ fn a_perturbed_answer_is_invalid_never_valid() {
     let o = with_fault(himeno(&args), "0:50:perturb");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let text = stdout(&o);
-    assert!(text.contains("Verification : INVALID (known-answer"), "{text}");
+    assert!(
+        text.contains("Verification : INVALID (known-answer"),
+        "{text}"
+    );
     assert!(!text.contains("Verification : VALID"), "{text}");
     assert!(stderr(&o).contains("verification FAILED"));
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
@@ -128,5 +138,9 @@ fn a_perturbed_rank_fails_verification_under_mpirun() {
 fn a_malformed_fault_is_a_usage_error() {
     let o = with_fault(himeno(&LONG), "rank2:boom");
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("HIMENO_FAULT='rank2:boom'"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("HIMENO_FAULT='rank2:boom'"),
+        "{}",
+        stderr(&o)
+    );
 }

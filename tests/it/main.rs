@@ -5,6 +5,7 @@ mod append;
 mod bad_input;
 mod common;
 mod failures;
+mod fuzz;
 mod known_answers;
 mod mpi;
 mod run;

@@ -154,9 +154,20 @@ fn assert_incomplete_json(e: &Ended, file: &PathBuf) {
         serde_json::from_str(&e.stdout).unwrap_or_else(|err| panic!("{err}:\n{}", e.stdout));
     assert_eq!(r["complete"], false, "{r}");
     let done = r["iterations"].as_u64().unwrap();
-    assert!(done >= 1 && done < r["planned_iterations"].as_u64().unwrap(), "{r}");
-    assert_eq!(r["verified"], serde_json::Value::Null, "an incomplete run is not verified");
-    assert!(e.stderr.contains("stopped by a signal after"), "{}", e.stderr);
+    assert!(
+        done >= 1 && done < r["planned_iterations"].as_u64().unwrap(),
+        "{r}"
+    );
+    assert_eq!(
+        r["verified"],
+        serde_json::Value::Null,
+        "an incomplete run is not verified"
+    );
+    assert!(
+        e.stderr.contains("stopped by a signal after"),
+        "{}",
+        e.stderr
+    );
     let text = std::fs::read_to_string(file).expect("the results file is written");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1, "{text}");
@@ -197,10 +208,17 @@ fn sigusr1_and_sigint_mark_the_text_and_csv_reports_incomplete() {
             );
         } else {
             let rows: Vec<Vec<&str>> = e.stdout.lines().map(|l| l.split(',').collect()).collect();
-            let col = rows[0].iter().position(|h| *h == "complete").expect("complete column");
+            let col = rows[0]
+                .iter()
+                .position(|h| *h == "complete")
+                .expect("complete column");
             assert_eq!(rows[1][col], "false", "{}", e.stdout);
         }
-        assert!(!e.stdout.contains("VALID"), "{sig}: {}", e.stdout.replace("NOT CHECKED", ""));
+        assert!(
+            !e.stdout.contains("VALID"),
+            "{sig}: {}",
+            e.stdout.replace("NOT CHECKED", "")
+        );
     }
 }
 
@@ -209,7 +227,13 @@ fn a_signal_during_the_rehearsal_ends_cleanly_without_a_report() {
     let file = temp_file("rehearsal.jsonl");
     let mut args = LONG.to_vec();
     // A thousand rehearsal iterations take long enough to be interrupted.
-    args.extend(["1000", "--format", "json", "--output", file.to_str().unwrap()]);
+    args.extend([
+        "1000",
+        "--format",
+        "json",
+        "--output",
+        file.to_str().unwrap(),
+    ]);
     let run = Running::start(himeno(&args));
     run.wait_for("memory preflight passed");
     kill("TERM", run.child.id());
@@ -233,7 +257,12 @@ fn sigusr1_to_mpirun_stops_every_rank() {
     kill("USR1", run.child.id());
     let e = run.finish();
     assert_incomplete_json(&e, &file);
-    assert_eq!(e.stderr.matches("stop signal: ending the run early").count(), 4);
+    assert_eq!(
+        e.stderr
+            .matches("stop signal: ending the run early")
+            .count(),
+        4
+    );
 }
 
 #[test]

@@ -73,8 +73,10 @@ fn sync(file: &File) -> std::io::Result<()> {
 }
 
 /// Checks, before any work, that `path` can be appended to. An existing
-/// file is opened for appending; a missing one is created and removed again,
-/// so a failed run leaves no empty results file behind.
+/// file is opened for appending. For a missing one, a uniquely named probe
+/// file is created and removed in its directory: the results file itself is
+/// never created and removed here, because another job may append its
+/// first record to it in between, and removing it would lose that record.
 pub fn check_writable(path: &Path) -> Result<()> {
     let usage = |e: std::io::Error| {
         Error::usage(format!(
@@ -89,12 +91,20 @@ pub fn check_writable(path: &Path) -> Result<()> {
             .map(drop)
             .map_err(usage);
     }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| "results".into(), |n| n.to_string_lossy().into_owned());
+    let probe = dir.join(format!(".{name}.himeno-probe-{}", std::process::id()));
     OpenOptions::new()
         .create_new(true)
-        .append(true)
-        .open(path)
+        .write(true)
+        .open(&probe)
         .map_err(usage)?;
-    std::fs::remove_file(path).map_err(usage)
+    std::fs::remove_file(&probe).map_err(usage)
 }
 
 #[cfg(test)]
@@ -121,6 +131,19 @@ mod tests {
             std::fs::read_to_string(&p)
                 .unwrap()
                 .ends_with("2}\n{\"last\":3}\n")
+        );
+    }
+
+    #[test]
+    fn checking_a_missing_file_creates_nothing_there() {
+        let p = temp("checked.jsonl");
+        check_writable(&p).unwrap();
+        assert!(!p.exists());
+        let dir = p.parent().unwrap();
+        assert!(check_writable(&dir.join("no-such-dir").join("r.jsonl")).is_err());
+        assert!(
+            check_writable(dir).is_err(),
+            "a directory is not a results file"
         );
     }
 

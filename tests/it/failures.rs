@@ -58,6 +58,13 @@ fn an_error_on_one_rank_ends_the_whole_job() {
 }
 
 #[test]
+fn a_panic_on_a_single_rank_is_exit_2() {
+    let o = with_fault(himeno(&LONG), "0:2:panic");
+    assert_aborted(&o, "injected panic on rank 0 at iteration 2");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
 fn an_error_on_a_single_rank_is_exit_2() {
     let o = with_fault(himeno(&LONG), "0:2:error");
     assert_aborted(&o, "injected error on rank 0 at iteration 2");

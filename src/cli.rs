@@ -85,18 +85,18 @@ pub struct RunArgs {
     #[arg(long)]
     pub procs: Option<String>,
     /// Sweep threads per rank; default: the cores this rank may use.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub threads: Option<usize>,
     /// Fixed number of timed iterations (overrides --seconds).
-    #[arg(long, conflicts_with = "seconds")]
+    #[arg(long, conflicts_with = "seconds", allow_negative_numbers = true, value_parser = whole::<u64>)]
     pub iterations: Option<u64>,
     /// Target duration of the timed run in seconds, sized from the rehearsal
     /// as the original does.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, allow_negative_numbers = true, value_parser = number)]
     pub seconds: f64,
     /// Rehearsal iterations before the timed run (not recorded; the fields
     /// are reset afterwards).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = whole::<u64>)]
     pub warmup: u64,
     /// Backend: cpu, gpu, or auto (a GPU when one is usable).
     #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
@@ -119,18 +119,59 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Staging::Pinned)]
     pub staging: Staging,
     /// GPU ordinal to use; default: the node-local rank modulo the devices.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub device: Option<usize>,
     /// Overlap the interior sweep with the halo exchange (GPU backend).
     #[arg(long)]
     pub overlap: bool,
     /// Measured stream triad bandwidth in GB/s; the report shows the
     /// solver's effective bandwidth as a fraction of it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = number)]
     pub stream_gbs: Option<f64>,
     /// Label recorded in the results, e.g. the study this run belongs to.
     #[arg(long)]
     pub label: Option<String>,
+}
+
+/// Parses a whole number for a count option (clap adds the option's name
+/// and the value to the message).
+fn whole<T: std::str::FromStr>(s: &str) -> std::result::Result<T, String> {
+    let t = s.trim();
+    t.parse().map_err(|_| {
+        if t.starts_with('-') {
+            "must not be negative: give a whole number, e.g. 10".to_string()
+        } else if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            "is too large: give a smaller whole number".to_string()
+        } else {
+            "expected a whole number, e.g. 10".to_string()
+        }
+    })
+}
+
+/// Parses a real number (range checks are done in validation, with the
+/// option's own limits).
+fn number(s: &str) -> std::result::Result<f64, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| "expected a number, e.g. 60 or 0.5".to_string())
+}
+
+/// Condenses a clap error into the one line every usage error gets: the
+/// problem (and clap's tip or possible values), then where to look, without
+/// the usage block.
+pub fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line);
+        }
+    }
+    format!("{}; see `himeno --help`", parts.join(" "))
 }
 
 /// Largest accepted iteration count: beyond this a run would take years.
@@ -172,7 +213,9 @@ impl RunArgs {
         let threads = match self.threads {
             Some(0) => return Err(Error::usage("--threads must be at least 1")),
             Some(t) if t > 4096 => {
-                return Err(Error::usage(format!("--threads {t} is more than 4096")));
+                return Err(Error::usage(format!(
+                    "--threads {t} is more than 4096: give at most 4096 threads per rank"
+                )));
             }
             Some(t) => t,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -181,7 +224,7 @@ impl RunArgs {
             Some(0) => return Err(Error::usage("--iterations must be at least 1")),
             Some(n) if n > MAX_ITERATIONS => {
                 return Err(Error::usage(format!(
-                    "--iterations {n} is more than {MAX_ITERATIONS}"
+                    "--iterations {n} is more than {MAX_ITERATIONS}: give a smaller count"
                 )));
             }
             Some(n) => RunLength::Iterations(n),
@@ -189,7 +232,8 @@ impl RunArgs {
                 let s = self.seconds;
                 if !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS) {
                     return Err(Error::usage(format!(
-                        "--seconds {s} must be a number of seconds above 0 and at most {MAX_SECONDS}"
+                        "--seconds {s} must be a number of seconds above 0 and at most \
+                         {MAX_SECONDS} (one week): give such a target, or --iterations N"
                     )));
                 }
                 RunLength::Seconds(s)
@@ -203,7 +247,7 @@ impl RunArgs {
         }
         if self.warmup > 1000 {
             return Err(Error::usage(format!(
-                "--warmup {} is more than 1000",
+                "--warmup {} is more than 1000: give at most 1000 rehearsal iterations",
                 self.warmup
             )));
         }

@@ -12,8 +12,10 @@ pub mod cli;
 pub mod comm;
 pub mod config;
 pub mod error;
+pub mod fault;
 pub mod grid;
 pub mod halo;
+pub mod preflight;
 pub mod report;
 pub mod selftest;
 pub mod signals;
@@ -36,7 +38,11 @@ pub fn main_entry() -> ExitCode {
         Err(e) => {
             // Every rank parses the same arguments: let one of them speak.
             if launcher_rank().unwrap_or(0) == 0 {
-                let _ = e.print();
+                if e.use_stderr() {
+                    eprintln!("himeno: {}", cli::one_line(&e));
+                } else {
+                    let _ = e.print();
+                }
             }
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }

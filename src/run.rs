@@ -12,6 +12,7 @@ use crate::config::{Format, RunConfig};
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Block, ProcGrid};
 use crate::halo::Halo;
+use crate::preflight;
 use crate::report::{self, Record, RecordInputs};
 use crate::selftest;
 use crate::signals::StopFlag;
@@ -35,6 +36,9 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
             },
             None => ProcGrid::auto(&grid, comm.size())?,
         };
+        procs.validate(&grid, comm.size())?;
+        let block = Block::of(&grid, &procs, comm.rank());
+        preflight::check_need(&grid, preflight::host_bytes(&block, false, None), comm)?;
         let checked = selftest::halo_self_test(comm, &grid, &procs)?;
         let mut total = [checked as f64];
         comm.sum(&mut total);
@@ -54,7 +58,7 @@ pub(crate) fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> Exit
     let comm = match comm::init() {
         Ok(c) => c,
         Err(e) => {
-            // Without MPI every copy fails alike: let the first one speak.
+            // Every rank a launcher started fails alike: let one speak.
             if crate::launcher_rank().unwrap_or(0) == 0 {
                 eprintln!("himeno: {e}");
             }
@@ -90,6 +94,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     };
     let block = Block::of(&grid, &procs, comm.rank());
     tracing::info!(rank = comm.rank(), ?block, "block");
+    preflight::check(&cfg, &grid, &block, comm)?;
     let mut backend = backend::create(&cfg, &grid, &block, comm)?;
     let mut halo = Halo::new(&block, backend.as_mut())?;
     let mut halo_bytes = [halo.bytes_per_exchange() as f64];
@@ -108,6 +113,15 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     .run(&cfg);
     progress.finish();
     let outcome = outcome?;
+    if outcome.iterations == 0 {
+        if comm.rank() == 0 {
+            eprintln!(
+                "himeno: stopped by a signal during the rehearsal: no iteration was timed, \
+                 so there is no report"
+            );
+        }
+        return Ok(ExitCode::from(2));
+    }
 
     // Verification is decided on rank 0, before anything is printed, and
     // shared so that every rank exits with the same code.
@@ -150,11 +164,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             },
         );
         print_record(&record, cfg.format)?;
-        if let Some(path) = &cfg.output {
-            let line = serde_json::to_string(&record)
-                .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
-            report::append::append_line(path, &line)?;
-        }
         if code == 1 {
             eprintln!(
                 "himeno: verification FAILED: {}",
@@ -166,6 +175,13 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 "himeno: stopped by a signal after {} of {} iterations; the report is marked incomplete",
                 record.iterations, record.planned_iterations
             );
+        }
+        // Last, so that a failed write (full disk) still leaves the report
+        // and the verdict on the terminal; the write error then sets exit 2.
+        if let Some(path) = &cfg.output {
+            let line = serde_json::to_string(&record)
+                .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
+            report::append::append_line(path, &line)?;
         }
     }
     Ok(ExitCode::from(code as u8))

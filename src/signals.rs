@@ -1,6 +1,12 @@
 //! Scheduler signals: SIGTERM, SIGINT and SIGUSR1 ask the run to stop after
-//! the current iteration and still report what it did. A second signal of
-//! the same kind ends the process at once, so a stuck job stays killable.
+//! the current iteration and still report what it did.
+//!
+//! A second SIGINT (Ctrl-C pressed again) ends the process at once with
+//! exit code 2, so an interactive run stays killable. Repeated SIGTERM and
+//! SIGUSR1 only stop the run: under a batch system a rank often gets the
+//! same signal twice (from the scheduler and forwarded by `mpirun`), and
+//! exiting on the second would lose the report; schedulers follow up with
+//! SIGKILL anyway.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +26,9 @@ impl StopFlag {
         ] {
             // Order matters: the conditional shutdown must see the flag as
             // it was before this signal raised it.
-            let _ = signal_hook::flag::register_conditional_shutdown(sig, 3, Arc::clone(&flag));
+            if sig == signal_hook::consts::SIGINT {
+                let _ = signal_hook::flag::register_conditional_shutdown(sig, 2, Arc::clone(&flag));
+            }
             let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
         }
         StopFlag(flag)

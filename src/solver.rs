@@ -5,6 +5,7 @@ use crate::backend::{Backend, BackendInfo};
 use crate::comm::Comm;
 use crate::config::{RunConfig, RunLength};
 use crate::error::{Error, Result};
+use crate::fault::Fault;
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
@@ -49,7 +50,8 @@ pub struct Outcome {
     pub wall_s: f64,
     /// Slowest rank's rehearsal time in seconds.
     pub warmup_s: f64,
-    /// False when a stop signal ended the loop early.
+    /// False when a stop signal ended the loop early (`iterations` is then
+    /// 0 when the signal came during the rehearsal).
     pub complete: bool,
     /// Field fingerprint (sum of the ranks' parts), on rank 0.
     pub fingerprint: u64,
@@ -100,15 +102,25 @@ impl Solver<'_> {
     /// Runs the rehearsal, sizes the run, resets the fields and runs the
     /// timed loop (barrier, loop, barrier), then gathers the summaries.
     pub fn run(&mut self, cfg: &RunConfig) -> Result<Outcome> {
+        let fault = Fault::from_env()?;
         let mut scratch = PhaseTimes::default();
         self.comm.barrier();
         let mut clock = Lap::start();
+        let mut stopped_in_rehearsal = false;
         for it in 0..cfg.warmup {
-            let (gosa, _) = self.iterate(&mut scratch)?;
+            let (gosa, stop) = self.iterate(&mut scratch)?;
             verify::check_finite(gosa, it + 1)?;
+            // A signal during the rehearsal ends the run before anything is
+            // timed (the decision is collective, like any stop).
+            if stop {
+                tracing::warn!(done = it + 1, "stop signal during the rehearsal");
+                stopped_in_rehearsal = true;
+                break;
+            }
         }
         let warmup_s = self.comm.max(clock.lap());
         let planned = match cfg.length {
+            _ if stopped_in_rehearsal => 0,
             RunLength::Iterations(n) => n,
             RunLength::Seconds(target) => {
                 // As the original: n = target / (time per rehearsal iteration).
@@ -123,10 +135,13 @@ impl Solver<'_> {
         let mut times = PhaseTimes::default();
         let mut gosa = f64::NAN;
         let mut done = 0;
-        let mut complete = true;
+        let mut complete = !stopped_in_rehearsal;
         self.comm.barrier();
         let mut clock = Lap::start();
         while done < planned {
+            if let Some(f) = &fault {
+                f.before_iteration(self.comm.rank(), done + 1, self.backend)?;
+            }
             let (g, stop) = self.iterate(&mut times)?;
             done += 1;
             gosa = g;

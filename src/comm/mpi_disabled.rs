@@ -13,6 +13,19 @@ pub fn init() -> Result<Box<dyn Comm>> {
             "this build has no MPI support but was started as one of {n} ranks: \
              rebuild with `cargo build --release --features mpi`, or run one rank"
         ))),
-        _ => Ok(Box::new(SingleComm)),
+        _ => {
+            install_exit_hook();
+            Ok(Box::new(SingleComm))
+        }
     }
+}
+
+/// Makes a panic end the process with exit code 2 (an error, as the MPI
+/// build's abort does) instead of Rust's 101, after the usual message.
+fn install_exit_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        std::process::exit(2);
+    }));
 }

@@ -1,9 +1,14 @@
 //! The integration tests: one binary, one module per area. Every test runs
 //! the real `himeno` binary; multi-rank tests run it under a real `mpirun`.
 
+mod append;
+mod bad_input;
 mod common;
+mod failures;
+mod fuzz;
 mod gpu;
 mod known_answers;
 mod mpi;
 mod run;
+mod signals;
 mod study;

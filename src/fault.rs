@@ -1,0 +1,214 @@
+//! Failure injection, a hook for the robustness tests only.
+//!
+//! `HIMENO_FAULT=RANK:ITERATION:KIND` makes rank `RANK` misbehave just
+//! before timed iteration `ITERATION` (counted from 1). It is read once per
+//! run, is not a command-line option and is not meant for users: the tests
+//! use it to prove that one failing rank never hangs a job and that a wrong
+//! answer is never reported as valid. Kinds:
+//!
+//! - `panic`: the rank panics (the MPI panic hook must abort the job);
+//! - `error`: the rank returns a runtime error (the driver must abort the job);
+//! - `nan`: one ghost plane of the rank's `p` becomes NaN, so gosa is NaN at
+//!   that iteration on every rank (the NaN guard must stop the run, exit 1);
+//! - `perturb`: one ghost value of the rank's `p` is changed slightly, so the
+//!   run finishes with finite but wrong numbers (verification must fail).
+//!
+//! Ghost planes are written through the backend's own `unpack`, so the hook
+//! works on every backend without a method of its own.
+
+use crate::backend::{Backend, Face};
+use crate::error::{Error, Result};
+use ndarray::Axis;
+
+/// Name of the environment variable that holds the fault.
+pub const VAR: &str = "HIMENO_FAULT";
+
+/// What the faulty rank does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Panic.
+    Panic,
+    /// Return a runtime error.
+    Error,
+    /// Poison a ghost plane of `p` with NaN.
+    Nan,
+    /// Change one ghost value of `p` slightly.
+    Perturb,
+}
+
+/// An injected fault: which rank, before which timed iteration, what kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// The rank that fails.
+    pub rank: usize,
+    /// The timed iteration (from 1) before which it fails.
+    pub iteration: u64,
+    /// How it fails.
+    pub kind: Kind,
+}
+
+impl Fault {
+    /// Reads [`VAR`]; `Ok(None)` when it is unset or empty. Every rank sees
+    /// the same environment, so a malformed value is a usage error on all.
+    pub fn from_env() -> Result<Option<Fault>> {
+        match std::env::var(VAR) {
+            Ok(s) if !s.trim().is_empty() => Fault::parse(&s).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Parses `RANK:ITERATION:KIND`.
+    pub fn parse(s: &str) -> Result<Fault> {
+        let bad = || {
+            Error::usage(format!(
+                "{VAR}='{s}' is not RANK:ITERATION:KIND (KIND panic, error, nan or \
+                 perturb; ITERATION from 1): fix or unset it"
+            ))
+        };
+        let parts: Vec<&str> = s.trim().split(':').collect();
+        let [rank, iteration, kind] = parts[..] else {
+            return Err(bad());
+        };
+        let rank = rank.parse().map_err(|_| bad())?;
+        let iteration = iteration.parse().map_err(|_| bad())?;
+        if iteration == 0 {
+            return Err(bad());
+        }
+        let kind = match kind {
+            "panic" => Kind::Panic,
+            "error" => Kind::Error,
+            "nan" => Kind::Nan,
+            "perturb" => Kind::Perturb,
+            _ => return Err(bad()),
+        };
+        Ok(Fault {
+            rank,
+            iteration,
+            kind,
+        })
+    }
+
+    /// Strikes if `rank` is about to run timed iteration `iteration` and
+    /// this fault is meant for it.
+    pub fn before_iteration(
+        &self,
+        rank: usize,
+        iteration: u64,
+        backend: &mut dyn Backend,
+    ) -> Result<()> {
+        if rank != self.rank || iteration != self.iteration {
+            return Ok(());
+        }
+        tracing::warn!(rank, iteration, kind = ?self.kind, "{VAR}: injecting a fault");
+        match self.kind {
+            Kind::Panic => panic!("{VAR}: injected panic on rank {rank} at iteration {iteration}"),
+            Kind::Error => Err(Error::runtime(format!(
+                "{VAR}: injected error on rank {rank} at iteration {iteration}"
+            ))),
+            Kind::Nan => edit_low_i_ghost_plane(backend, |plane, _| plane.fill(f32::NAN)),
+            // The centre of the plane is a face ghost, read through a
+            // non-zero coefficient (c0); edge ghosts meet only b-terms,
+            // which are zero and would hide the change.
+            Kind::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
+                plane[(nj / 2) * nk + nk / 2] += 0.25;
+            }),
+        }
+    }
+}
+
+/// Rewrites the low-i ghost plane of the current field `p` with `edit`,
+/// which gets the plane (row-major, ghosts included) and its extents. The
+/// backend's `unpack` writes into the new field, so the fields are swapped
+/// around it; the next sweep then reads the edited plane.
+fn edit_low_i_ghost_plane(
+    backend: &mut dyn Backend,
+    edit: impl FnOnce(&mut [f32], [usize; 2]),
+) -> Result<()> {
+    let face = Face { dim: 0, side: 0 };
+    let field = backend.field()?;
+    let dims = [field.dim().0, field.dim().1, field.dim().2];
+    let mut plane: Vec<f32> = field
+        .index_axis(Axis(face.dim), face.ghost_plane(dims))
+        .iter()
+        .copied()
+        .collect();
+    edit(&mut plane, [dims[1], dims[2]]);
+    backend.swap();
+    let written = backend.unpack(face, &plane);
+    backend.swap();
+    written.map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+    use crate::cli::{Cli, RunArgs};
+    use crate::grid::Grid;
+    use crate::grid::decomp::{Block, ProcGrid};
+    use clap::Parser;
+
+    #[test]
+    fn parses_the_documented_form_only() {
+        assert_eq!(
+            Fault::parse("3:7:nan").unwrap(),
+            Fault {
+                rank: 3,
+                iteration: 7,
+                kind: Kind::Nan
+            }
+        );
+        for bad in [
+            "",
+            "1:2",
+            "1:2:3:4",
+            "a:1:panic",
+            "1:0:panic",
+            "1:1:boom",
+            "-1:1:error",
+        ] {
+            assert!(
+                matches!(Fault::parse(bad), Err(Error::Usage(_))),
+                "{bad} accepted"
+            );
+        }
+    }
+
+    fn backend() -> (CpuBackend, Block) {
+        let grid = Grid::new([6, 5, 7]).unwrap();
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+        let args: RunArgs = Cli::try_parse_from(["himeno", "--threads", "1"])
+            .unwrap()
+            .run;
+        let cfg = args.validate(1).unwrap();
+        (CpuBackend::new(&grid, &block, &cfg).unwrap(), block)
+    }
+
+    #[test]
+    fn edits_reach_the_current_field_and_nothing_else() {
+        let (mut cpu, _) = backend();
+        let before = cpu.field().unwrap();
+        edit_low_i_ghost_plane(&mut cpu, |plane, _| plane[3] = 42.0).unwrap();
+        let after = cpu.field().unwrap();
+        let changed: Vec<_> = before
+            .indexed_iter()
+            .filter(|(ix, v)| after[*ix].to_bits() != v.to_bits())
+            .map(|(ix, _)| ix)
+            .collect();
+        // Plane i=0 of a 5x7 j-k plane, row-major: value 3 is (0, 0, 3).
+        assert_eq!(changed, vec![(0, 0, 3)]);
+        assert_eq!(after[[0, 0, 3]], 42.0);
+    }
+
+    #[test]
+    fn other_ranks_and_iterations_are_untouched() {
+        let (mut cpu, _) = backend();
+        let f = Fault::parse("0:2:error").unwrap();
+        assert!(f.before_iteration(1, 2, &mut cpu).is_ok());
+        assert!(f.before_iteration(0, 1, &mut cpu).is_ok());
+        assert!(matches!(
+            f.before_iteration(0, 2, &mut cpu),
+            Err(Error::Runtime(m)) if m.contains("rank 0 at iteration 2")
+        ));
+    }
+}

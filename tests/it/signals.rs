@@ -1,0 +1,284 @@
+//! Scheduler signals. A run is started long enough to be interrupted; once
+//! its timed loop has begun (the `rehearsal done` log line of `-v`), it is
+//! sent a stop signal. Every rank must stop after the current iteration,
+//! rank 0 must print the report of the iterations done marked incomplete
+//! (and append it to the results file), and the exit status must be
+//! nonzero. Under Open MPI's `mpirun`, SIGUSR1 to `mpirun` is forwarded to
+//! the ranks, and SIGTERM to every rank is what Slurm does at a time limit;
+//! both are tested. (SIGTERM to `mpirun` itself makes Open MPI 4 kill the
+//! ranks about a second later, so a slow iteration loses its report.)
+
+use crate::common::*;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use wait_timeout::ChildExt;
+
+/// A run that would take many minutes unless stopped.
+const LONG: [&str; 8] = [
+    "--size",
+    "S",
+    "--iterations",
+    "1000000",
+    "--threads",
+    "1",
+    "-v",
+    "--warmup",
+];
+
+/// What a signalled run left behind.
+struct Ended {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// A started run whose stderr is watched for a log line.
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+    stdout: std::thread::JoinHandle<String>,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Running {
+        cmd.env_remove("RUST_LOG")
+            .env_remove("HIMENO_FAULT")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("the command starts");
+        let (tx, lines) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        let mut out = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        Running {
+            child,
+            lines,
+            stderr,
+            stdout,
+        }
+    }
+
+    /// Waits (at most a minute) for a stderr line containing `what`.
+    fn wait_for(&self, what: &str) {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) if l.contains(what) => return,
+                Ok(_) => {}
+                Err(e) => panic!("no '{what}' on stderr: {e}"),
+            }
+        }
+    }
+
+    /// Waits for the end (at most a minute: a hang fails the test).
+    fn finish(mut self) -> Ended {
+        let status = match self.child.wait_timeout(Duration::from_secs(60)).unwrap() {
+            Some(s) => s,
+            None => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "the signalled run did not end:\n{}",
+                    self.stderr.join().unwrap()
+                );
+            }
+        };
+        Ended {
+            status,
+            stdout: self.stdout.join().unwrap(),
+            stderr: self.stderr.join().unwrap(),
+        }
+    }
+}
+
+/// Sends `sig` (e.g. "TERM") to process `pid`.
+fn kill(sig: &str, pid: u32) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+/// Processes whose parent is `parent`, read from /proc.
+fn children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
+        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let ppid = after.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn temp_file(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("himeno-sig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join(name);
+    let _ = std::fs::remove_file(&f);
+    f
+}
+
+/// Checks an incomplete JSON report and the matching results-file line.
+fn assert_incomplete_json(e: &Ended, file: &PathBuf) {
+    assert_eq!(e.status.code(), Some(2), "stderr:\n{}", e.stderr);
+    let r: serde_json::Value =
+        serde_json::from_str(&e.stdout).unwrap_or_else(|err| panic!("{err}:\n{}", e.stdout));
+    assert_eq!(r["complete"], false, "{r}");
+    let done = r["iterations"].as_u64().unwrap();
+    assert!(
+        done >= 1 && done < r["planned_iterations"].as_u64().unwrap(),
+        "{r}"
+    );
+    assert_eq!(
+        r["verified"],
+        serde_json::Value::Null,
+        "an incomplete run is not verified"
+    );
+    assert!(
+        e.stderr.contains("stopped by a signal after"),
+        "{}",
+        e.stderr
+    );
+    let text = std::fs::read_to_string(file).expect("the results file is written");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let rec: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(rec["complete"], false);
+    assert_eq!(rec["iterations"], done);
+}
+
+#[test]
+fn sigterm_twice_stops_a_single_rank_with_an_incomplete_report() {
+    let file = temp_file("term.jsonl");
+    let mut args = LONG.to_vec();
+    args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
+    let run = Running::start(himeno(&args));
+    run.wait_for("rehearsal done");
+    // Batch systems may deliver the signal twice (scheduler and launcher):
+    // the second must not cost the report.
+    kill("TERM", run.child.id());
+    kill("TERM", run.child.id());
+    assert_incomplete_json(&run.finish(), &file);
+}
+
+#[test]
+fn sigusr1_and_sigint_mark_the_text_and_csv_reports_incomplete() {
+    for (sig, format) in [("USR1", "text"), ("INT", "csv")] {
+        let mut args = LONG.to_vec();
+        args.extend(["3", "--format", format]);
+        let run = Running::start(himeno(&args));
+        run.wait_for("rehearsal done");
+        kill(sig, run.child.id());
+        let e = run.finish();
+        assert_eq!(e.status.code(), Some(2), "{sig}: {}", e.stderr);
+        if format == "text" {
+            assert!(
+                e.stdout.contains("(INCOMPLETE: stopped by a signal"),
+                "{}",
+                e.stdout
+            );
+        } else {
+            let rows: Vec<Vec<&str>> = e.stdout.lines().map(|l| l.split(',').collect()).collect();
+            let col = rows[0]
+                .iter()
+                .position(|h| *h == "complete")
+                .expect("complete column");
+            assert_eq!(rows[1][col], "false", "{}", e.stdout);
+        }
+        assert!(
+            !e.stdout.contains("VALID"),
+            "{sig}: {}",
+            e.stdout.replace("NOT CHECKED", "")
+        );
+    }
+}
+
+#[test]
+fn a_signal_during_the_rehearsal_ends_cleanly_without_a_report() {
+    let file = temp_file("rehearsal.jsonl");
+    let mut args = LONG.to_vec();
+    // A thousand rehearsal iterations take long enough to be interrupted.
+    args.extend([
+        "1000",
+        "--format",
+        "json",
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    let run = Running::start(himeno(&args));
+    run.wait_for("memory preflight passed");
+    kill("TERM", run.child.id());
+    let e = run.finish();
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    assert!(e.stdout.is_empty(), "{}", e.stdout);
+    assert!(e.stderr.contains("during the rehearsal"), "{}", e.stderr);
+    assert!(!file.exists(), "nothing was measured, nothing is recorded");
+}
+
+#[test]
+fn sigusr1_to_mpirun_stops_every_rank() {
+    if !MPI {
+        return;
+    }
+    let file = temp_file("mpirun-usr1.jsonl");
+    let mut args = LONG.to_vec();
+    args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
+    let run = Running::start(mpirun(4, &args));
+    run.wait_for("rehearsal done");
+    kill("USR1", run.child.id());
+    let e = run.finish();
+    assert_incomplete_json(&e, &file);
+    assert_eq!(
+        e.stderr
+            .matches("stop signal: ending the run early")
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn sigterm_to_every_rank_stops_the_job_as_under_slurm() {
+    if !MPI {
+        return;
+    }
+    let file = temp_file("mpirun-term.jsonl");
+    let mut args = LONG.to_vec();
+    args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
+    let run = Running::start(mpirun(4, &args));
+    run.wait_for("rehearsal done");
+    let ranks = children(run.child.id());
+    assert_eq!(ranks.len(), 4, "mpirun's children: {ranks:?}");
+    for pid in ranks {
+        kill("TERM", pid);
+    }
+    assert_incomplete_json(&run.finish(), &file);
+}

@@ -7,6 +7,7 @@
 //! [`main_entry`] is the whole program; `main.rs` only calls it.
 
 pub mod backend;
+pub mod bench;
 pub mod cli;
 pub mod comm;
 pub mod config;
@@ -44,6 +45,7 @@ pub fn main_entry() -> ExitCode {
         None => run::benchmark(&cli.run),
         Some(Command::Run(args)) => run::benchmark(&args),
         Some(Command::Selftest(args)) => run::selftest(&args),
+        Some(Command::Bench(args)) => run::bench(&args),
     }
 }
 

@@ -6,9 +6,9 @@
 //! alone: that rank prints it and aborts the whole job.
 
 use crate::backend;
-use crate::cli::{RunArgs, SelftestArgs};
+use crate::cli::{BenchArgs, RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
-use crate::config::{Format, RunConfig};
+use crate::config::{Format, RunConfig, StreamMeasure};
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Block, ProcGrid};
 use crate::halo::Halo;
@@ -48,6 +48,11 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
     })
 }
 
+/// Runs the micro-benchmark described by `args`.
+pub fn bench(args: &BenchArgs) -> ExitCode {
+    with_comm(|comm| crate::bench::run(&args.command, comm))
+}
+
 /// Starts communication, runs `job`, and turns its error into an exit code
 /// (aborting every rank when the error may be local to this one).
 fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
@@ -78,8 +83,13 @@ fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
 
 /// The job itself; see [`benchmark`].
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
-    let cfg = args.validate(comm.size())?;
+    let mut cfg = args.validate(comm.size())?;
     collective_output_check(&cfg, comm)?;
+    if cfg.stream == StreamMeasure::Quick {
+        // Before the solver allocates, with the run's threads and binding.
+        let gbs = crate::bench::stream::quick_triad(comm, cfg.threads, cfg.bind)?;
+        cfg.stream_gbs = Some(gbs);
+    }
     let grid = cfg.grid;
     let procs = match cfg.procs {
         Some(p) => p,

@@ -7,17 +7,16 @@
 //! stored and added in row order, so gosa does not depend on the thread
 //! count.
 
-use super::kernel::{self, Layout};
+use super::kernel::{self, Inputs, Isa, Layout};
+use super::threads::Pool;
 use super::{Backend, BackendInfo, Face, HostBuffer};
 use crate::config::RunConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, split};
 use crate::grid::fields::{Fields, OMEGA, coefficient_values, p_initial};
 use ndarray::{Array3, Axis};
-use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::ops::Range;
-use std::sync::Mutex;
 
 /// The rows one thread owns.
 #[derive(Debug, Clone)]
@@ -38,7 +37,8 @@ pub struct CpuBackend {
     block: Block,
     lay: Layout,
     fields: Fields,
-    pool: ThreadPool,
+    pool: Pool,
+    isa: Isa,
     parts: Vec<Part>,
     row_gosa: Vec<f64>,
     gosa: f64,
@@ -48,12 +48,8 @@ impl CpuBackend {
     /// Allocates and initialises the fields of `block` with the configured
     /// number of threads.
     pub fn new(grid: &Grid, block: &Block, cfg: &RunConfig) -> Result<CpuBackend> {
-        let threads = cfg.threads.max(1);
-        let pool = ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|t| format!("himeno-sweep-{t}"))
-            .build()
-            .map_err(|e| Error::runtime(format!("cannot start {threads} threads: {e}")))?;
+        let pool = Pool::new(cfg.threads, cfg.bind)?;
+        let threads = pool.threads();
         let lay = Layout {
             dims: block.local_dims(),
         };
@@ -65,6 +61,7 @@ impl CpuBackend {
             lay,
             fields: Fields::zeroed(block),
             pool,
+            isa: Isa::detect(),
             parts,
             row_gosa: vec![0.0; interior_rows],
             gosa: 0.0,
@@ -91,11 +88,8 @@ impl CpuBackend {
                 rest = tail;
             }
         }
-        let slots: Vec<Mutex<Pieces>> = pieces.into_iter().map(Mutex::new).collect();
         let parts = &self.parts;
-        self.pool.broadcast(|ctx| {
-            let t = ctx.index();
-            let mut mine = slots[t].lock().expect("slot lock");
+        self.pool.scatter(pieces, |t, mut mine| {
             for (fi, piece) in mine.iter_mut() {
                 f(&parts[t], *fi, piece);
             }
@@ -139,7 +133,11 @@ impl Backend for CpuBackend {
             kind: "cpu".into(),
             threads: self.parts.len(),
             device: None,
-            detail: None,
+            detail: Some(format!(
+                "kernel {}; {}",
+                self.isa.name(),
+                self.pool.describe()
+            )),
         }
     }
 
@@ -164,28 +162,30 @@ impl Backend for CpuBackend {
         let lay = self.lay;
         let nk = lay.dims[2];
         let nj_in = lay.dims[1] - 2;
-        let p = self.fields.p.as_slice().expect("contiguous");
-        let coef: [&[f32]; 12] =
-            std::array::from_fn(|f| self.fields.coef[f].as_slice().expect("contiguous"));
+        let isa = self.isa;
+        let inp = Inputs {
+            lay,
+            p: self.fields.p.as_slice().expect("contiguous"),
+            coef: std::array::from_fn(|f| self.fields.coef[f].as_slice().expect("contiguous")),
+            omega: OMEGA,
+        };
         let mut out_rest = self.fields.next.as_slice_mut().expect("contiguous");
         let mut gosa_rest = &mut self.row_gosa[..];
-        let mut slots = Vec::with_capacity(self.parts.len());
+        let mut work = Vec::with_capacity(self.parts.len());
         for part in &self.parts {
             let (out, o_tail) = out_rest.split_at_mut(part.mem.len() * nk);
             let (g, g_tail) = gosa_rest.split_at_mut(part.rows.len());
             out_rest = o_tail;
             gosa_rest = g_tail;
-            slots.push(Mutex::new(Some((out, g))));
+            work.push((out, g));
         }
         let parts = &self.parts;
-        self.pool.broadcast(|ctx| {
-            let t = ctx.index();
+        self.pool.scatter(work, |t, (out, g)| {
             let part = &parts[t];
-            let (out, g) = slots[t].lock().expect("slot lock").take().expect("one use");
             for (q, gq) in part.rows.clone().zip(g.iter_mut()) {
                 let (i, j) = (q / nj_in + 1, q % nj_in + 1);
                 let at = (lay.row(i, j) - part.mem.start * nk)..;
-                *gq = kernel::sweep_row(lay, i, j, p, &coef, OMEGA, &mut out[at]);
+                *gq = kernel::sweep_row(isa, &inp, i, j, &mut out[at]);
             }
         });
         // Summed in row order: independent of the number of threads.

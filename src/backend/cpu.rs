@@ -6,6 +6,12 @@
 //! node) and computes the same rows every sweep. Per-row residual sums are
 //! stored and added in row order, so gosa does not depend on the thread
 //! count.
+//!
+//! The fourteen fields are allocated here rather than as `ndarray` arrays:
+//! each starts at a different offset modulo 4 KiB (and with its owned rows
+//! aligned to the vector width), because identically aligned arrays make the
+//! 14 streams of a sweep compete for the same few L1 sets and fall out of
+//! the cache between neighbouring vector loads.
 
 use super::kernel::{self, Inputs, Isa, Layout};
 use super::threads::Pool;
@@ -14,8 +20,8 @@ use crate::config::RunConfig;
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, split};
-use crate::grid::fields::{Fields, OMEGA, coefficient_values, p_initial};
-use ndarray::{Array3, Axis};
+use crate::grid::fields::{OMEGA, coefficient_values, p_initial};
+use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use std::ops::Range;
 
 /// The rows one thread owns.
@@ -31,12 +37,56 @@ struct Part {
 /// One thread's pieces of every field: (field number, memory).
 type Pieces<'a> = Vec<(usize, &'a mut [f32])>;
 
+/// Number of fields: `p`, `next`, then the 12 coefficients.
+const NFIELDS: usize = 14;
+/// Distance in bytes between the start offsets (modulo 4 KiB) of
+/// consecutive fields: 14 fields spread over 3.5 KiB of L1 set positions.
+const STAGGER_BYTES: usize = 256;
+/// Alignment of the first owned point of every row (a cache line).
+const ALIGN_BYTES: usize = 64;
+
+/// One field's memory: a buffer with the field starting `off` values in.
+struct Field {
+    buf: Vec<f32>,
+    off: usize,
+    len: usize,
+}
+
+impl Field {
+    /// A zeroed field of `len` values, the `n`-th of the block. The pages
+    /// are not touched (`vec!` of zeros maps fresh pages), so the thread
+    /// that first writes a page decides its NUMA node.
+    fn new(len: usize, n: usize) -> Field {
+        let pad = (ALIGN_BYTES + n * STAGGER_BYTES) / 4;
+        let buf = vec![0.0f32; len + pad];
+        // Element 1 (the first owned k of a row, rows being multiples of
+        // the k extent) sits on an ALIGN_BYTES boundary when nk*4 is a
+        // multiple of it; then the field is shifted by n * STAGGER_BYTES.
+        let addr = buf.as_ptr() as usize + 4;
+        let align = (ALIGN_BYTES - addr % ALIGN_BYTES) % ALIGN_BYTES / 4;
+        Field {
+            buf,
+            off: align + n * STAGGER_BYTES / 4,
+            len,
+        }
+    }
+
+    fn s(&self) -> &[f32] {
+        &self.buf[self.off..self.off + self.len]
+    }
+
+    fn s_mut(&mut self) -> &mut [f32] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
 /// One rank's fields on the host, swept by a pool of threads.
 pub struct CpuBackend {
     grid: Grid,
     block: Block,
     lay: Layout,
-    fields: Fields,
+    /// `p`, `next`, `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
+    fields: Vec<Field>,
     pool: Pool,
     isa: Isa,
     parts: Vec<Part>,
@@ -59,7 +109,9 @@ impl CpuBackend {
             grid: *grid,
             block: *block,
             lay,
-            fields: Fields::zeroed(block),
+            fields: (0..NFIELDS)
+                .map(|n| Field::new(lay.dims.iter().product(), n))
+                .collect(),
             pool,
             isa: Isa::detect(),
             parts,
@@ -75,13 +127,9 @@ impl CpuBackend {
     /// `p, next, a0..wrk1` order.
     fn for_each_part_mut(&mut self, f: impl Fn(&Part, usize, &mut [f32]) + Sync) {
         let nk = self.lay.dims[2];
-        let fields: Vec<&mut Array3<f32>> = std::iter::once(&mut self.fields.p)
-            .chain(std::iter::once(&mut self.fields.next))
-            .chain(self.fields.coef.iter_mut())
-            .collect();
         let mut pieces: Vec<Pieces> = (0..self.parts.len()).map(|_| Vec::new()).collect();
-        for (fi, field) in fields.into_iter().enumerate() {
-            let mut rest = field.as_slice_mut().expect("fields are contiguous");
+        for (fi, field) in self.fields.iter_mut().enumerate() {
+            let mut rest = field.s_mut();
             for (t, part) in self.parts.iter().enumerate() {
                 let (head, tail) = rest.split_at_mut(part.mem.len() * nk);
                 pieces[t].push((fi, head));
@@ -163,13 +211,15 @@ impl Backend for CpuBackend {
         let nk = lay.dims[2];
         let nj_in = lay.dims[1] - 2;
         let isa = self.isa;
+        let (pn, coef) = self.fields.split_at_mut(2);
+        let (p, next) = pn.split_at_mut(1);
         let inp = Inputs {
             lay,
-            p: self.fields.p.as_slice().expect("contiguous"),
-            coef: std::array::from_fn(|f| self.fields.coef[f].as_slice().expect("contiguous")),
+            p: p[0].s(),
+            coef: std::array::from_fn(|f| coef[f].s()),
             omega: OMEGA,
         };
-        let mut out_rest = self.fields.next.as_slice_mut().expect("contiguous");
+        let mut out_rest = next[0].s_mut();
         let mut gosa_rest = &mut self.row_gosa[..];
         let mut work = Vec::with_capacity(self.parts.len());
         for part in &self.parts {
@@ -198,10 +248,9 @@ impl Backend for CpuBackend {
     }
 
     fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
-        let plane = self
-            .fields
-            .next
-            .index_axis(Axis(face.dim), face.send_plane(self.lay.dims));
+        let dims = self.lay.dims;
+        let next = ArrayView3::from_shape(dims, self.fields[1].s()).expect("field shape");
+        let plane = next.index_axis(Axis(face.dim), face.send_plane(dims));
         for (b, v) in buf.as_mut_slice().iter_mut().zip(plane.iter()) {
             *b = *v;
         }
@@ -209,10 +258,10 @@ impl Backend for CpuBackend {
     }
 
     fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
-        let mut plane = self
-            .fields
-            .next
-            .index_axis_mut(Axis(face.dim), face.ghost_plane(self.lay.dims));
+        let dims = self.lay.dims;
+        let mut next =
+            ArrayViewMut3::from_shape(dims, self.fields[1].s_mut()).expect("field shape");
+        let mut plane = next.index_axis_mut(Axis(face.dim), face.ghost_plane(dims));
         for (v, b) in plane.iter_mut().zip(buf.as_slice()) {
             *v = *b;
         }
@@ -220,11 +269,13 @@ impl Backend for CpuBackend {
     }
 
     fn swap(&mut self) {
-        std::mem::swap(&mut self.fields.p, &mut self.fields.next);
+        self.fields.swap(0, 1);
     }
 
     fn field(&mut self) -> Result<Array3<f32>> {
-        Ok(self.fields.p.clone())
+        let d = self.lay.dims;
+        Array3::from_shape_vec((d[0], d[1], d[2]), self.fields[0].s().to_vec())
+            .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
 }
 

@@ -58,7 +58,7 @@ impl Field {
     /// that first writes a page decides its NUMA node.
     fn new(len: usize, n: usize) -> Field {
         let pad = (ALIGN_BYTES + n * STAGGER_BYTES) / 4;
-        let buf = vec![0.0f32; len + pad];
+        let buf = super::threads::zeroed_buffer::<f32>(len + pad);
         // Element 1 (the first owned k of a row, rows being multiples of
         // the k extent) sits on an ALIGN_BYTES boundary when nk*4 is a
         // multiple of it; then the field is shifted by n * STAGGER_BYTES.

@@ -205,6 +205,12 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
         let out = out.as_chunks_mut::<LANES>().0;
         assert_eq!(out.len(), n);
         for ch in 0..n {
+            if ch % 2 == 0 {
+                for row in [ipjp, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1] {
+                    prefetch(row, ch + PREFETCH_CHUNKS);
+                }
+                prefetch(out, ch + PREFETCH_CHUNKS);
+            }
             let chunk: [Chunk; 31] = gather!(ch; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm
                 jmkm ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
             let o = &mut out[ch];
@@ -228,6 +234,22 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
     }
     // Lanes combined left to right: a fixed order.
     acc.iter().sum()
+}
+
+/// How far ahead, in chunks, the streams are prefetched.
+const PREFETCH_CHUNKS: usize = 16;
+
+/// Asks for the line holding chunk `ch` of `row` (which may lie beyond the
+/// row: a prefetch never faults, and the next row usually follows).
+#[inline(always)]
+fn prefetch(row: &[Chunk], ch: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let at = row.as_ptr().wrapping_add(ch).cast::<i8>();
+        // SAFETY: a prefetch is a hint; it reads nothing architecturally.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
+    }
 }
 
 /// The residual `ss` of one point from its 19 `p` values and 12

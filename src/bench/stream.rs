@@ -12,7 +12,7 @@
 //! concurrently; the aggregate rate is all ranks' bytes over the slowest
 //! rank's time.
 
-use crate::backend::threads::Pool;
+use crate::backend::threads::{Pool, zeroed_buffer};
 use crate::comm::Comm;
 use crate::config::{Bind, Format};
 use crate::error::{Error, Result};
@@ -288,9 +288,9 @@ impl Arrays {
     /// with STREAM's initial values a = 1, b = 2, c = 0.
     fn first_touch(pool: &Pool, n: usize) -> Arrays {
         let mut arr = Arrays {
-            a: vec![0.0; n],
-            b: vec![0.0; n],
-            c: vec![0.0; n],
+            a: zeroed_buffer(n),
+            b: zeroed_buffer(n),
+            c: zeroed_buffer(n),
         };
         pool.scatter(arr.split(pool), |_, (a, b, c)| {
             a.fill(1.0);

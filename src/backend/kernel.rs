@@ -237,7 +237,7 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
 }
 
 /// How far ahead, in chunks, the streams are prefetched.
-const PREFETCH_CHUNKS: usize = 16;
+const PREFETCH_CHUNKS: usize = 8;
 
 /// Asks for the line holding chunk `ch` of `row` (which may lie beyond the
 /// row: a prefetch never faults, and the next row usually follows).

@@ -5,3 +5,4 @@ mod common;
 mod known_answers;
 mod mpi;
 mod run;
+mod stream;

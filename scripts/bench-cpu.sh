@@ -2,20 +2,21 @@
 # CPU benchmark table: for each thread count, `himeno bench stream` (triad)
 # and then the solver at each size, in the same run, so the solver's
 # effective bandwidth (56 bytes/point) is compared with the stream triad
-# measured just before it with the same threads and binding. Each figure is
-# the best of --repeats runs (a shared machine only ever slows runs down).
+# measured with the same threads and binding, stream and solver runs
+# interleaved. Each figure is the best of --repeats runs (a shared machine
+# only ever slows runs down); stream's own figure is its best repetition.
 #
 # Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
-#          [--seconds 2 | --iterations N] [--repeats 3] [--bind none|cores]
+#          [--seconds 0.5 | --iterations N] [--repeats 5] [--bind none|cores]
 #          [--bin target/release/himeno]
 # Needs the release binary: cargo build --release (it is built if missing).
 set -euo pipefail
 
 sizes="S M L"
 threads=""
-seconds=2
+seconds=0.5
 iterations=""
-repeats=3
+repeats=5
 bind=none
 bin=target/release/himeno
 
@@ -51,27 +52,27 @@ else
     length=(--seconds "$seconds")
 fi
 
-echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $repeats"
-echo "# $("$bin" --version)"
+echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $repeats (stream and solver runs interleaved)"
+echo "# $("$bin" --version); solver run length: ${length[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
 printf "%-5s %7s %12s %10s %12s %10s\n" size threads MFLOPS GB/s triad_GB/s %triad
 for t in $threads; do
+    declare -A mf=() gb=()
     triad=""
+    # Interleaved, so that stream and solver see the same machine state.
     for _ in $(seq "$repeats"); do
         g=$("$bin" bench stream --threads "$t" --bind "$bind" --format json | field triad_gbytes_per_s)
         triad=$(best "$triad" "$g")
-    done
-    for s in $sizes; do
-        mf="" gb=""
-        for _ in $(seq "$repeats"); do
-            out=$("$bin" --size "$s" --threads "$t" --bind "$bind" "${length[@]}" \
-                --stream-gbs "$triad" --format json)
+        for s in $sizes; do
+            out=$("$bin" --size "$s" --threads "$t" --bind "$bind" "${length[@]}" --format json)
             m=$(field mflops <<<"$out")
-            if [[ -z "$mf" ]] || awk -v a="$m" -v b="$mf" 'BEGIN { exit !(a > b) }'; then
-                mf=$m
-                gb=$(field gbytes_per_s <<<"$out")
+            if [[ -z "${mf[$s]:-}" ]] || awk -v a="$m" -v b="${mf[$s]}" 'BEGIN { exit !(a > b) }'; then
+                mf[$s]=$m
+                gb[$s]=$(field gbytes_per_s <<<"$out")
             fi
         done
-        pct=$(awk -v g="$gb" -v t="$triad" 'BEGIN { printf "%.1f", 100 * g / t }')
-        printf "%-5s %7s %12.1f %10.2f %12.2f %10s\n" "$s" "$t" "$mf" "$gb" "$triad" "$pct"
+    done
+    for s in $sizes; do
+        pct=$(awk -v g="${gb[$s]}" -v t="$triad" 'BEGIN { printf "%.1f", 100 * g / t }')
+        printf "%-5s %7s %12.1f %10.2f %12.2f %10s\n" "$s" "$t" "${mf[$s]}" "${gb[$s]}" "$triad" "$pct"
     done
 done

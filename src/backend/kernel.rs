@@ -185,7 +185,7 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
     // where they are written, and the chunked views shadow the rows.)
     macro_rules! gather {
         ($x:expr; $($row:ident)*) => {
-            [$($row[$x]),*]
+            [$(&$row[$x]),*]
         };
     }
 
@@ -211,7 +211,7 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
                 }
                 prefetch(out, ch + PREFETCH_CHUNKS);
             }
-            let chunk: [Chunk; 31] = gather!(ch; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm
+            let chunk: [&Chunk; 31] = gather!(ch; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm
                 jmkm ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
             let o = &mut out[ch];
             for l in 0..LANES {
@@ -222,15 +222,41 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
             }
         }
     }
-    // The last `m % LANES` points go to lanes 0.. in order, as if the row
-    // were padded: the lane of a point is its position modulo LANES.
+    // The last `m % LANES` points. When the row has a whole chunk, they are
+    // computed as the row's last LANES points (overlapping the previous
+    // chunk: same operations per point, so the same values), and only the
+    // new ones are stored and summed; point x always goes to lane x % LANES.
     let full = n * LANES;
-    for (x, a) in (full..m).zip(acc.iter_mut()) {
-        let v: [f32; 31] = gather!(x; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp
-            imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
-        let ss = point(&v);
-        *a += f64::from(ss * ss);
-        out[x] = v[18] + omega * ss;
+    if full < m && n > 0 {
+        let start = m - LANES;
+        macro_rules! last_chunk {
+            ($($row:ident)*) => {
+                [$($row.last_chunk::<LANES>().expect("m >= LANES")),*]
+            };
+        }
+        let w: [&Chunk; 31] = last_chunk!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm
+            ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
+        let mut ss = [0.0f32; LANES];
+        let mut res = [0.0f32; LANES];
+        for l in 0..LANES {
+            let v: [f32; 31] = std::array::from_fn(|f| w[f][l]);
+            ss[l] = point(&v);
+            res[l] = v[18] + omega * ss[l];
+        }
+        for x in full..m {
+            let l = x - start;
+            acc[x % LANES] += f64::from(ss[l] * ss[l]);
+            out[x] = res[l];
+        }
+    } else {
+        for x in full..m {
+            let v: [f32; 31] = gather!(x; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm
+                ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1)
+            .map(|v| *v);
+            let ss = point(&v);
+            acc[x % LANES] += f64::from(ss * ss);
+            out[x] = v[18] + omega * ss;
+        }
     }
     // Lanes combined left to right: a fixed order.
     acc.iter().sum()

@@ -2,7 +2,7 @@
 //! [`RunConfig`]. Every check that can fail on bad input lives here, so a
 //! usage error is found identically on every rank before any work starts.
 
-use crate::config::{BackendKind, Bind, Format, RunConfig, RunLength, Staging};
+use crate::config::{BackendKind, Bind, Format, RunConfig, RunLength, Staging, StreamMeasure};
 use crate::error::{Error, Result};
 use crate::grid::decomp::ProcGrid;
 use crate::grid::{Grid, Preset, parse_triple};
@@ -42,9 +42,21 @@ pub enum Command {
     Report(crate::study::ReportArgs),
     /// Predict time per iteration and the compute/communication split.
     Model(crate::study::ModelArgs),
-    /// Evaluation benchmarks beside the solver (MPI ping-pong, host<->device
-    /// transfers).
+    /// Evaluation benchmarks beside the solver (memory bandwidth, MPI
+    /// ping-pong, host<->device transfers).
     Bench(crate::bench::BenchArgs),
+}
+
+/// Validates `--threads`; default: the CPUs this process may use.
+pub fn threads_or_default(threads: Option<usize>) -> Result<usize> {
+    match threads {
+        Some(0) => Err(Error::usage("--threads must be at least 1")),
+        Some(t) if t > 4096 => Err(Error::usage(format!(
+            "--threads {t} is more than 4096: give at most 4096 threads per rank"
+        ))),
+        Some(t) => Ok(t),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
 }
 
 /// Options of the halo self-test.
@@ -128,6 +140,11 @@ pub struct RunArgs {
     /// solver's effective bandwidth as a fraction of it.
     #[arg(long, allow_negative_numbers = true, value_parser = number)]
     pub stream_gbs: Option<f64>,
+    /// Measure the stream triad bandwidth before the run (`quick`: a
+    /// fraction of a second, with the run's threads and binding) and report
+    /// the solver's bandwidth as a fraction of it.
+    #[arg(long, value_enum, default_value_t = StreamMeasure::Off, conflicts_with = "stream_gbs")]
+    pub stream: StreamMeasure,
     /// Label recorded in the results, e.g. the study this run belongs to.
     #[arg(long)]
     pub label: Option<String>,
@@ -210,16 +227,7 @@ impl RunArgs {
                 None
             }
         };
-        let threads = match self.threads {
-            Some(0) => return Err(Error::usage("--threads must be at least 1")),
-            Some(t) if t > 4096 => {
-                return Err(Error::usage(format!(
-                    "--threads {t} is more than 4096: give at most 4096 threads per rank"
-                )));
-            }
-            Some(t) => t,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
+        let threads = threads_or_default(self.threads)?;
         let length = match self.iterations {
             Some(0) => return Err(Error::usage("--iterations must be at least 1")),
             Some(n) if n > MAX_ITERATIONS => {
@@ -274,6 +282,7 @@ impl RunArgs {
             device: self.device,
             overlap: self.overlap,
             stream_gbs: self.stream_gbs,
+            stream: self.stream,
             label: self.label.clone(),
         })
     }

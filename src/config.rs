@@ -38,6 +38,16 @@ pub enum Bind {
     Cores,
 }
 
+/// Whether a run measures the stream triad bandwidth itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamMeasure {
+    /// No measurement (use `--stream-gbs` if given).
+    Off,
+    /// A short in-process triad before the timed loop.
+    Quick,
+}
+
 /// How the report is printed on standard output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -94,6 +104,8 @@ pub struct RunConfig {
     /// Stream triad bandwidth of this machine in GB/s, to report the
     /// solver's bandwidth as a fraction of it.
     pub stream_gbs: Option<f64>,
+    /// Measure the stream triad before the run (fills `stream_gbs`).
+    pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,
 }

@@ -8,7 +8,7 @@
 use crate::backend;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
-use crate::config::{Format, RunConfig};
+use crate::config::{Format, RunConfig, StreamMeasure};
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Block, ProcGrid};
 use crate::halo::Halo;
@@ -85,8 +85,13 @@ pub(crate) fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> Exit
 
 /// The job itself; see [`benchmark`].
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
-    let cfg = args.validate(comm.size())?;
+    let mut cfg = args.validate(comm.size())?;
     collective_output_check(&cfg, comm)?;
+    if cfg.stream == StreamMeasure::Quick {
+        // Before the solver allocates, with the run's threads and binding.
+        let gbs = crate::bench::stream::quick_triad(comm, cfg.threads, cfg.bind)?;
+        cfg.stream_gbs = Some(gbs);
+    }
     let grid = cfg.grid;
     let procs = match cfg.procs {
         Some(p) => p,

@@ -6,18 +6,23 @@
 //! node) and computes the same rows every sweep. Per-row residual sums are
 //! stored and added in row order, so gosa does not depend on the thread
 //! count.
+//!
+//! The fourteen fields are allocated here rather than as `ndarray` arrays:
+//! each starts at a different offset modulo 4 KiB (and with its owned rows
+//! aligned to the vector width), because identically aligned arrays make the
+//! 14 streams of a sweep compete for the same few L1 sets and fall out of
+//! the cache between neighbouring vector loads.
 
-use super::kernel::{self, Layout};
+use super::kernel::{self, Inputs, Isa, Layout};
+use super::threads::Pool;
 use super::{Backend, BackendInfo, Face, HostBuffer};
 use crate::config::RunConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, split};
-use crate::grid::fields::{Fields, OMEGA, coefficient_values, p_initial};
-use ndarray::{Array3, Axis};
-use rayon::{ThreadPool, ThreadPoolBuilder};
+use crate::grid::fields::{OMEGA, coefficient_values, p_initial};
+use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use std::ops::Range;
-use std::sync::Mutex;
 
 /// The rows one thread owns.
 #[derive(Debug, Clone)]
@@ -32,13 +37,58 @@ struct Part {
 /// One thread's pieces of every field: (field number, memory).
 type Pieces<'a> = Vec<(usize, &'a mut [f32])>;
 
+/// Number of fields: `p`, `next`, then the 12 coefficients.
+const NFIELDS: usize = 14;
+/// Distance in bytes between the start offsets (modulo 4 KiB) of
+/// consecutive fields: 14 fields spread over 3.5 KiB of L1 set positions.
+const STAGGER_BYTES: usize = 256;
+/// Alignment of the first owned point of every row (a cache line).
+const ALIGN_BYTES: usize = 64;
+
+/// One field's memory: a buffer with the field starting `off` values in.
+struct Field {
+    buf: Vec<f32>,
+    off: usize,
+    len: usize,
+}
+
+impl Field {
+    /// A zeroed field of `len` values, the `n`-th of the block. The pages
+    /// are not touched (`vec!` of zeros maps fresh pages), so the thread
+    /// that first writes a page decides its NUMA node.
+    fn new(len: usize, n: usize) -> Field {
+        let pad = (ALIGN_BYTES + n * STAGGER_BYTES) / 4;
+        let buf = super::threads::zeroed_buffer::<f32>(len + pad);
+        // Element 1 (the first owned k of a row, rows being multiples of
+        // the k extent) sits on an ALIGN_BYTES boundary when nk*4 is a
+        // multiple of it; then the field is shifted by n * STAGGER_BYTES.
+        let addr = buf.as_ptr() as usize + 4;
+        let align = (ALIGN_BYTES - addr % ALIGN_BYTES) % ALIGN_BYTES / 4;
+        Field {
+            buf,
+            off: align + n * STAGGER_BYTES / 4,
+            len,
+        }
+    }
+
+    fn s(&self) -> &[f32] {
+        &self.buf[self.off..self.off + self.len]
+    }
+
+    fn s_mut(&mut self) -> &mut [f32] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
 /// One rank's fields on the host, swept by a pool of threads.
 pub struct CpuBackend {
     grid: Grid,
     block: Block,
     lay: Layout,
-    fields: Fields,
-    pool: ThreadPool,
+    /// `p`, `next`, `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
+    fields: Vec<Field>,
+    pool: Pool,
+    isa: Isa,
     parts: Vec<Part>,
     row_gosa: Vec<f64>,
     gosa: f64,
@@ -48,12 +98,8 @@ impl CpuBackend {
     /// Allocates and initialises the fields of `block` with the configured
     /// number of threads.
     pub fn new(grid: &Grid, block: &Block, cfg: &RunConfig) -> Result<CpuBackend> {
-        let threads = cfg.threads.max(1);
-        let pool = ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|t| format!("himeno-sweep-{t}"))
-            .build()
-            .map_err(|e| Error::runtime(format!("cannot start {threads} threads: {e}")))?;
+        let pool = Pool::new(cfg.threads, cfg.bind)?;
+        let threads = pool.threads();
         let lay = Layout {
             dims: block.local_dims(),
         };
@@ -63,8 +109,11 @@ impl CpuBackend {
             grid: *grid,
             block: *block,
             lay,
-            fields: Fields::zeroed(block),
+            fields: (0..NFIELDS)
+                .map(|n| Field::new(lay.dims.iter().product(), n))
+                .collect(),
             pool,
+            isa: Isa::detect(),
             parts,
             row_gosa: vec![0.0; interior_rows],
             gosa: 0.0,
@@ -78,24 +127,17 @@ impl CpuBackend {
     /// `p, next, a0..wrk1` order.
     fn for_each_part_mut(&mut self, f: impl Fn(&Part, usize, &mut [f32]) + Sync) {
         let nk = self.lay.dims[2];
-        let fields: Vec<&mut Array3<f32>> = std::iter::once(&mut self.fields.p)
-            .chain(std::iter::once(&mut self.fields.next))
-            .chain(self.fields.coef.iter_mut())
-            .collect();
         let mut pieces: Vec<Pieces> = (0..self.parts.len()).map(|_| Vec::new()).collect();
-        for (fi, field) in fields.into_iter().enumerate() {
-            let mut rest = field.as_slice_mut().expect("fields are contiguous");
+        for (fi, field) in self.fields.iter_mut().enumerate() {
+            let mut rest = field.s_mut();
             for (t, part) in self.parts.iter().enumerate() {
                 let (head, tail) = rest.split_at_mut(part.mem.len() * nk);
                 pieces[t].push((fi, head));
                 rest = tail;
             }
         }
-        let slots: Vec<Mutex<Pieces>> = pieces.into_iter().map(Mutex::new).collect();
         let parts = &self.parts;
-        self.pool.broadcast(|ctx| {
-            let t = ctx.index();
-            let mut mine = slots[t].lock().expect("slot lock");
+        self.pool.scatter(pieces, |t, mut mine| {
             for (fi, piece) in mine.iter_mut() {
                 f(&parts[t], *fi, piece);
             }
@@ -139,7 +181,11 @@ impl Backend for CpuBackend {
             kind: "cpu".into(),
             threads: self.parts.len(),
             device: None,
-            detail: None,
+            detail: Some(format!(
+                "kernel {}; {}",
+                self.isa.name(),
+                self.pool.describe()
+            )),
         }
     }
 
@@ -164,28 +210,32 @@ impl Backend for CpuBackend {
         let lay = self.lay;
         let nk = lay.dims[2];
         let nj_in = lay.dims[1] - 2;
-        let p = self.fields.p.as_slice().expect("contiguous");
-        let coef: [&[f32]; 12] =
-            std::array::from_fn(|f| self.fields.coef[f].as_slice().expect("contiguous"));
-        let mut out_rest = self.fields.next.as_slice_mut().expect("contiguous");
+        let isa = self.isa;
+        let (pn, coef) = self.fields.split_at_mut(2);
+        let (p, next) = pn.split_at_mut(1);
+        let inp = Inputs {
+            lay,
+            p: p[0].s(),
+            coef: std::array::from_fn(|f| coef[f].s()),
+            omega: OMEGA,
+        };
+        let mut out_rest = next[0].s_mut();
         let mut gosa_rest = &mut self.row_gosa[..];
-        let mut slots = Vec::with_capacity(self.parts.len());
+        let mut work = Vec::with_capacity(self.parts.len());
         for part in &self.parts {
             let (out, o_tail) = out_rest.split_at_mut(part.mem.len() * nk);
             let (g, g_tail) = gosa_rest.split_at_mut(part.rows.len());
             out_rest = o_tail;
             gosa_rest = g_tail;
-            slots.push(Mutex::new(Some((out, g))));
+            work.push((out, g));
         }
         let parts = &self.parts;
-        self.pool.broadcast(|ctx| {
-            let t = ctx.index();
+        self.pool.scatter(work, |t, (out, g)| {
             let part = &parts[t];
-            let (out, g) = slots[t].lock().expect("slot lock").take().expect("one use");
             for (q, gq) in part.rows.clone().zip(g.iter_mut()) {
                 let (i, j) = (q / nj_in + 1, q % nj_in + 1);
                 let at = (lay.row(i, j) - part.mem.start * nk)..;
-                *gq = kernel::sweep_row(lay, i, j, p, &coef, OMEGA, &mut out[at]);
+                *gq = kernel::sweep_row(isa, &inp, i, j, &mut out[at]);
             }
         });
         // Summed in row order: independent of the number of threads.
@@ -198,10 +248,9 @@ impl Backend for CpuBackend {
     }
 
     fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
-        let plane = self
-            .fields
-            .next
-            .index_axis(Axis(face.dim), face.send_plane(self.lay.dims));
+        let dims = self.lay.dims;
+        let next = ArrayView3::from_shape(dims, self.fields[1].s()).expect("field shape");
+        let plane = next.index_axis(Axis(face.dim), face.send_plane(dims));
         for (b, v) in buf.as_mut_slice().iter_mut().zip(plane.iter()) {
             *b = *v;
         }
@@ -209,10 +258,10 @@ impl Backend for CpuBackend {
     }
 
     fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
-        let mut plane = self
-            .fields
-            .next
-            .index_axis_mut(Axis(face.dim), face.ghost_plane(self.lay.dims));
+        let dims = self.lay.dims;
+        let mut next =
+            ArrayViewMut3::from_shape(dims, self.fields[1].s_mut()).expect("field shape");
+        let mut plane = next.index_axis_mut(Axis(face.dim), face.ghost_plane(dims));
         for (v, b) in plane.iter_mut().zip(buf.as_slice()) {
             *v = *b;
         }
@@ -220,11 +269,13 @@ impl Backend for CpuBackend {
     }
 
     fn swap(&mut self) {
-        std::mem::swap(&mut self.fields.p, &mut self.fields.next);
+        self.fields.swap(0, 1);
     }
 
     fn field(&mut self) -> Result<Array3<f32>> {
-        Ok(self.fields.p.clone())
+        let d = self.lay.dims;
+        Array3::from_shape_vec((d[0], d[1], d[2]), self.fields[0].s().to_vec())
+            .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod cpu;
 pub mod kernel;
+pub mod threads;
 
 #[cfg(feature = "cuda")]
 #[path = "gpu/mod.rs"]

@@ -1,8 +1,10 @@
 //! Evaluation tools that run beside the stencil benchmark
-//! (`himeno bench ...`): MPI point-to-point (`pingpong`) and host<->device
+//! (`himeno bench ...`): memory bandwidth (`stream`, with the solver's own
+//! threads and placement), MPI point-to-point (`pingpong`) and host<->device
 //! transfers (`transfer`). Each tool lives in its own module.
 
 pub mod pingpong;
+pub mod stream;
 pub mod transfer;
 
 use clap::{Args, Subcommand};
@@ -19,6 +21,9 @@ pub struct BenchArgs {
 /// The benchmarks.
 #[derive(Debug, Subcommand, Clone)]
 pub enum BenchCommand {
+    /// STREAM Copy/Scale/Add/Triad with the solver's threads, pinning and
+    /// first-touch placement; per rank and aggregated under MPI.
+    Stream(stream::StreamArgs),
     /// MPI latency and bandwidth between rank pairs (run under mpirun/srun).
     Pingpong(pingpong::PingpongArgs),
     /// Host<->device copy bandwidth and latency, pinned vs pageable host
@@ -30,6 +35,7 @@ pub enum BenchCommand {
 /// (0 success, 2 usage or runtime error).
 pub fn run(args: &BenchArgs) -> ExitCode {
     match &args.command {
+        BenchCommand::Stream(a) => crate::run::with_comm(|comm| stream::run(a, comm)),
         BenchCommand::Pingpong(a) => crate::run::with_comm(|comm| pingpong::run(a, comm)),
         BenchCommand::Transfer(a) => match transfer::run(a) {
             Ok(()) => ExitCode::SUCCESS,

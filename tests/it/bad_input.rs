@@ -228,16 +228,36 @@ fn rows() -> Vec<Row> {
         Row::new(&["selftest", "--procs", "1x1x3"], &["3 ranks", "job has 2"]).mpirun(2),
         Row::new(&["no-such-command"], &["no-such-command", "--help"]),
         // The tools beside the run.
-        Row::new(&["report", "{dir}/missing.jsonl"], &["cannot read results file", "--output"]),
-        Row::new(&["report"], &["required", "--help"]),
-        Row::new(&["model", "--size", "S"], &["compute rate", "--rate-mflops"]),
         Row::new(
-            &["model", "--size", "S", "--ranks", "0", "--rate-mflops", "100"],
+            &["report", "{dir}/missing.jsonl"],
+            &["cannot read results file", "--output"],
+        ),
+        Row::new(&["report"], &["required", "--help"]),
+        Row::new(
+            &["model", "--size", "S"],
+            &["compute rate", "--rate-mflops"],
+        ),
+        Row::new(
+            &[
+                "model",
+                "--size",
+                "S",
+                "--ranks",
+                "0",
+                "--rate-mflops",
+                "100",
+            ],
             &["--ranks", "at least 1"],
         ),
         Row::new(&["bench", "pingpong"], &["at least 2 ranks", "mpirun"]),
-        Row::new(&["bench", "pingpong", "--max-bytes", "12QB"], &["12QB", "unit"]),
-        Row::new(&["bench", "transfer", "--max-bytes", "0"], &["--max-bytes", "min"]),
+        Row::new(
+            &["bench", "pingpong", "--max-bytes", "12QB"],
+            &["12QB", "unit"],
+        ),
+        Row::new(
+            &["bench", "transfer", "--max-bytes", "0"],
+            &["--max-bytes", "min"],
+        ),
         Row::new(&["bench", "transfer"], &["cuda"]).only_if(!cuda),
     ]
 }

@@ -11,4 +11,5 @@ mod known_answers;
 mod mpi;
 mod run;
 mod signals;
+mod stream;
 mod study;

@@ -85,20 +85,30 @@ fn csv_report_has_header_and_one_row() {
 
 #[test]
 fn thread_count_does_not_change_the_answer() {
+    // Odd extents (rows of 33 points: 4 whole chunks and a tail of one),
+    // thread counts 1..5 that split rows unevenly, pinned and not; each run
+    // is verified against the reference kernel (fingerprint of p exact).
     let mut seen = Vec::new();
-    for t in ["1", "2", "3", "5"] {
-        let o = run(himeno(&[
-            "--grid",
-            "21x13x30",
-            "--iterations",
-            "7",
-            "--threads",
-            t,
-            "--format",
-            "json",
-        ]));
-        let r = json_ok(&o);
-        seen.push((r["p_fingerprint"].clone(), r["gosa"].clone()));
+    for t in 1..=5 {
+        for bind in ["none", "cores"] {
+            let threads = t.to_string();
+            let r = json_ok(&run(himeno(&[
+                "--grid",
+                "13x11x35",
+                "--iterations",
+                "5",
+                "--threads",
+                &threads,
+                "--bind",
+                bind,
+                "--verify",
+                "--format",
+                "json",
+            ])));
+            assert_eq!(r["verified"], true, "threads {t} bind {bind}: {r}");
+            assert_eq!(r["verification"]["against"], "reference");
+            seen.push(r["p_fingerprint"].clone());
+        }
     }
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
 }

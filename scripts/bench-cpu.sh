@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# CPU benchmark table: for each thread count, `himeno bench stream` (triad)
+# and then the solver at each size, in the same run, so the solver's
+# effective bandwidth (56 bytes/point) is compared with the stream triad
+# measured with the same threads and binding, stream and solver runs
+# interleaved. Each figure is the best of --repeats runs (a shared machine
+# only ever slows runs down); stream's own figure is its best repetition.
+#
+# Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
+#          [--seconds 0.5 | --iterations N] [--repeats 5] [--bind none|cores]
+#          [--bin target/release/himeno]
+# Needs the release binary: cargo build --release (it is built if missing).
+set -euo pipefail
+
+sizes="S M L"
+threads=""
+seconds=0.5
+iterations=""
+repeats=5
+bind=none
+bin=target/release/himeno
+
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --sizes) sizes="$2"; shift 2 ;;
+        --threads) threads="$2"; shift 2 ;;
+        --seconds) seconds="$2"; shift 2 ;;
+        --iterations) iterations="$2"; shift 2 ;;
+        --repeats) repeats="$2"; shift 2 ;;
+        --bind) bind="$2"; shift 2 ;;
+        --bin) bin="$2"; shift 2 ;;
+        -h|--help) usage ;;
+        *) echo "bench-cpu.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [[ -z "$threads" ]]; then
+    threads=$(seq -s ' ' 1 "$(nproc)")
+fi
+if [[ ! -x "$bin" ]]; then
+    cargo build --release --quiet
+fi
+
+# The number after `"field":` in a JSON report (the first occurrence).
+field() { sed -n "s/^ *\"$1\": *\([-0-9.eE+]*\),*$/\1/p" | head -n 1; }
+# The larger of two numbers (empty counts as nothing).
+best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b + 0 > a + 0) print b; else print a }'; }
+
+if [[ -n "$iterations" ]]; then
+    length=(--iterations "$iterations")
+else
+    length=(--seconds "$seconds")
+fi
+
+echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $repeats (stream and solver runs interleaved)"
+echo "# $("$bin" --version); solver run length: ${length[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
+printf "%-5s %7s %12s %10s %12s %10s\n" size threads MFLOPS GB/s triad_GB/s %triad
+for t in $threads; do
+    declare -A mf=() gb=()
+    triad=""
+    # Interleaved, so that stream and solver see the same machine state.
+    for _ in $(seq "$repeats"); do
+        g=$("$bin" bench stream --threads "$t" --bind "$bind" --format json | field triad_gbytes_per_s)
+        triad=$(best "$triad" "$g")
+        for s in $sizes; do
+            out=$("$bin" --size "$s" --threads "$t" --bind "$bind" "${length[@]}" --format json)
+            m=$(field mflops <<<"$out")
+            if [[ -z "${mf[$s]:-}" ]] || awk -v a="$m" -v b="${mf[$s]}" 'BEGIN { exit !(a > b) }'; then
+                mf[$s]=$m
+                gb[$s]=$(field gbytes_per_s <<<"$out")
+            fi
+        done
+    done
+    for s in $sizes; do
+        pct=$(awk -v g="${gb[$s]}" -v t="$triad" 'BEGIN { printf "%.1f", 100 * g / t }')
+        printf "%-5s %7s %12.1f %10.2f %12.2f %10s\n" "$s" "$t" "${mf[$s]}" "${gb[$s]}" "$triad" "$pct"
+    done
+done

@@ -1,0 +1,250 @@
+//! The worker pool shared by the CPU sweep and `himeno bench stream`: a fixed
+//! set of threads, optionally pinned one per CPU of the rank's allowed set
+//! (which a launcher such as `mpirun --bind-to` may have narrowed), where
+//! thread `t` always runs the `t`-th part of a static partition. Using one
+//! pool for both makes the stream bandwidth comparable with the solver's.
+
+use crate::config::Bind;
+use crate::error::{Error, Result};
+use rayon::{ThreadPool, ThreadPoolBuilder};
+use std::sync::Mutex;
+
+/// A fixed pool of worker threads with a known placement.
+pub struct Pool {
+    pool: ThreadPool,
+    bind: Bind,
+    /// CPUs this process may run on, as the launcher left them.
+    allowed: Vec<usize>,
+    /// CPU each thread is pinned to (`bind cores`), by thread index.
+    pinned: Vec<usize>,
+}
+
+impl Pool {
+    /// Starts `threads` workers; with [`Bind::Cores`] thread `t` is pinned
+    /// to the `t`-th CPU of the allowed set (cyclically, with a warning, when
+    /// there are more threads than CPUs).
+    pub fn new(threads: usize, bind: Bind) -> Result<Pool> {
+        let threads = threads.max(1);
+        let allowed = affinity::allowed()?;
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|t| format!("himeno-worker-{t}"))
+            .build()
+            .map_err(|e| Error::runtime(format!("cannot start {threads} threads: {e}")))?;
+        let mut pinned = Vec::new();
+        if bind == Bind::Cores {
+            if allowed.is_empty() {
+                return Err(Error::usage(
+                    "--bind cores is not supported on this platform: use --bind none",
+                ));
+            }
+            if threads > allowed.len() {
+                tracing::warn!(
+                    threads,
+                    cpus = allowed.len(),
+                    "more threads than allowed CPUs: threads share CPUs"
+                );
+            }
+            pinned = (0..threads).map(|t| allowed[t % allowed.len()]).collect();
+            let outcomes = broadcast_on(&pool, |t| affinity::pin(pinned[t]));
+            for (t, r) in outcomes.into_iter().enumerate() {
+                r.map_err(|e| {
+                    Error::runtime(format!("cannot pin thread {t} to cpu {}: {e}", pinned[t]))
+                })?;
+            }
+        }
+        Ok(Pool {
+            pool,
+            bind,
+            allowed,
+            pinned,
+        })
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Runs `f(t)` once on every worker `t` and returns the results in
+    /// thread order. Blocks until all are done.
+    pub fn broadcast<R: Send>(&self, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+        broadcast_on(&self.pool, f)
+    }
+
+    /// Hands `items[t]` to worker `t` and runs `f(t, items[t])` there, one
+    /// item per worker (`items` must have one per thread); returns the
+    /// results in thread order. This is how disjoint `&mut` pieces of an
+    /// array reach the thread that owns them.
+    pub fn scatter<T: Send, R: Send>(
+        &self,
+        items: Vec<T>,
+        f: impl Fn(usize, T) -> R + Sync,
+    ) -> Vec<R> {
+        assert_eq!(items.len(), self.threads(), "one item per thread");
+        let slots: Vec<Mutex<Option<T>>> = items.into_iter().map(|x| Mutex::new(Some(x))).collect();
+        self.broadcast(|t| {
+            let item = slots[t]
+                .lock()
+                .expect("slot lock")
+                .take()
+                .expect("each slot is taken once");
+            f(t, item)
+        })
+    }
+
+    /// Where the threads run, for reports: the binding, the CPU of each
+    /// thread (pinned, or where it is running now when unbound) and the
+    /// allowed set.
+    pub fn describe(&self) -> String {
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match self.bind {
+            Bind::Cores => format!(
+                "bind cores: threads on cpus {} (allowed {})",
+                list(&self.pinned),
+                list(&self.allowed)
+            ),
+            Bind::None => {
+                let now: Vec<String> = self
+                    .broadcast(|_| affinity::current_cpu())
+                    .into_iter()
+                    .map(|c| c.map_or("?".to_string(), |c| c.to_string()))
+                    .collect();
+                format!(
+                    "bind none: threads seen on cpus {} (allowed {})",
+                    now.join(","),
+                    list(&self.allowed)
+                )
+            }
+        }
+    }
+}
+
+/// A zeroed buffer of `len` values whose pages are not yet touched, with
+/// transparent huge pages requested (Linux `madvise`; a hint the kernel may
+/// ignore). Large pages keep the hardware prefetchers streaming across what
+/// would be 4 KiB page boundaries on the 14 streams of a sweep. Both the
+/// solver's fields and the stream arrays use it, so their bandwidths
+/// compare. `T` must be valid when all-zero (f32, f64).
+pub fn zeroed_buffer<T: Copy + Default + PartialEq>(len: usize) -> Vec<T> {
+    let v = vec![T::default(); len];
+    affinity::advise_huge(v.as_ptr().cast(), len * size_of::<T>());
+    v
+}
+
+fn broadcast_on<R: Send>(pool: &ThreadPool, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    pool.broadcast(|ctx| f(ctx.index()))
+}
+
+/// CPU affinity through the Linux system calls (`sched_getaffinity`,
+/// `sched_setaffinity`, `sched_getcpu`).
+#[cfg(target_os = "linux")]
+mod affinity {
+    use crate::error::{Error, Result};
+
+    /// The CPUs the calling thread may run on.
+    pub fn allowed() -> Result<Vec<usize>> {
+        // SAFETY: cpu_set_t is plain data; the kernel writes at most its size.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
+        if rc != 0 {
+            return Err(Error::runtime(format!(
+                "cannot read the CPU affinity: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        let max = libc::CPU_SETSIZE as usize;
+        // SAFETY: every index is below CPU_SETSIZE.
+        Ok((0..max)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect())
+    }
+
+    /// Pins the calling thread to `cpu`.
+    pub fn pin(cpu: usize) -> std::io::Result<()> {
+        // SAFETY: as in `allowed`; `cpu` comes from the allowed set, below
+        // CPU_SETSIZE.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// Asks for transparent huge pages on the whole 2 MiB pages inside
+    /// `len` bytes at `addr`; failure only costs speed, so it is ignored.
+    pub fn advise_huge(addr: *const u8, len: usize) {
+        const HUGE: usize = 2 << 20;
+        let start = (addr as usize).next_multiple_of(HUGE);
+        let end = (addr as usize + len) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: the range lies inside one live allocation; MADV_HUGEPAGE
+            // changes no contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+
+    /// The CPU the calling thread runs on now.
+    pub fn current_cpu() -> Option<usize> {
+        // SAFETY: no arguments; returns -1 on error.
+        let c = unsafe { libc::sched_getcpu() };
+        usize::try_from(c).ok()
+    }
+}
+
+/// No affinity control off Linux: nothing is known, pinning is refused.
+#[cfg(not(target_os = "linux"))]
+mod affinity {
+    use crate::error::Result;
+
+    /// Unknown: empty.
+    pub fn allowed() -> Result<Vec<usize>> {
+        Ok(Vec::new())
+    }
+
+    /// Never called: `Pool::new` refuses `bind cores` first.
+    pub fn pin(_cpu: usize) -> std::io::Result<()> {
+        Err(std::io::Error::other("thread pinning needs Linux"))
+    }
+
+    /// No huge-page hint off Linux.
+    pub fn advise_huge(_addr: *const u8, _len: usize) {}
+
+    /// Unknown.
+    pub fn current_cpu() -> Option<usize> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_threads_run_where_they_are_pinned() {
+        let pool = Pool::new(2, Bind::Cores).unwrap();
+        if cfg!(target_os = "linux") {
+            let seen = pool.broadcast(|_| affinity::current_cpu());
+            let want: Vec<Option<usize>> = pool.pinned.iter().map(|&c| Some(c)).collect();
+            assert_eq!(seen, want);
+            assert!(pool.describe().starts_with("bind cores: threads on cpus"));
+        }
+    }
+
+    #[test]
+    fn broadcast_returns_in_thread_order() {
+        let pool = Pool::new(3, Bind::None).unwrap();
+        assert_eq!(pool.broadcast(|t| t * 10), vec![0, 10, 20]);
+        assert!(pool.describe().contains("allowed"));
+    }
+}

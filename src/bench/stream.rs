@@ -1,0 +1,514 @@
+//! `himeno bench stream`: McCalpin's STREAM kernels (Copy, Scale, Add,
+//! Triad over `f64` arrays far larger than the last-level cache), run with
+//! the solver's own worker pool, pinning and first-touch placement, so that
+//! the solver's effective bandwidth can be compared with the machine's
+//! streaming bandwidth.
+//!
+//! Bytes are counted as STREAM counts them: 16 per element for Copy and
+//! Scale, 24 for Add and Triad. Write-allocate traffic (reading a line
+//! before it is written) is NOT counted, as in STREAM; the solver's 56
+//! bytes per point leave it out too. The first repetition is dropped. Under
+//! MPI every repetition starts after a barrier, so the ranks run
+//! concurrently; the aggregate rate is all ranks' bytes over the slowest
+//! rank's time.
+
+use crate::backend::threads::{Pool, zeroed_buffer};
+use crate::comm::Comm;
+use crate::config::{Bind, Format};
+use crate::error::{Error, Result};
+use crate::grid::decomp::split;
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// The scalar of Scale and Triad, as in STREAM.
+const SCALAR: f64 = 3.0;
+/// Largest repetition count: the replayed values grow by 15x per
+/// repetition and must stay finite.
+const MAX_REPEATS: usize = 200;
+/// Last-level cache size assumed when the system does not tell it.
+const FALLBACK_LLC_BYTES: u64 = 32 << 20;
+
+/// Options of `himeno bench stream`.
+#[derive(Debug, Args, Clone)]
+pub struct StreamArgs {
+    /// Worker threads per rank; default: the cores this rank may use.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Thread placement: none or cores (as for the solver).
+    #[arg(long, value_enum, default_value_t = Bind::None)]
+    pub bind: Bind,
+    /// Elements (f64) per array and rank; default: 4x the last-level cache
+    /// per array, STREAM's rule.
+    #[arg(long)]
+    pub elements: Option<usize>,
+    /// Repetitions of the four kernels (the first is not counted).
+    #[arg(long, default_value_t = 20)]
+    pub repeats: usize,
+    /// Output format: text or json.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// One kernel: name and bytes counted per element.
+const KERNELS: [(&str, f64); 4] = [
+    ("copy", 16.0),
+    ("scale", 16.0),
+    ("add", 24.0),
+    ("triad", 24.0),
+];
+
+/// Timing of one kernel.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KernelResult {
+    /// `copy`, `scale`, `add` or `triad`.
+    pub name: String,
+    /// Bytes counted per element.
+    pub bytes_per_element: f64,
+    /// Bandwidth of the fastest repetition, GB/s (1e9 bytes).
+    pub best_gbytes_per_s: f64,
+    /// Mean seconds per repetition.
+    pub avg_s: f64,
+    /// Fastest repetition, seconds.
+    pub min_s: f64,
+    /// Slowest repetition, seconds.
+    pub max_s: f64,
+}
+
+/// One rank's results.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankStream {
+    /// Rank number.
+    pub rank: usize,
+    /// Host name.
+    pub host: String,
+    /// Where the rank's threads ran.
+    pub placement: String,
+    /// Elements per array on this rank.
+    pub elements: usize,
+    /// Per-kernel timings of this rank alone.
+    pub kernels: Vec<KernelResult>,
+}
+
+/// The report of `himeno bench stream`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StreamReport {
+    /// Always `stream`.
+    pub benchmark: String,
+    /// Number of ranks run concurrently.
+    pub ranks: usize,
+    /// Worker threads per rank.
+    pub threads_per_rank: usize,
+    /// Thread binding policy.
+    pub bind: String,
+    /// Elements (f64) per array and rank.
+    pub elements_per_rank: usize,
+    /// Bytes of one array on one rank.
+    pub array_bytes: u64,
+    /// Last-level cache size the default was sized from.
+    pub llc_bytes: u64,
+    /// Repetitions timed (the first of `repeats` is dropped).
+    pub timed_repeats: usize,
+    /// Whether write-allocate traffic is counted (never, as in STREAM).
+    pub write_allocate_counted: bool,
+    /// Every kernel's result matched the replayed values.
+    pub validated: bool,
+    /// Aggregate over ranks: all ranks' bytes over the slowest rank's time
+    /// per repetition.
+    pub kernels: Vec<KernelResult>,
+    /// Aggregate triad bandwidth, GB/s.
+    pub triad_gbytes_per_s: f64,
+    /// Each rank alone.
+    pub per_rank: Vec<RankStream>,
+}
+
+/// Runs `himeno bench stream`.
+pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
+    if args.repeats < 2 || args.repeats > MAX_REPEATS {
+        return Err(Error::usage(format!(
+            "--repeats {} must be between 2 and {MAX_REPEATS} (the first is not timed)",
+            args.repeats
+        )));
+    }
+    if args.elements == Some(0) {
+        return Err(Error::usage("--elements must be at least 1"));
+    }
+    if matches!(args.format, Format::Csv) {
+        return Err(Error::usage(
+            "bench stream prints text or json: use --format text or --format json",
+        ));
+    }
+    let threads = crate::cli::threads_or_default(args.threads)?;
+    let llc = llc_bytes();
+    let elements = args.elements.unwrap_or_else(|| default_elements(llc));
+    let pool = Pool::new(threads, args.bind)?;
+    let mut arrays = Arrays::first_touch(&pool, elements);
+    let times = arrays.time_all(&pool, comm, args.repeats, &KERNELS.map(|k| k.0))?;
+    let ok = arrays.validate(&pool, args.repeats);
+    let all_ok = comm.max(if ok { 0.0 } else { 1.0 }) == 0.0;
+
+    let mine = RankStream {
+        rank: comm.rank(),
+        host: comm.host(),
+        placement: pool.describe(),
+        elements,
+        kernels: summarise(&times.local, elements as f64),
+    };
+    let mut total = [elements as f64];
+    comm.sum(&mut total);
+    let kernels = summarise(&times.slowest, total[0]);
+    let bytes = serde_json::to_vec(&mine)
+        .map_err(|e| Error::runtime(format!("cannot encode the rank result: {e}")))?;
+    let gathered = comm.gather(&bytes);
+    if !all_ok {
+        return Err(Error::Verification(
+            "a STREAM kernel's result differs from the replayed values".into(),
+        ));
+    }
+    let Some(all) = gathered else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let per_rank = all
+        .iter()
+        .map(|b| serde_json::from_slice(b))
+        .collect::<std::result::Result<Vec<RankStream>, _>>()
+        .map_err(|e| Error::runtime(format!("bad rank result: {e}")))?;
+    let report = StreamReport {
+        benchmark: "stream".into(),
+        ranks: comm.size(),
+        threads_per_rank: pool.threads(),
+        bind: format!("{:?}", args.bind).to_lowercase(),
+        elements_per_rank: elements,
+        array_bytes: (elements * 8) as u64,
+        llc_bytes: llc,
+        timed_repeats: args.repeats - 1,
+        write_allocate_counted: false,
+        validated: true,
+        triad_gbytes_per_s: kernels[3].best_gbytes_per_s,
+        kernels,
+        per_rank,
+    };
+    let text = match args.format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&report)
+                .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
+            s.push('\n');
+            s
+        }
+        _ => render(&report),
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A quick triad measurement for the solver's report (a fraction of a
+/// second): arrays of 4x the last-level cache, 5 repetitions, all ranks
+/// concurrently; returns the aggregate triad GB/s on every rank.
+pub fn quick_triad(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<f64> {
+    const REPEATS: usize = 5;
+    let elements = default_elements(llc_bytes());
+    let pool = Pool::new(threads, bind)?;
+    let mut arrays = Arrays::first_touch(&pool, elements);
+    let times = arrays.time_all(&pool, comm, REPEATS, &["triad"])?;
+    // Triad alone from a=1, b=2, c=0 leaves a = b + 3*0 = 2 everywhere.
+    let ok = pool
+        .scatter(arrays.split(&pool), |_, (a, _, _)| {
+            a.iter().all(|&x| x == 2.0)
+        })
+        .into_iter()
+        .all(|x| x);
+    if comm.max(if ok { 0.0 } else { 1.0 }) != 0.0 {
+        return Err(Error::Verification(
+            "the quick stream triad's result is wrong".into(),
+        ));
+    }
+    let mut total = [elements as f64];
+    comm.sum(&mut total);
+    let best = summarise(&times.slowest, total[0])[0].best_gbytes_per_s;
+    tracing::info!(best, "quick stream triad");
+    Ok(best)
+}
+
+/// Elements per array: 4x the last-level cache in `f64`s.
+fn default_elements(llc: u64) -> usize {
+    (4 * llc / 8) as usize
+}
+
+/// Size of the largest (last-level) cache of CPU 0, from sysfs.
+pub fn llc_bytes() -> u64 {
+    let mut best: Option<(u32, u64)> = None;
+    for idx in 0..16 {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{idx}");
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+        let (Some(level), Some(size)) = (read("level"), read("size")) else {
+            continue;
+        };
+        let (Ok(level), Some(size)) = (level.trim().parse::<u32>(), parse_size(size.trim())) else {
+            continue;
+        };
+        if best.is_none_or(|(l, _)| level > l) {
+            best = Some((level, size));
+        }
+    }
+    best.map_or(FALLBACK_LLC_BYTES, |(_, s)| s)
+}
+
+/// Parses sysfs cache sizes such as `32768K` or `2M`.
+fn parse_size(s: &str) -> Option<u64> {
+    let (num, mult) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mult)
+}
+
+/// Per-repetition times of each kernel: this rank's and the slowest
+/// rank's.
+struct Times {
+    local: Vec<(String, f64, Vec<f64>)>,
+    slowest: Vec<(String, f64, Vec<f64>)>,
+}
+
+/// The three arrays of one rank, each split into the threads' parts.
+struct Arrays {
+    a: Vec<f64>,
+    b: Vec<f64>,
+    c: Vec<f64>,
+}
+
+/// One thread's parts of `a`, `b`, `c`.
+type Parts<'a> = (&'a mut [f64], &'a mut [f64], &'a mut [f64]);
+
+impl Arrays {
+    /// Allocates the arrays without touching them and lets each thread
+    /// write its own part first (so its pages live on that thread's node),
+    /// with STREAM's initial values a = 1, b = 2, c = 0.
+    fn first_touch(pool: &Pool, n: usize) -> Arrays {
+        let mut arr = Arrays {
+            a: zeroed_buffer(n),
+            b: zeroed_buffer(n),
+            c: zeroed_buffer(n),
+        };
+        pool.scatter(arr.split(pool), |_, (a, b, c)| {
+            a.fill(1.0);
+            b.fill(2.0);
+            c.fill(0.0);
+        });
+        arr
+    }
+
+    /// The static partition of the arrays over the pool's threads: the same
+    /// parts every call.
+    fn split(&mut self, pool: &Pool) -> Vec<Parts<'_>> {
+        let n = self.a.len();
+        let (mut a, mut b, mut c) = (&mut self.a[..], &mut self.b[..], &mut self.c[..]);
+        (0..pool.threads())
+            .map(|t| {
+                let len = split(n, pool.threads(), t).1;
+                let (ah, at) = std::mem::take(&mut a).split_at_mut(len);
+                let (bh, bt) = std::mem::take(&mut b).split_at_mut(len);
+                let (ch, ct) = std::mem::take(&mut c).split_at_mut(len);
+                (a, b, c) = (at, bt, ct);
+                (ah, bh, ch)
+            })
+            .collect()
+    }
+
+    /// Runs `repeats` rounds of the named kernels, each after a barrier, and
+    /// returns the counted times (the first round dropped).
+    fn time_all(
+        &mut self,
+        pool: &Pool,
+        comm: &dyn Comm,
+        repeats: usize,
+        names: &[&str],
+    ) -> Result<Times> {
+        let mut local: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+        let mut slowest: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+        for rep in 0..repeats {
+            for (n, name) in names.iter().enumerate() {
+                let kernel = kernel_fn(name)?;
+                comm.barrier();
+                let t0 = Instant::now();
+                pool.scatter(self.split(pool), |_, parts| kernel(parts));
+                let dt = t0.elapsed().as_secs_f64();
+                let worst = comm.max(dt);
+                if rep > 0 {
+                    local[n].push(dt);
+                    slowest[n].push(worst);
+                }
+            }
+        }
+        let label = |v: Vec<Vec<f64>>| {
+            names
+                .iter()
+                .zip(v)
+                .map(|(name, t)| (name.to_string(), bytes_of(name), t))
+                .collect()
+        };
+        Ok(Times {
+            local: label(local),
+            slowest: label(slowest),
+        })
+    }
+
+    /// Checks every element against STREAM's values replayed in scalars
+    /// after `repeats` rounds of all four kernels. All elements go through
+    /// the same operations, so the comparison is exact.
+    fn validate(&mut self, pool: &Pool, repeats: usize) -> bool {
+        let (mut a, mut b, mut c) = (1.0f64, 2.0f64, 0.0f64);
+        for _ in 0..repeats {
+            c = a;
+            b = SCALAR * c;
+            c = a + b;
+            a = b + SCALAR * c;
+        }
+        let want = (a, b, c);
+        pool.scatter(self.split(pool), |_, (a, b, c)| {
+            a.iter().all(|&x| x == want.0)
+                && b.iter().all(|&x| x == want.1)
+                && c.iter().all(|&x| x == want.2)
+        })
+        .into_iter()
+        .all(|ok| ok)
+    }
+}
+
+/// The kernel body of `name` over one thread's parts.
+fn kernel_fn(name: &str) -> Result<fn(Parts<'_>)> {
+    Ok(match name {
+        "copy" => |(a, _, c)| c.copy_from_slice(a),
+        "scale" => |(_, b, c)| {
+            for (b, c) in b.iter_mut().zip(c.iter()) {
+                *b = SCALAR * c;
+            }
+        },
+        "add" => |(a, b, c)| {
+            for ((c, a), b) in c.iter_mut().zip(a.iter()).zip(b.iter()) {
+                *c = a + b;
+            }
+        },
+        "triad" => |(a, b, c)| {
+            for ((a, b), c) in a.iter_mut().zip(b.iter()).zip(c.iter()) {
+                *a = b + SCALAR * c;
+            }
+        },
+        other => return Err(Error::runtime(format!("no stream kernel {other}"))),
+    })
+}
+
+/// Bytes counted per element of kernel `name`.
+fn bytes_of(name: &str) -> f64 {
+    KERNELS.iter().find(|k| k.0 == name).map_or(0.0, |k| k.1)
+}
+
+/// Best/avg/min/max of each kernel's times, with `elements` moved per
+/// repetition.
+fn summarise(times: &[(String, f64, Vec<f64>)], elements: f64) -> Vec<KernelResult> {
+    times
+        .iter()
+        .map(|(name, bytes, t)| {
+            let min = t.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = t.iter().copied().fold(0.0, f64::max);
+            let avg = t.iter().sum::<f64>() / t.len().max(1) as f64;
+            KernelResult {
+                name: name.clone(),
+                bytes_per_element: *bytes,
+                best_gbytes_per_s: bytes * elements / min.max(f64::MIN_POSITIVE) / 1e9,
+                avg_s: avg,
+                min_s: min,
+                max_s: max,
+            }
+        })
+        .collect()
+}
+
+/// STREAM-style text table.
+fn render(r: &StreamReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "STREAM (f64): {} rank(s) x {} thread(s), bind {}, {} elements per array and rank ({:.1} MiB; LLC {:.1} MiB), {} timed repetitions",
+        r.ranks,
+        r.threads_per_rank,
+        r.bind,
+        r.elements_per_rank,
+        r.array_bytes as f64 / 1048576.0,
+        r.llc_bytes as f64 / 1048576.0,
+        r.timed_repeats
+    );
+    let _ = writeln!(
+        s,
+        "bytes counted as STREAM does (copy/scale 16, add/triad 24 per element; write-allocate not counted)"
+    );
+    let table = |s: &mut String, title: &str, ks: &[KernelResult]| {
+        let _ = writeln!(s, "{title}");
+        let _ = writeln!(
+            s,
+            "  {:<8}{:>14}{:>12}{:>12}{:>12}",
+            "Function", "Best GB/s", "Avg time", "Min time", "Max time"
+        );
+        for k in ks {
+            let _ = writeln!(
+                s,
+                "  {:<8}{:>14.2}{:>12.6}{:>12.6}{:>12.6}",
+                k.name, k.best_gbytes_per_s, k.avg_s, k.min_s, k.max_s
+            );
+        }
+    };
+    if r.ranks > 1 {
+        for rank in &r.per_rank {
+            table(
+                &mut s,
+                &format!("rank {} on {} ({})", rank.rank, rank.host, rank.placement),
+                &rank.kernels,
+            );
+        }
+        table(
+            &mut s,
+            "aggregate (all ranks concurrently; slowest rank's time)",
+            &r.kernels,
+        );
+    } else {
+        table(&mut s, &r.per_rank[0].placement, &r.kernels);
+    }
+    let _ = writeln!(
+        s,
+        "Solution Validates: every element matches the replayed values"
+    );
+    let _ = writeln!(s, "stream triad: {:.2} GB/s", r.triad_gbytes_per_s);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::SingleComm;
+
+    #[test]
+    fn kernels_validate_and_a_broken_one_fails() {
+        let pool = Pool::new(3, Bind::None).unwrap();
+        let comm = SingleComm;
+        let mut arr = Arrays::first_touch(&pool, 1001);
+        arr.time_all(&pool, &comm, 4, &KERNELS.map(|k| k.0))
+            .unwrap();
+        assert!(arr.validate(&pool, 4));
+        // One more round than replayed, or a corrupted element, must fail.
+        assert!(!arr.validate(&pool, 5));
+        arr.c[1000] += 1.0;
+        assert!(!arr.validate(&pool, 4));
+    }
+
+    #[test]
+    fn cache_sizes_parse() {
+        assert_eq!(parse_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_size("2M"), Some(2 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("x"), None);
+        assert!(llc_bytes() > 0);
+    }
+}

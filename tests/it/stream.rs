@@ -1,0 +1,163 @@
+//! `himeno bench stream`, the run's `--stream quick` measurement, thread
+//! pinning and its placement report (thread-count invariance of the fast
+//! sweep is in `run`). No timing is asserted: only fields, validation and exact
+//! answers.
+
+use crate::common::*;
+
+/// A small, quick stream run: arrays far smaller than the default.
+const SMALL: [&str; 6] = ["--elements", "200003", "--repeats", "3", "--threads", "2"];
+
+#[test]
+fn stream_json_has_every_kernel_validated() {
+    let mut args = vec!["bench", "stream", "--format", "json"];
+    args.extend_from_slice(&SMALL);
+    let r = json_ok(&run(himeno(&args)));
+    assert_eq!(r["benchmark"], "stream");
+    assert_eq!(r["validated"], true);
+    assert_eq!(r["write_allocate_counted"], false);
+    assert_eq!(r["elements_per_rank"], 200003);
+    assert_eq!(r["timed_repeats"], 2);
+    assert_eq!(r["threads_per_rank"], 2);
+    let kernels = r["kernels"].as_array().expect("kernels");
+    let names: Vec<&str> = kernels
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["copy", "scale", "add", "triad"]);
+    for (k, bytes) in kernels.iter().zip([16.0, 16.0, 24.0, 24.0]) {
+        assert_eq!(k["bytes_per_element"].as_f64(), Some(bytes), "{k}");
+        let (min, avg, max) = (
+            k["min_s"].as_f64().unwrap(),
+            k["avg_s"].as_f64().unwrap(),
+            k["max_s"].as_f64().unwrap(),
+        );
+        assert!(min > 0.0 && min <= avg && avg <= max, "{k}");
+        assert!(k["best_gbytes_per_s"].as_f64().unwrap() > 0.0, "{k}");
+    }
+    assert_eq!(r["triad_gbytes_per_s"], kernels[3]["best_gbytes_per_s"]);
+    assert_eq!(r["per_rank"].as_array().unwrap().len(), 1);
+    assert!(r["llc_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn stream_text_names_the_kernels_and_the_validation() {
+    let mut args = vec!["bench", "stream", "--bind", "cores"];
+    args.extend_from_slice(&SMALL);
+    let o = run(himeno(&args));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    for word in [
+        "copy",
+        "scale",
+        "add",
+        "triad",
+        "Solution Validates",
+        "bind cores",
+    ] {
+        assert!(s.contains(word), "no {word} in:\n{s}");
+    }
+}
+
+#[test]
+fn stream_usage_errors_exit_2() {
+    for bad in [
+        &["--repeats", "1"][..],
+        &["--elements", "0"],
+        &["--threads", "0"],
+        &["--format", "csv"],
+    ] {
+        let mut args = vec!["bench", "stream"];
+        args.extend_from_slice(bad);
+        let o = run(himeno(&args));
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{bad:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn stream_under_mpi_reports_each_rank_and_the_aggregate() {
+    if !MPI {
+        return;
+    }
+    let mut args = vec!["bench", "stream", "--format", "json"];
+    args.extend_from_slice(&SMALL);
+    let r = json_ok(&run(mpirun(2, &args)));
+    assert_eq!(r["ranks"], 2);
+    let ranks = r["per_rank"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    assert_eq!(ranks[1]["rank"], 1);
+    assert_eq!(ranks[1]["kernels"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn quick_stream_fills_the_fraction_in_the_report() {
+    let o = run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "3",
+        "--stream",
+        "quick",
+        "--format",
+        "json",
+    ]));
+    let r = json_ok(&o);
+    let triad = r["stream_triad_gbytes_per_s"].as_f64().expect("measured");
+    let frac = r["stream_fraction"].as_f64().expect("fraction");
+    let gbs = r["gbytes_per_s"].as_f64().unwrap();
+    assert!(triad > 0.0);
+    assert!(
+        (frac - gbs / triad).abs() <= 1e-12 * frac.abs().max(1.0),
+        "{r}"
+    );
+    // Without the option nothing is measured.
+    let r = json_ok(&run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "3",
+        "--format",
+        "json",
+    ])));
+    assert!(r["stream_triad_gbytes_per_s"].is_null(), "{r}");
+    let o = run(himeno(&["--stream", "quick", "--stream-gbs", "10"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn bind_cores_pins_threads_and_reports_where() {
+    let r = json_ok(&run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "3",
+        "--threads",
+        "2",
+        "--bind",
+        "cores",
+        "--format",
+        "json",
+    ])));
+    assert_eq!(r["bind"], "cores");
+    let placement = r["per_rank"][0]["placement"].as_str().unwrap();
+    assert!(
+        placement.contains("bind cores: threads on cpus") && placement.contains("kernel "),
+        "{placement}"
+    );
+    let r = json_ok(&run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "3",
+        "--threads",
+        "2",
+        "--format",
+        "json",
+    ])));
+    let placement = r["per_rank"][0]["placement"].as_str().unwrap();
+    assert!(
+        placement.contains("bind none: threads seen on cpus"),
+        "{placement}"
+    );
+}

@@ -91,8 +91,8 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Asserts success and parses the JSON report on standard output.
-pub fn json_ok(o: &Output) -> serde_json::Value {
+/// Asserts success and returns standard output.
+pub fn stdout_ok(o: &Output) -> String {
     assert!(
         o.status.success(),
         "exit {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -100,6 +100,11 @@ pub fn json_ok(o: &Output) -> serde_json::Value {
         stdout(o),
         stderr(o)
     );
-    serde_json::from_str(&stdout(o))
+    stdout(o)
+}
+
+/// Asserts success and parses the JSON report on standard output.
+pub fn json_ok(o: &Output) -> serde_json::Value {
+    serde_json::from_str(&stdout_ok(o))
         .unwrap_or_else(|e| panic!("stdout is not one JSON report ({e}):\n{}", stdout(o)))
 }

@@ -1,7 +1,7 @@
 //! Scaling-study workflow: `himeno report`, `himeno model`, `himeno bench
 //! pingpong`, and the scripts (syntax, shellcheck, dry runs, a real sweep).
 
-use crate::common::{BIN, MPI, himeno, json_ok, mpirun, run, stderr, stdout};
+use crate::common::{BIN, MPI, himeno, json_ok, mpirun, run, stderr, stdout, stdout_ok};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -40,17 +40,6 @@ fn bash(script: &str, args: &[&str]) -> Command {
     c
 }
 
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        stdout(o),
-        stderr(o)
-    );
-    stdout(o)
-}
-
 #[test]
 fn scripts_pass_bash_n_and_shellcheck() {
     let have_shellcheck = Command::new("shellcheck").arg("--version").output().is_ok();
@@ -87,7 +76,7 @@ fn scripts_pass_bash_n_and_shellcheck() {
 
 #[test]
 fn sweep_dry_run_prints_every_run_and_the_report() {
-    let out = ok(&run(bash(
+    let out = stdout_ok(&run(bash(
         "scripts/sweep.sh",
         &[
             "--dry-run",
@@ -139,7 +128,7 @@ fn job_templates_dry_run_locally() {
         c.env("DRY_RUN", "1")
             .env_remove("SLURM_NTASKS")
             .env_remove("PBS_NODEFILE");
-        let out = ok(&run(c));
+        let out = stdout_ok(&run(c));
         assert!(
             out.lines()
                 .any(|l| l.contains(launcher) && l.contains(study)),
@@ -170,7 +159,7 @@ fn bind_helper_places_ranks_and_degrades_without_numactl() {
         c.env("HIMENO_NUMA_NODES", "2")
             .env("OMPI_COMM_WORLD_LOCAL_RANK", rank)
             .env("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
-        ok(&run(c))
+        stdout_ok(&run(c))
     };
     if Command::new("numactl").arg("--show").output().is_ok() {
         assert!(
@@ -308,10 +297,10 @@ fn report_flags_incomplete_and_failed_runs_and_skips_malformed_lines() {
     assert_eq!(lines, [2, 4]);
     assert!(stderr(&o).contains(&format!("{f}:2")), "{}", stderr(&o));
     let text = run(himeno(&["report", f]));
-    let t = ok(&text);
+    let t = stdout_ok(&text);
     assert!(t.contains("set aside") && t.contains("incomplete"), "{t}");
     assert!(t.contains("2 line(s) skipped"));
-    let csv = ok(&run(himeno(&["report", f, "--format", "csv"])));
+    let csv = stdout_ok(&run(himeno(&["report", f, "--format", "csv"])));
     assert_eq!(csv.lines().count(), 2, "{csv}");
     let missing = run(himeno(&["report", "/nonexistent/results.jsonl"]));
     assert_eq!(missing.status.code(), Some(2));
@@ -447,7 +436,7 @@ fn small_real_sweep_writes_results_tables_and_plots() {
     );
     c.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
-    let out = ok(&run(c));
+    let out = stdout_ok(&run(c));
     let n = ranks.split(' ').count();
     assert_eq!(
         std::fs::read_to_string(&results).unwrap().lines().count(),

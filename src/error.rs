@@ -48,12 +48,23 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// One line whatever the message holds: control characters (from user
+    /// input quoted in a message, say) are written escaped, so a batch log
+    /// or a script reading stderr always sees one line per error.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Usage(m) => write!(f, "error: {m}"),
-            Error::Runtime(m) => write!(f, "error: {m}"),
-            Error::Verification(m) => write!(f, "verification FAILED: {m}"),
+        let (head, m) = match self {
+            Error::Usage(m) | Error::Runtime(m) => ("error", m),
+            Error::Verification(m) => ("verification FAILED", m),
+        };
+        write!(f, "{head}: ")?;
+        for c in m.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
         }
+        Ok(())
     }
 }
 
@@ -62,5 +73,21 @@ impl std::error::Error for Error {}
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Runtime(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_one_line_whatever_the_message() {
+        let e = Error::usage("unknown size '\n\r\t'");
+        assert_eq!(e.to_string(), "error: unknown size '\\n\\r\\t'");
+        assert_eq!(
+            Error::Verification("x".into()).to_string(),
+            "verification FAILED: x"
+        );
+        assert_eq!(e.exit_code(), 2);
     }
 }

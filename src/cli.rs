@@ -96,7 +96,8 @@ pub struct RunArgs {
     /// to minimise the halo surface.
     #[arg(long)]
     pub procs: Option<String>,
-    /// Sweep threads per rank; default: the cores this rank may use.
+    /// Sweep threads per rank; default: the cores this rank may use (shared
+    /// with the node's other ranks when the launcher did not bind them).
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub threads: Option<usize>,
     /// Fixed number of timed iterations (overrides --seconds).

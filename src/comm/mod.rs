@@ -27,6 +27,8 @@ pub trait Comm {
     fn size(&self) -> usize;
     /// This rank's number among the ranks of its node.
     fn node_rank(&self) -> usize;
+    /// Number of ranks on this rank's node.
+    fn node_size(&self) -> usize;
     /// Blocks until every rank has arrived.
     fn barrier(&self);
     /// Element-wise sum of `x` over all ranks, in place on every rank.

@@ -17,6 +17,7 @@ pub struct MpiComm {
     // when the universe drops.
     world: SimpleCommunicator,
     node_rank: usize,
+    node_size: usize,
     _universe: Universe,
 }
 
@@ -28,10 +29,12 @@ pub fn init() -> Result<Box<dyn Comm>> {
     let world = universe.world();
     let node = world.split_shared(world.rank());
     let node_rank = node.rank() as usize;
+    let node_size = node.size() as usize;
     install_abort_hook(world.rank());
     Ok(Box::new(MpiComm {
         world,
         node_rank,
+        node_size,
         _universe: universe,
     }))
 }
@@ -56,6 +59,10 @@ impl Comm for MpiComm {
 
     fn node_rank(&self) -> usize {
         self.node_rank
+    }
+
+    fn node_size(&self) -> usize {
+        self.node_size
     }
 
     fn barrier(&self) {

@@ -133,3 +133,23 @@ fn a_build_without_mpi_refuses_to_run_as_many_ranks() {
     assert!(stderr(&o).contains("no MPI support"), "{}", stderr(&o));
     assert!(stdout(&o).is_empty());
 }
+
+#[test]
+fn unbound_ranks_share_the_node_by_default() {
+    if !MPI {
+        return;
+    }
+    // Oversubscribed, Open MPI binds nothing: every rank may use every CPU,
+    // so the default thread count must split them instead of multiplying.
+    let r = json_ok(&run(mpirun(
+        4,
+        &["--size", "XS", "--iterations", "2", "--format", "json"],
+    )));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = r["threads_per_rank"].as_u64().unwrap() as usize;
+    assert!(threads >= 1);
+    assert!(
+        threads * 4 <= cpus.max(4),
+        "{threads} threads x 4 ranks on {cpus} CPUs"
+    );
+}

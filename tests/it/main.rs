@@ -3,6 +3,7 @@
 
 mod append;
 mod bad_input;
+mod c_peer;
 mod common;
 mod failures;
 mod fuzz;

@@ -21,6 +21,12 @@ DEST=${OUT:-/tmp/himeno-gpu-check}
 mkdir -p "$DEST"
 REPORT="$DEST/gpu-check.txt"
 exec > >(tee "$REPORT") 2>&1
+TEE_PID=$!
+# The report must be complete when the script returns (the caller collects
+# $DEST right away): close our end of the pipe and wait for tee.
+# shellcheck disable=SC2317  # run by the EXIT trap
+finish() { exec >&- 2>&-; wait "$TEE_PID" 2>/dev/null; }
+trap finish EXIT
 
 die() { echo "gpu-check: $*"; exit 2; }
 [ -x "$BIN" ] || die "no himeno binary at $BIN (build: cargo build --release --features cuda[,mpi])"

@@ -530,3 +530,42 @@ impl Drop for GpuBackend {
         let _ = self.halo.synchronize();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grid::decomp::ProcGrid;
+
+    /// Every launch's thread blocks cover its box, and with overlap the
+    /// boundary and interior launches write disjoint, gap-free ranges of
+    /// partial sums that fit the buffer sized for them.
+    #[test]
+    fn launches_cover_their_boxes_and_partials_do_not_overlap() {
+        let grid = Grid::new([40, 21, 70]).unwrap();
+        let pg = ProcGrid { p: [2, 2, 1] };
+        for rank in 0..pg.ranks() {
+            let block = Block::of(&grid, &pg, rank);
+            let (whole, n_whole) = SweepLaunch::plan(&[regions::whole(&block)], 0).unwrap();
+            let (slabs, inner) = regions::boundary_and_interior(&block);
+            let (boundary, next) = SweepLaunch::plan(&slabs, 0).unwrap();
+            let (interior, n_overlap) = SweepLaunch::plan(&[inner], next).unwrap();
+            assert_eq!(
+                n_whole,
+                whole.iter().map(|l| l.blocks as usize).sum::<usize>()
+            );
+            let mut expect = 0;
+            for l in boundary.iter().chain(&interior) {
+                assert_eq!(l.first_partial, expect, "rank {rank}");
+                expect += l.blocks as usize;
+                let r = l.region;
+                assert!(l.tiles[0] as usize * BLOCK.0 as usize >= r.n[2]);
+                assert!(l.tiles[1] as usize * BLOCK.1 as usize >= r.n[1]);
+                let chunks = l.blocks as usize / (l.tiles[0] * l.tiles[1]) as usize;
+                assert!(chunks * PLANES >= r.n[0] && (chunks - 1) * PLANES < r.n[0]);
+            }
+            assert_eq!(expect, n_overlap);
+            // Threads per sweep block fit block_sum's MAX_WARPS (32) warps.
+            assert!((BLOCK.0 * BLOCK.1).div_ceil(32) <= 32 && REDUCE_THREADS.div_ceil(32) <= 32);
+        }
+    }
+}

@@ -4,8 +4,8 @@
 
 use crate::config::{BackendKind, Bind, Format, RunConfig, RunLength, Staging, StreamMeasure};
 use crate::error::{Error, Result};
+use crate::grid::Grid;
 use crate::grid::decomp::ProcGrid;
-use crate::grid::{Grid, Preset, parse_triple};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -76,10 +76,7 @@ pub struct SelftestArgs {
 impl SelftestArgs {
     /// The grid to test.
     pub fn grid(&self) -> Result<Grid> {
-        match &self.grid {
-            Some(g) => g.parse(),
-            None => Ok(self.size.parse::<Preset>()?.grid()),
-        }
+        Ok(crate::grid::resolve(&self.size, self.grid.as_deref())?.0)
     }
 }
 
@@ -201,18 +198,10 @@ impl RunArgs {
     /// Validates the options into a configuration. `ranks` is the job's rank
     /// count, used to check the process grid.
     pub fn validate(&self, ranks: usize) -> Result<RunConfig> {
-        let (grid, size_label) = match &self.grid {
-            Some(g) => (g.parse::<Grid>()?, "custom".to_string()),
-            None => {
-                let preset: Preset = self.size.parse()?;
-                (preset.grid(), format!("{preset:?}"))
-            }
-        };
+        let (grid, size_label) = crate::grid::resolve(&self.size, self.grid.as_deref())?;
         let procs = match &self.procs {
             Some(s) => {
-                let pg = ProcGrid {
-                    p: parse_triple(s, "process grid", "PIxPJxPK, e.g. 2x2x1")?,
-                };
+                let pg: ProcGrid = s.parse()?;
                 if ranks == 1 && pg.ranks() > 1 && !crate::comm::MPI_ENABLED {
                     return Err(Error::usage(format!(
                         "--procs {pg} needs {} ranks, but this build has no MPI support: \

@@ -31,9 +31,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
     with_comm(|comm| {
         let grid = args.grid()?;
         let procs = match &args.procs {
-            Some(s) => ProcGrid {
-                p: crate::grid::parse_triple(s, "process grid", "PIxPJxPK")?,
-            },
+            Some(s) => s.parse()?,
             None => ProcGrid::auto(&grid, comm.size())?,
         };
         procs.validate(&grid, comm.size())?;

@@ -24,6 +24,16 @@ impl fmt::Display for ProcGrid {
     }
 }
 
+impl std::str::FromStr for ProcGrid {
+    type Err = Error;
+    /// Parses `PIxPJxPK`, e.g. `2x2x1`.
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(ProcGrid {
+            p: super::parse_triple(s, "process grid", "PIxPJxPK, e.g. 2x2x1")?,
+        })
+    }
+}
+
 impl ProcGrid {
     /// Total number of ranks.
     pub fn ranks(&self) -> usize {

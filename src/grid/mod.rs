@@ -124,6 +124,18 @@ impl fmt::Display for Grid {
     }
 }
 
+/// The grid that `--size`/`--grid` name, and its label for reports (the
+/// preset's name, or `custom`). A `--grid` wins over the size preset.
+pub fn resolve(size: &str, grid: Option<&str>) -> Result<(Grid, String)> {
+    match grid {
+        Some(g) => Ok((g.parse()?, "custom".to_string())),
+        None => {
+            let preset: Preset = size.parse()?;
+            Ok((preset.grid(), format!("{preset:?}")))
+        }
+    }
+}
+
 /// Parses `AxBxC` into three positive integers; `what` and `hint` name the
 /// option in the error message.
 pub fn parse_triple(s: &str, what: &str, hint: &str) -> Result<[usize; 3]> {

@@ -20,7 +20,7 @@ use crate::bench::pingpong;
 use crate::config::Format;
 use crate::error::{Error, Result};
 use crate::grid::decomp::ProcGrid;
-use crate::grid::{FLOPS_PER_POINT, Grid, Preset, parse_triple};
+use crate::grid::{FLOPS_PER_POINT, Grid};
 use clap::Args;
 use model::{Network, Prediction};
 use records::RunRecord;
@@ -204,18 +204,10 @@ pub fn model_command(args: &ModelArgs) -> ExitCode {
 }
 
 fn model_inner(args: &ModelArgs) -> Result<()> {
-    let (grid, size) = match &args.grid {
-        Some(g) => (g.parse::<Grid>()?, "custom".to_string()),
-        None => {
-            let p: Preset = args.size.parse()?;
-            (p.grid(), format!("{p:?}"))
-        }
-    };
+    let (grid, size) = crate::grid::resolve(&args.size, args.grid.as_deref())?;
     let procs = match &args.procs {
         Some(s) => {
-            let pg = ProcGrid {
-                p: parse_triple(s, "process grid", "PIxPJxPK, e.g. 2x2x1")?,
-            };
+            let pg: ProcGrid = s.parse()?;
             pg.validate(&grid, args.ranks.unwrap_or(pg.ranks()))?;
             pg
         }

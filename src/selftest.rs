@@ -3,14 +3,14 @@
 //! the real communicator, and checks every ghost — faces, edges and corners.
 //! It catches wrong neighbours, offsets and missing dimensions.
 
-use crate::backend::{Backend, BackendInfo, Face, HostBuffer};
+use crate::backend::{Backend, BackendInfo, Face, HostBuffer, pack_plane, unpack_plane};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, ProcGrid};
 use crate::halo::Halo;
 use crate::timing::PhaseTimes;
-use ndarray::{Array3, Axis};
+use ndarray::Array3;
 
 /// The value every copy of global point `g` must hold: a hash of its linear
 /// index, truncated to 24 bits so that it is exact in `f32`.
@@ -43,21 +43,11 @@ impl Backend for PatternBackend {
         Ok(0.0)
     }
     fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
-        let dims = [self.field.dim().0, self.field.dim().1, self.field.dim().2];
-        let plane = self.field.index_axis(Axis(face.dim), face.send_plane(dims));
-        for (b, v) in buf.as_mut_slice().iter_mut().zip(plane.iter()) {
-            *b = *v;
-        }
+        pack_plane(self.field.view(), face, buf.as_mut_slice());
         Ok(0.0)
     }
     fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
-        let dims = [self.field.dim().0, self.field.dim().1, self.field.dim().2];
-        let mut plane = self
-            .field
-            .index_axis_mut(Axis(face.dim), face.ghost_plane(dims));
-        for (v, b) in plane.iter_mut().zip(buf.as_slice()) {
-            *v = *b;
-        }
+        unpack_plane(self.field.view_mut(), face, buf.as_slice());
         Ok(0.0)
     }
     fn swap(&mut self) {}

@@ -15,13 +15,13 @@
 
 use super::kernel::{self, Inputs, Isa, Layout};
 use super::threads::Pool;
-use super::{Backend, BackendInfo, Face, HostBuffer};
+use super::{Backend, BackendInfo, Face, HostBuffer, pack_plane, unpack_plane};
 use crate::config::RunConfig;
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, split};
 use crate::grid::fields::{OMEGA, coefficient_values, p_initial};
-use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
+use ndarray::{Array3, ArrayView3, ArrayViewMut3};
 use std::ops::Range;
 
 /// The rows one thread owns.
@@ -248,23 +248,15 @@ impl Backend for CpuBackend {
     }
 
     fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
-        let dims = self.lay.dims;
-        let next = ArrayView3::from_shape(dims, self.fields[1].s()).expect("field shape");
-        let plane = next.index_axis(Axis(face.dim), face.send_plane(dims));
-        for (b, v) in buf.as_mut_slice().iter_mut().zip(plane.iter()) {
-            *b = *v;
-        }
+        let next = ArrayView3::from_shape(self.lay.dims, self.fields[1].s()).expect("field shape");
+        pack_plane(next, face, buf.as_mut_slice());
         Ok(0.0)
     }
 
     fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
-        let dims = self.lay.dims;
-        let mut next =
-            ArrayViewMut3::from_shape(dims, self.fields[1].s_mut()).expect("field shape");
-        let mut plane = next.index_axis_mut(Axis(face.dim), face.ghost_plane(dims));
-        for (v, b) in plane.iter_mut().zip(buf.as_slice()) {
-            *v = *b;
-        }
+        let next =
+            ArrayViewMut3::from_shape(self.lay.dims, self.fields[1].s_mut()).expect("field shape");
+        unpack_plane(next, face, buf.as_slice());
         Ok(0.0)
     }
 

@@ -20,7 +20,7 @@ use crate::config::{BackendKind, RunConfig};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
-use ndarray::Array3;
+use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use serde::{Deserialize, Serialize};
 
 /// One face of a block: dimension `dim` (0 = i, 1 = j, 2 = k) and `side`
@@ -57,6 +57,27 @@ impl Face {
         } else {
             dims[self.dim] - 1
         }
+    }
+}
+
+/// Copies the owned plane of `field` behind `face` into `buf`, in the
+/// order every backend and the host buffers use (the other two dimensions,
+/// in increasing index order, the later one fastest).
+pub fn pack_plane(field: ArrayView3<f32>, face: Face, buf: &mut [f32]) {
+    let dims = [field.dim().0, field.dim().1, field.dim().2];
+    let plane = field.index_axis_move(Axis(face.dim), face.send_plane(dims));
+    for (b, v) in buf.iter_mut().zip(plane.iter()) {
+        *b = *v;
+    }
+}
+
+/// Writes `buf` into the ghost plane of `field` behind `face` (the reverse
+/// of [`pack_plane`]).
+pub fn unpack_plane(field: ArrayViewMut3<f32>, face: Face, buf: &[f32]) {
+    let dims = [field.dim().0, field.dim().1, field.dim().2];
+    let mut plane = field.index_axis_move(Axis(face.dim), face.ghost_plane(dims));
+    for (v, b) in plane.iter_mut().zip(buf) {
+        *v = *b;
     }
 }
 

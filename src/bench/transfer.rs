@@ -158,47 +158,40 @@ impl TransferReport {
         for b in sizes {
             let _ = write!(s, "{b:>12}");
             for (dir, mem) in SERIES {
-                match self
+                let x = self
                     .samples
                     .iter()
-                    .find(|x| x.bytes == b && x.direction == dir && x.memory == mem)
-                {
-                    Some(x) => {
-                        let _ = write!(s, " {:>13.3}", x.gbytes_per_s);
-                    }
-                    None => {
-                        let _ = write!(s, " {:>13}", "-");
-                    }
-                }
+                    .find(|x| x.bytes == b && x.direction == dir && x.memory == mem);
+                cell(&mut s, x.map(|x| x.gbytes_per_s), 3);
             }
             let _ = writeln!(s);
         }
         let _ = write!(s, "{:>12}", "latency us");
         for (dir, mem) in SERIES {
-            match self.latency_us.get(&format!("{dir}/{mem}")) {
-                Some(v) => {
-                    let _ = write!(s, " {v:>13.2}");
-                }
-                None => {
-                    let _ = write!(s, " {:>13}", "-");
-                }
-            }
+            cell(
+                &mut s,
+                self.latency_us.get(&format!("{dir}/{mem}")).copied(),
+                2,
+            );
         }
         let _ = writeln!(s);
         let _ = write!(s, "{:>12}", "peak GB/s");
         for (dir, mem) in SERIES {
-            match self.peak_gbytes_per_s.get(&format!("{dir}/{mem}")) {
-                Some(v) => {
-                    let _ = write!(s, " {v:>13.3}");
-                }
-                None => {
-                    let _ = write!(s, " {:>13}", "-");
-                }
-            }
+            let peak = self.peak_gbytes_per_s.get(&format!("{dir}/{mem}")).copied();
+            cell(&mut s, peak, 3);
         }
         let _ = writeln!(s);
         s
     }
+}
+
+/// Appends one table cell: `v` with `decimals` digits, or `-` when the
+/// series has no value.
+fn cell(s: &mut String, v: Option<f64>, decimals: usize) {
+    let _ = match v {
+        Some(v) => write!(s, " {v:>13.decimals$}"),
+        None => write!(s, " {:>13}", "-"),
+    };
 }
 
 /// Runs the benchmark and prints its report.
@@ -268,5 +261,14 @@ mod tests {
         let text = r.render_text();
         assert!(text.contains("latency us"), "{text}");
         assert!(text.contains("16777216"), "{text}");
+        let latency = text
+            .lines()
+            .find(|l| l.starts_with("  latency us"))
+            .unwrap();
+        assert_eq!(
+            latency.split_whitespace().collect::<Vec<_>>(),
+            ["latency", "us", "5.00", "-", "-", "-", "-"],
+            "{text}"
+        );
     }
 }

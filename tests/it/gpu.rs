@@ -40,18 +40,25 @@ fn assert_clean_error(o: &Output, words: &[&str]) {
     assert!(stdout(o).is_empty(), "stdout:\n{}", stdout(o));
 }
 
-#[test]
-fn gpu_backend_without_a_usable_gpu_is_a_clean_usage_error() {
-    let o = go(&["--backend", "gpu", "--size", "XS", "--iterations", "2"]);
+/// Without a usable GPU, `o` must be a clean error naming what is missing:
+/// the driver/NVRTC/device in a cuda build, the feature otherwise. With a
+/// GPU present the check (`what`) is skipped with a printed reason.
+fn assert_no_gpu_error(o: &Output, what: &str) {
     if o.status.success() {
-        eprintln!("SKIPPED the no-GPU error check: a GPU is present");
+        eprintln!("SKIPPED {what}: a GPU is present");
         return;
     }
     if CUDA {
-        assert_clean_error(&o, &["CUDA", "NVRTC", "device"]);
+        assert_clean_error(o, &["CUDA", "NVRTC", "device"]);
     } else {
-        assert_clean_error(&o, &["--features cuda"]);
+        assert_clean_error(o, &["--features cuda"]);
     }
+}
+
+#[test]
+fn gpu_backend_without_a_usable_gpu_is_a_clean_usage_error() {
+    let o = go(&["--backend", "gpu", "--size", "XS", "--iterations", "2"]);
+    assert_no_gpu_error(&o, "the no-GPU error check");
 }
 
 #[test]
@@ -76,15 +83,7 @@ fn auto_backend_runs_and_verifies_on_whatever_is_there() {
 #[test]
 fn bench_transfer_without_a_gpu_is_a_clean_error() {
     let o = go(&["bench", "transfer", "--max-bytes", "1024"]);
-    if o.status.success() {
-        eprintln!("SKIPPED the bench-transfer error check: a GPU is present");
-        return;
-    }
-    if CUDA {
-        assert_clean_error(&o, &["CUDA", "NVRTC", "device"]);
-    } else {
-        assert_clean_error(&o, &["--features cuda"]);
-    }
+    assert_no_gpu_error(&o, "the bench-transfer error check");
 }
 
 #[test]

@@ -125,9 +125,9 @@ fn quick_stream_fills_the_fraction_in_the_report() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
-#[test]
-fn bind_cores_pins_threads_and_reports_where() {
-    let r = json_ok(&run(himeno(&[
+/// The JSON report of a small 2-thread run with `--bind bind`.
+fn bound_run(bind: &str) -> serde_json::Value {
+    json_ok(&run(himeno(&[
         "--size",
         "XS",
         "--iterations",
@@ -135,26 +135,22 @@ fn bind_cores_pins_threads_and_reports_where() {
         "--threads",
         "2",
         "--bind",
-        "cores",
+        bind,
         "--format",
         "json",
-    ])));
+    ])))
+}
+
+#[test]
+fn bind_cores_pins_threads_and_reports_where() {
+    let r = bound_run("cores");
     assert_eq!(r["bind"], "cores");
     let placement = r["per_rank"][0]["placement"].as_str().unwrap();
     assert!(
         placement.contains("bind cores: threads on cpus") && placement.contains("kernel "),
         "{placement}"
     );
-    let r = json_ok(&run(himeno(&[
-        "--size",
-        "XS",
-        "--iterations",
-        "3",
-        "--threads",
-        "2",
-        "--format",
-        "json",
-    ])));
+    let r = bound_run("none");
     let placement = r["per_rank"][0]["placement"].as_str().unwrap();
     assert!(
         placement.contains("bind none: threads seen on cpus"),

@@ -84,9 +84,7 @@ pub(crate) fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> Exit
 /// The job itself; see [`benchmark`].
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
     let mut cfg = args.validate(comm.size())?;
-    if args.threads.is_none() {
-        cfg.threads = default_threads(cfg.threads, comm);
-    }
+    cfg.threads = crate::backend::threads::for_rank(args.threads, comm)?;
     collective_output_check(&cfg, comm)?;
     if cfg.stream == StreamMeasure::Quick {
         // Before the solver allocates, with the run's threads and binding.
@@ -191,22 +189,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         }
     }
     Ok(ExitCode::from(code as u8))
-}
-
-/// Sweep threads when `--threads` is not given: the CPUs this rank may use
-/// (`allowed`). A launcher that binds ranks gives each its own CPUs; one
-/// that leaves every rank free to use the whole node (oversubscribed runs,
-/// `--bind-to none`) would otherwise start one thread per CPU in every rank,
-/// so then the node's ranks share its CPUs.
-fn default_threads(allowed: usize, comm: &dyn Comm) -> usize {
-    // SAFETY: sysconf only reads a system constant.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    let unbound = online > 0 && allowed >= online as usize;
-    if unbound && comm.node_size() > 1 {
-        (allowed / comm.node_size()).max(1)
-    } else {
-        allowed
-    }
 }
 
 /// Checks on rank 0 that the results file is writable and shares the

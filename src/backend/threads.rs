@@ -4,6 +4,7 @@
 //! thread `t` always runs the `t`-th part of a static partition. Using one
 //! pool for both makes the stream bandwidth comparable with the solver's.
 
+use crate::comm::Comm;
 use crate::config::Bind;
 use crate::error::{Error, Result};
 use rayon::{ThreadPool, ThreadPoolBuilder};
@@ -17,6 +18,27 @@ pub struct Pool {
     allowed: Vec<usize>,
     /// CPU each thread is pinned to (`bind cores`), by thread index.
     pinned: Vec<usize>,
+}
+
+/// Sweep threads of this rank: `given` (validated), or by default the CPUs
+/// this rank may use. A launcher that binds ranks gives each its own CPUs;
+/// one that leaves every rank free to use the whole node (oversubscribed
+/// runs, `--bind-to none`) would otherwise start one thread per CPU in every
+/// rank, so then the node's ranks share its CPUs. The solver and
+/// `bench stream` both use this, so they run with the same threads.
+pub fn for_rank(given: Option<usize>, comm: &dyn Comm) -> Result<usize> {
+    let allowed = crate::cli::threads_or_default(given)?;
+    if given.is_some() {
+        return Ok(allowed);
+    }
+    // SAFETY: sysconf only reads a system constant.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let unbound = online > 0 && allowed >= online as usize;
+    Ok(if unbound && comm.node_size() > 1 {
+        (allowed / comm.node_size()).max(1)
+    } else {
+        allowed
+    })
 }
 
 impl Pool {

@@ -139,7 +139,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
             "bench stream prints text or json: use --format text or --format json",
         ));
     }
-    let threads = crate::cli::threads_or_default(args.threads)?;
+    let threads = crate::backend::threads::for_rank(args.threads, comm)?;
     let llc = llc_bytes();
     let elements = args.elements.unwrap_or_else(|| default_elements(llc));
     let pool = Pool::new(threads, args.bind)?;

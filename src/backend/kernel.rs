@@ -206,10 +206,14 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
         assert_eq!(out.len(), n);
         for ch in 0..n {
             if ch % 2 == 0 {
+                // Two distances: far into L2 so the line is on its way from
+                // memory, near into L1 so the loads find it there.
                 for row in [ipjp, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1] {
-                    prefetch(row, ch + PREFETCH_CHUNKS);
+                    prefetch::<L1>(row, ch + PREFETCH_CHUNKS);
+                    prefetch::<L2>(row, ch + PREFETCH_L2_CHUNKS);
                 }
-                prefetch(out, ch + PREFETCH_CHUNKS);
+                prefetch::<L1>(out, ch + PREFETCH_CHUNKS);
+                prefetch::<L2>(out, ch + PREFETCH_L2_CHUNKS);
             }
             let chunk: [&Chunk; 31] = gather!(ch; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm
                 jmkm ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
@@ -262,20 +266,40 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
     acc.iter().sum()
 }
 
-/// How far ahead, in chunks, the streams are prefetched.
+/// How far ahead, in chunks, the streams are prefetched into L1 (256 B).
 const PREFETCH_CHUNKS: usize = 8;
+/// How far ahead, in chunks, they are prefetched into L2 (1 KiB): far
+/// enough to cover a memory latency, so that the L1 prefetch, which holds a
+/// miss buffer until its line arrives, finds the line in L2. Measured
+/// against one distance alone (notes/cpu-perf.md): 5-15% faster per thread
+/// at M and L; 512 B and 2 KiB were slower.
+const PREFETCH_L2_CHUNKS: usize = 32;
+
+/// The `_mm_prefetch` hints used: into every cache level, or into L2 and
+/// below (`T1`; Zen 4 and recent Intel cores keep it out of L1).
+#[cfg(target_arch = "x86_64")]
+const L1: i32 = std::arch::x86_64::_MM_HINT_T0;
+#[cfg(target_arch = "x86_64")]
+const L2: i32 = std::arch::x86_64::_MM_HINT_T1;
+#[cfg(not(target_arch = "x86_64"))]
+const L1: i32 = 0;
+#[cfg(not(target_arch = "x86_64"))]
+const L2: i32 = 0;
 
 /// Asks for the line holding chunk `ch` of `row` (which may lie beyond the
-/// row: a prefetch never faults, and the next row usually follows).
+/// row: a prefetch never faults, and the next row usually follows) with
+/// hint `HINT`.
 #[inline(always)]
-fn prefetch(row: &[Chunk], ch: usize) {
+fn prefetch<const HINT: i32>(row: &[Chunk], ch: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        use std::arch::x86_64::_mm_prefetch;
         let at = row.as_ptr().wrapping_add(ch).cast::<i8>();
         // SAFETY: a prefetch is a hint; it reads nothing architecturally.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
+        unsafe { _mm_prefetch::<HINT>(at) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (row, ch);
 }
 
 /// The residual `ss` of one point from its 19 `p` values and 12

@@ -148,6 +148,67 @@ fn row_avx512(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
     row_body(inp, i, j, out)
 }
 
+/// Number of input arrays of [`sum_streams`].
+pub const SUM_INPUTS: usize = 13;
+
+/// The sweep's memory traffic without its stencil or arithmetic: `out[x] =
+/// ins[0][x] + ... + ins[12][x]`, summed left to right. Per point it reads
+/// 13 `f32` streams and writes one, the 56 bytes the sweep moves (twelve
+/// coefficients, the new row of `p`, and `next`), with the sweep's
+/// instruction set but no software prefetch: a hardware probe, as STREAM's
+/// kernels are. `himeno bench stream` reports it beside the triad, so a
+/// machine's bandwidth for fourteen concurrent streams per thread can be
+/// told apart from the kernel's own cost.
+///
+/// # Panics
+/// If an input is shorter than `out`.
+pub fn sum_streams(isa: Isa, ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
+    match isa.0 {
+        Set::Baseline => sum_body(ins, out),
+        // SAFETY: as in `sweep_row`, the Isa was detected on this CPU.
+        #[cfg(target_arch = "x86_64")]
+        Set::Avx2 => unsafe { sum_avx2(ins, out) },
+        #[cfg(target_arch = "x86_64")]
+        Set::Avx512 => unsafe { sum_avx512(ins, out) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_avx2(ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
+    sum_body(ins, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avx512f,avx512vl")]
+fn sum_avx512(ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
+    sum_body(ins, out)
+}
+
+/// [`sum_streams`]' loop, inlined into each instruction-set wrapper.
+#[inline(always)]
+fn sum_body(ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
+    let n = out.len();
+    // Each input bound to its own name and cut to `n`, so that the
+    // compiler sees every length and drops the bounds checks.
+    let [a, b, c, d, e, f, g, h, i, j, k, l, m] = ins.map(|s| &s[..n]);
+    for x in 0..n {
+        out[x] = a[x]
+            + b[x]
+            + c[x]
+            + d[x]
+            + e[x]
+            + f[x]
+            + g[x]
+            + h[x]
+            + i[x]
+            + j[x]
+            + k[x]
+            + l[x]
+            + m[x];
+    }
+}
+
 /// One chunk of [`LANES`] points of every input row.
 type Chunk = [f32; LANES];
 

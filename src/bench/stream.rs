@@ -11,7 +11,14 @@
 //! MPI every repetition starts after a barrier, so the ranks run
 //! concurrently; the aggregate rate is all ranks' bytes over the slowest
 //! rank's time.
+//!
+//! A fifth kernel, Sum13, moves the solver's traffic with none of its
+//! arithmetic: 13 `f32` arrays read and one written, 56 bytes per element
+//! ([`kernel::sum_streams`]). A core may keep fewer lines in flight over
+//! fourteen streams than over Triad's three; Sum13 measures that ceiling,
+//! which the solver cannot beat whatever its kernel does.
 
+use crate::backend::kernel::{self, Isa, SUM_INPUTS};
 use crate::backend::threads::{Pool, zeroed_buffer};
 use crate::comm::Comm;
 use crate::config::{Bind, Format};
@@ -43,7 +50,7 @@ pub struct StreamArgs {
     /// per array, STREAM's rule.
     #[arg(long)]
     pub elements: Option<usize>,
-    /// Repetitions of the four kernels (the first is not counted).
+    /// Repetitions of the five kernels (the first is not counted).
     #[arg(long, default_value_t = 20)]
     pub repeats: usize,
     /// Output format: text or json.
@@ -52,17 +59,22 @@ pub struct StreamArgs {
 }
 
 /// One kernel: name and bytes counted per element.
-const KERNELS: [(&str, f64); 4] = [
+const KERNELS: [(&str, f64); 5] = [
     ("copy", 16.0),
     ("scale", 16.0),
     ("add", 24.0),
     ("triad", 24.0),
+    (SUM13, 56.0),
 ];
+/// The kernel with the solver's traffic.
+const SUM13: &str = "sum13";
+/// Arrays of Sum13: 13 inputs and the output.
+const SUM_ARRAYS: usize = SUM_INPUTS + 1;
 
 /// Timing of one kernel.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct KernelResult {
-    /// `copy`, `scale`, `add` or `triad`.
+    /// `copy`, `scale`, `add`, `triad` or `sum13`.
     pub name: String,
     /// Bytes counted per element.
     pub bytes_per_element: f64,
@@ -87,6 +99,8 @@ pub struct RankStream {
     pub placement: String,
     /// Elements per array on this rank.
     pub elements: usize,
+    /// Elements per Sum13 array on this rank.
+    pub sum13_elements: usize,
     /// Per-kernel timings of this rank alone.
     pub kernels: Vec<KernelResult>,
 }
@@ -104,6 +118,9 @@ pub struct StreamReport {
     pub bind: String,
     /// Elements (f64) per array and rank.
     pub elements_per_rank: usize,
+    /// Elements (f32) per Sum13 array and rank: the 14 arrays hold as many
+    /// bytes as STREAM's three.
+    pub sum13_elements_per_rank: usize,
     /// Bytes of one array on one rank.
     pub array_bytes: u64,
     /// Last-level cache size the default was sized from.
@@ -119,6 +136,8 @@ pub struct StreamReport {
     pub kernels: Vec<KernelResult>,
     /// Aggregate triad bandwidth, GB/s.
     pub triad_gbytes_per_s: f64,
+    /// Aggregate Sum13 bandwidth (the solver's 56 bytes per point), GB/s.
+    pub sum13_gbytes_per_s: f64,
     /// Each rank alone.
     pub per_rank: Vec<RankStream>,
 }
@@ -142,8 +161,9 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
     let threads = crate::backend::threads::for_rank(args.threads, comm)?;
     let llc = llc_bytes();
     let elements = args.elements.unwrap_or_else(|| default_elements(llc));
+    let sum13_elements = sum13_elements(elements);
     let pool = Pool::new(threads, args.bind)?;
-    let mut arrays = Arrays::first_touch(&pool, elements);
+    let mut arrays = Arrays::first_touch(&pool, elements, sum13_elements);
     let times = arrays.time_all(&pool, comm, args.repeats, &KERNELS.map(|k| k.0))?;
     let ok = arrays.validate(&pool, args.repeats);
     let all_ok = comm.max(if ok { 0.0 } else { 1.0 }) == 0.0;
@@ -153,11 +173,12 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         host: comm.host(),
         placement: pool.describe(),
         elements,
-        kernels: summarise(&times.local, elements as f64),
+        sum13_elements,
+        kernels: summarise(&times.local, [elements as f64, sum13_elements as f64]),
     };
-    let mut total = [elements as f64];
+    let mut total = [elements as f64, sum13_elements as f64];
     comm.sum(&mut total);
-    let kernels = summarise(&times.slowest, total[0]);
+    let kernels = summarise(&times.slowest, total);
     let bytes = serde_json::to_vec(&mine)
         .map_err(|e| Error::runtime(format!("cannot encode the rank result: {e}")))?;
     let gathered = comm.gather(&bytes);
@@ -180,12 +201,14 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         threads_per_rank: pool.threads(),
         bind: format!("{:?}", args.bind).to_lowercase(),
         elements_per_rank: elements,
+        sum13_elements_per_rank: sum13_elements,
         array_bytes: (elements * 8) as u64,
         llc_bytes: llc,
         timed_repeats: args.repeats - 1,
         write_allocate_counted: false,
         validated: true,
         triad_gbytes_per_s: kernels[3].best_gbytes_per_s,
+        sum13_gbytes_per_s: kernels[4].best_gbytes_per_s,
         kernels,
         per_rank,
     };
@@ -209,7 +232,7 @@ pub fn quick_triad(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<f64> {
     const REPEATS: usize = 5;
     let elements = default_elements(llc_bytes());
     let pool = Pool::new(threads, bind)?;
-    let mut arrays = Arrays::first_touch(&pool, elements);
+    let mut arrays = Arrays::first_touch(&pool, elements, 0);
     let times = arrays.time_all(&pool, comm, REPEATS, &["triad"])?;
     // Triad alone from a=1, b=2, c=0 leaves a = b + 3*0 = 2 everywhere.
     let ok = pool
@@ -223,9 +246,9 @@ pub fn quick_triad(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<f64> {
             "the quick stream triad's result is wrong".into(),
         ));
     }
-    let mut total = [elements as f64];
+    let mut total = [elements as f64, 0.0];
     comm.sum(&mut total);
-    let best = summarise(&times.slowest, total[0])[0].best_gbytes_per_s;
+    let best = summarise(&times.slowest, total)[0].best_gbytes_per_s;
     tracing::info!(best, "quick stream triad");
     Ok(best)
 }
@@ -233,6 +256,13 @@ pub fn quick_triad(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<f64> {
 /// Elements per array: 4x the last-level cache in `f64`s.
 fn default_elements(llc: u64) -> usize {
     (4 * llc / 8) as usize
+}
+
+/// Elements per Sum13 array for `elements` per STREAM array: the 14 `f32`
+/// arrays take the bytes of STREAM's three `f64` ones, so both sets are
+/// as far beyond the caches.
+fn sum13_elements(elements: usize) -> usize {
+    (3 * 8 * elements / (SUM_ARRAYS * 4)).max(1)
 }
 
 /// Size of the largest (last-level) cache of CPU 0, from sysfs.
@@ -272,11 +302,13 @@ struct Times {
     slowest: Vec<(String, f64, Vec<f64>)>,
 }
 
-/// The three arrays of one rank, each split into the threads' parts.
+/// The three arrays of one rank, each split into the threads' parts, and
+/// Sum13's fourteen (inputs, then output; none for a triad alone).
 struct Arrays {
     a: Vec<f64>,
     b: Vec<f64>,
     c: Vec<f64>,
+    sum: Vec<Vec<f32>>,
 }
 
 /// One thread's parts of `a`, `b`, `c`.
@@ -285,19 +317,47 @@ type Parts<'a> = (&'a mut [f64], &'a mut [f64], &'a mut [f64]);
 impl Arrays {
     /// Allocates the arrays without touching them and lets each thread
     /// write its own part first (so its pages live on that thread's node),
-    /// with STREAM's initial values a = 1, b = 2, c = 0.
-    fn first_touch(pool: &Pool, n: usize) -> Arrays {
+    /// with STREAM's initial values a = 1, b = 2, c = 0, and Sum13's input
+    /// `f` filled with `f` (small integers: every sum is exact).
+    fn first_touch(pool: &Pool, n: usize, sum_n: usize) -> Arrays {
+        let sum_arrays = if sum_n == 0 { 0 } else { SUM_ARRAYS };
         let mut arr = Arrays {
             a: zeroed_buffer(n),
             b: zeroed_buffer(n),
             c: zeroed_buffer(n),
+            sum: (0..sum_arrays).map(|_| zeroed_buffer(sum_n)).collect(),
         };
         pool.scatter(arr.split(pool), |_, (a, b, c)| {
             a.fill(1.0);
             b.fill(2.0);
             c.fill(0.0);
         });
+        pool.scatter(arr.split_sum(pool), |_, parts| {
+            for (f, part) in parts.into_iter().enumerate() {
+                part.fill(f as f32);
+            }
+        });
         arr
+    }
+
+    /// The static partition of Sum13's arrays over the pool's threads: for
+    /// each thread, its part of every array.
+    fn split_sum(&mut self, pool: &Pool) -> Vec<Vec<&mut [f32]>> {
+        let threads = pool.threads();
+        let n = self.sum.first().map_or(0, Vec::len);
+        let mut rest: Vec<&mut [f32]> = self.sum.iter_mut().map(|v| &mut v[..]).collect();
+        (0..threads)
+            .map(|t| {
+                let len = split(n, threads, t).1;
+                rest.iter_mut()
+                    .map(|r| {
+                        let (head, tail) = std::mem::take(r).split_at_mut(len);
+                        *r = tail;
+                        head
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     /// The static partition of the arrays over the pool's threads: the same
@@ -330,10 +390,22 @@ impl Arrays {
         let mut slowest: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         for rep in 0..repeats {
             for (n, name) in names.iter().enumerate() {
-                let kernel = kernel_fn(name)?;
+                let kernel = if *name == SUM13 {
+                    None
+                } else {
+                    Some(kernel_fn(name)?)
+                };
                 comm.barrier();
                 let t0 = Instant::now();
-                pool.scatter(self.split(pool), |_, parts| kernel(parts));
+                match kernel {
+                    Some(kernel) => {
+                        pool.scatter(self.split(pool), |_, parts| kernel(parts));
+                    }
+                    None => {
+                        let isa = Isa::detect();
+                        pool.scatter(self.split_sum(pool), |_, parts| sum13(isa, parts));
+                    }
+                }
                 let dt = t0.elapsed().as_secs_f64();
                 let worst = comm.max(dt);
                 if rep > 0 {
@@ -356,9 +428,19 @@ impl Arrays {
     }
 
     /// Checks every element against STREAM's values replayed in scalars
-    /// after `repeats` rounds of all four kernels. All elements go through
-    /// the same operations, so the comparison is exact.
+    /// after `repeats` rounds of all four STREAM kernels, and Sum13's output
+    /// against 0 + 1 + ... + 12. All elements go through the same
+    /// operations, so the comparisons are exact.
     fn validate(&mut self, pool: &Pool, repeats: usize) -> bool {
+        let sum_ok = pool
+            .scatter(self.split_sum(pool), |_, parts| {
+                let want = (0..SUM_INPUTS).map(|f| f as f32).sum::<f32>();
+                parts
+                    .last()
+                    .is_none_or(|out| out.iter().all(|&x| x == want))
+            })
+            .into_iter()
+            .all(|ok| ok);
         let (mut a, mut b, mut c) = (1.0f64, 2.0f64, 0.0f64);
         for _ in 0..repeats {
             c = a;
@@ -367,13 +449,15 @@ impl Arrays {
             a = b + SCALAR * c;
         }
         let want = (a, b, c);
-        pool.scatter(self.split(pool), |_, (a, b, c)| {
-            a.iter().all(|&x| x == want.0)
-                && b.iter().all(|&x| x == want.1)
-                && c.iter().all(|&x| x == want.2)
-        })
-        .into_iter()
-        .all(|ok| ok)
+        sum_ok
+            && pool
+                .scatter(self.split(pool), |_, (a, b, c)| {
+                    a.iter().all(|&x| x == want.0)
+                        && b.iter().all(|&x| x == want.1)
+                        && c.iter().all(|&x| x == want.2)
+                })
+                .into_iter()
+                .all(|ok| ok)
     }
 }
 
@@ -400,17 +484,29 @@ fn kernel_fn(name: &str) -> Result<fn(Parts<'_>)> {
     })
 }
 
+/// Sum13 over one thread's parts: the 13 inputs, then the output.
+fn sum13(isa: Isa, mut parts: Vec<&mut [f32]>) {
+    let out = parts.pop().expect("Sum13 has an output array");
+    let ins: [&[f32]; SUM_INPUTS] = std::array::from_fn(|f| &*parts[f]);
+    kernel::sum_streams(isa, &ins, out);
+}
+
 /// Bytes counted per element of kernel `name`.
 fn bytes_of(name: &str) -> f64 {
     KERNELS.iter().find(|k| k.0 == name).map_or(0.0, |k| k.1)
 }
 
-/// Best/avg/min/max of each kernel's times, with `elements` moved per
-/// repetition.
-fn summarise(times: &[(String, f64, Vec<f64>)], elements: f64) -> Vec<KernelResult> {
+/// Best/avg/min/max of each kernel's times, with `elements[0]` per STREAM
+/// array and `elements[1]` per Sum13 array moved per repetition.
+fn summarise(times: &[(String, f64, Vec<f64>)], elements: [f64; 2]) -> Vec<KernelResult> {
     times
         .iter()
         .map(|(name, bytes, t)| {
+            let elements = if name == SUM13 {
+                elements[1]
+            } else {
+                elements[0]
+            };
             let min = t.iter().copied().fold(f64::INFINITY, f64::min);
             let max = t.iter().copied().fold(0.0, f64::max);
             let avg = t.iter().sum::<f64>() / t.len().max(1) as f64;
@@ -444,6 +540,11 @@ fn render(r: &StreamReport) -> String {
     let _ = writeln!(
         s,
         "bytes counted as STREAM does (copy/scale 16, add/triad 24 per element; write-allocate not counted)"
+    );
+    let _ = writeln!(
+        s,
+        "sum13: the solver's traffic without its arithmetic, 13 f32 arrays read and 1 written (56 bytes per element), {} elements per array and rank",
+        r.sum13_elements_per_rank
     );
     let table = |s: &mut String, title: &str, ks: &[KernelResult]| {
         let _ = writeln!(s, "{title}");
@@ -481,6 +582,12 @@ fn render(r: &StreamReport) -> String {
         "Solution Validates: every element matches the replayed values"
     );
     let _ = writeln!(s, "stream triad: {:.2} GB/s", r.triad_gbytes_per_s);
+    let _ = writeln!(
+        s,
+        "sum13: {:.2} GB/s ({:.1}% of triad)",
+        r.sum13_gbytes_per_s,
+        100.0 * r.sum13_gbytes_per_s / r.triad_gbytes_per_s.max(f64::MIN_POSITIVE)
+    );
     s
 }
 
@@ -493,14 +600,28 @@ mod tests {
     fn kernels_validate_and_a_broken_one_fails() {
         let pool = Pool::new(3, Bind::None).unwrap();
         let comm = SingleComm;
-        let mut arr = Arrays::first_touch(&pool, 1001);
+        let mut arr = Arrays::first_touch(&pool, 1001, 517);
         arr.time_all(&pool, &comm, 4, &KERNELS.map(|k| k.0))
             .unwrap();
         assert!(arr.validate(&pool, 4));
         // One more round than replayed, or a corrupted element, must fail.
         assert!(!arr.validate(&pool, 5));
+        arr.sum[SUM_INPUTS][516] += 1.0;
+        assert!(!arr.validate(&pool, 4));
+        arr.sum[SUM_INPUTS][516] -= 1.0;
+        assert!(arr.validate(&pool, 4));
         arr.c[1000] += 1.0;
         assert!(!arr.validate(&pool, 4));
+    }
+
+    #[test]
+    fn sum13_arrays_hold_streams_bytes() {
+        // 14 f32 arrays of n13 elements against 3 f64 arrays of n.
+        let n = 4 * (32 << 20) / 8;
+        let n13 = sum13_elements(n);
+        assert_eq!(n13, 3 * 8 * n / 56);
+        assert!((14 * 4 * n13) as f64 / (3 * 8 * n) as f64 > 0.999);
+        assert_eq!(sum13_elements(1), 1);
     }
 
     #[test]

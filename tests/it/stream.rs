@@ -24,8 +24,8 @@ fn stream_json_has_every_kernel_validated() {
         .iter()
         .map(|k| k["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["copy", "scale", "add", "triad"]);
-    for (k, bytes) in kernels.iter().zip([16.0, 16.0, 24.0, 24.0]) {
+    assert_eq!(names, ["copy", "scale", "add", "triad", "sum13"]);
+    for (k, bytes) in kernels.iter().zip([16.0, 16.0, 24.0, 24.0, 56.0]) {
         assert_eq!(k["bytes_per_element"].as_f64(), Some(bytes), "{k}");
         let (min, avg, max) = (
             k["min_s"].as_f64().unwrap(),
@@ -36,6 +36,9 @@ fn stream_json_has_every_kernel_validated() {
         assert!(k["best_gbytes_per_s"].as_f64().unwrap() > 0.0, "{k}");
     }
     assert_eq!(r["triad_gbytes_per_s"], kernels[3]["best_gbytes_per_s"]);
+    assert_eq!(r["sum13_gbytes_per_s"], kernels[4]["best_gbytes_per_s"]);
+    // The 14 f32 arrays of Sum13 hold the bytes of STREAM's three f64 ones.
+    assert_eq!(r["sum13_elements_per_rank"], 3 * 8 * 200003 / 56);
     assert_eq!(r["per_rank"].as_array().unwrap().len(), 1);
     assert!(r["llc_bytes"].as_u64().unwrap() > 0);
 }
@@ -52,6 +55,8 @@ fn stream_text_names_the_kernels_and_the_validation() {
         "scale",
         "add",
         "triad",
+        "sum13",
+        "% of triad",
         "Solution Validates",
         "bind cores",
     ] {

@@ -138,9 +138,9 @@ pub struct RunArgs {
     /// solver's effective bandwidth as a fraction of it.
     #[arg(long, allow_negative_numbers = true, value_parser = number)]
     pub stream_gbs: Option<f64>,
-    /// Measure the stream triad bandwidth before the run (`quick`: a
-    /// fraction of a second, with the run's threads and binding) and report
-    /// the solver's bandwidth as a fraction of it.
+    /// Measure the stream triad and Sum13 bandwidths before the run
+    /// (`quick`: a fraction of a second, with the run's threads and
+    /// binding) and report the solver's bandwidth as a fraction of both.
     #[arg(long, value_enum, default_value_t = StreamMeasure::Off, conflicts_with = "stream_gbs")]
     pub stream: StreamMeasure,
     /// Label recorded in the results, e.g. the study this run belongs to.
@@ -272,6 +272,7 @@ impl RunArgs {
             device: self.device,
             overlap: self.overlap,
             stream_gbs: self.stream_gbs,
+            stream_sum13_gbs: None,
             stream: self.stream,
             label: self.label.clone(),
         })

@@ -104,7 +104,11 @@ pub struct RunConfig {
     /// Stream triad bandwidth of this machine in GB/s, to report the
     /// solver's bandwidth as a fraction of it.
     pub stream_gbs: Option<f64>,
-    /// Measure the stream triad before the run (fills `stream_gbs`).
+    /// Sum13 bandwidth (the solver's traffic as 14 plain streams) in GB/s,
+    /// measured by `--stream quick`.
+    pub stream_sum13_gbs: Option<f64>,
+    /// Measure the stream triad and Sum13 before the run (fills
+    /// `stream_gbs` and `stream_sum13_gbs`).
     pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,

@@ -88,8 +88,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     collective_output_check(&cfg, comm)?;
     if cfg.stream == StreamMeasure::Quick {
         // Before the solver allocates, with the run's threads and binding.
-        let gbs = crate::bench::stream::quick_triad(comm, cfg.threads, cfg.bind)?;
-        cfg.stream_gbs = Some(gbs);
+        let quick = crate::bench::stream::quick_stream(comm, cfg.threads, cfg.bind)?;
+        cfg.stream_gbs = Some(quick.triad);
+        cfg.stream_sum13_gbs = Some(quick.sum13);
     }
     let grid = cfg.grid;
     let procs = match cfg.procs {

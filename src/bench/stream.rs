@@ -225,32 +225,47 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A quick triad measurement for the solver's report (a fraction of a
-/// second): arrays of 4x the last-level cache, 5 repetitions, all ranks
-/// concurrently; returns the aggregate triad GB/s on every rank.
-pub fn quick_triad(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<f64> {
+/// Aggregate bandwidths of a quick stream measurement, GB/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuickStream {
+    /// STREAM triad.
+    pub triad: f64,
+    /// Sum13, the solver's traffic as 14 plain streams.
+    pub sum13: f64,
+}
+
+/// A quick triad and Sum13 measurement for the solver's report (a fraction
+/// of a second): the default array sizes, 5 repetitions, all ranks
+/// concurrently; returns the aggregate bandwidths on every rank.
+pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<QuickStream> {
     const REPEATS: usize = 5;
     let elements = default_elements(llc_bytes());
+    let sum_elements = sum13_elements(elements);
     let pool = Pool::new(threads, bind)?;
-    let mut arrays = Arrays::first_touch(&pool, elements, 0);
-    let times = arrays.time_all(&pool, comm, REPEATS, &["triad"])?;
+    let mut arrays = Arrays::first_touch(&pool, elements, sum_elements);
+    let times = arrays.time_all(&pool, comm, REPEATS, &["triad", SUM13])?;
     // Triad alone from a=1, b=2, c=0 leaves a = b + 3*0 = 2 everywhere.
-    let ok = pool
+    let triad_ok = pool
         .scatter(arrays.split(&pool), |_, (a, _, _)| {
             a.iter().all(|&x| x == 2.0)
         })
         .into_iter()
         .all(|x| x);
+    let ok = triad_ok && arrays.sum13_valid(&pool);
     if comm.max(if ok { 0.0 } else { 1.0 }) != 0.0 {
         return Err(Error::Verification(
-            "the quick stream triad's result is wrong".into(),
+            "the quick stream measurement's result is wrong".into(),
         ));
     }
-    let mut total = [elements as f64, 0.0];
+    let mut total = [elements as f64, sum_elements as f64];
     comm.sum(&mut total);
-    let best = summarise(&times.slowest, total)[0].best_gbytes_per_s;
-    tracing::info!(best, "quick stream triad");
-    Ok(best)
+    let k = summarise(&times.slowest, total);
+    let quick = QuickStream {
+        triad: k[0].best_gbytes_per_s,
+        sum13: k[1].best_gbytes_per_s,
+    };
+    tracing::info!(?quick, "quick stream");
+    Ok(quick)
 }
 
 /// Elements per array: 4x the last-level cache in `f64`s.
@@ -338,6 +353,19 @@ impl Arrays {
             }
         });
         arr
+    }
+
+    /// Whether every Sum13 output element is 0 + 1 + ... + 12 (true when
+    /// there are no Sum13 arrays).
+    fn sum13_valid(&mut self, pool: &Pool) -> bool {
+        pool.scatter(self.split_sum(pool), |_, parts| {
+            let want = (0..SUM_INPUTS).map(|f| f as f32).sum::<f32>();
+            parts
+                .last()
+                .is_none_or(|out| out.iter().all(|&x| x == want))
+        })
+        .into_iter()
+        .all(|ok| ok)
     }
 
     /// The static partition of Sum13's arrays over the pool's threads: for
@@ -432,15 +460,7 @@ impl Arrays {
     /// against 0 + 1 + ... + 12. All elements go through the same
     /// operations, so the comparisons are exact.
     fn validate(&mut self, pool: &Pool, repeats: usize) -> bool {
-        let sum_ok = pool
-            .scatter(self.split_sum(pool), |_, parts| {
-                let want = (0..SUM_INPUTS).map(|f| f as f32).sum::<f32>();
-                parts
-                    .last()
-                    .is_none_or(|out| out.iter().all(|&x| x == want))
-            })
-            .into_iter()
-            .all(|ok| ok);
+        let sum_ok = self.sum13_valid(pool);
         let (mut a, mut b, mut c) = (1.0f64, 2.0f64, 0.0f64);
         for _ in 0..repeats {
             c = a;

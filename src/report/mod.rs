@@ -82,6 +82,13 @@ pub struct Record {
     pub stream_triad_gbytes_per_s: Option<f64>,
     /// `gbytes_per_s` over the stream triad bandwidth.
     pub stream_fraction: Option<f64>,
+    /// Sum13 bandwidth (the solver's 56 bytes per point as 14 plain
+    /// streams) measured by `--stream quick`, in GB/s.
+    #[serde(default)]
+    pub stream_sum13_gbytes_per_s: Option<f64>,
+    /// `gbytes_per_s` over the Sum13 bandwidth.
+    #[serde(default)]
+    pub sum13_fraction: Option<f64>,
     /// Per phase: min/avg/max seconds across ranks.
     pub phases: BTreeMap<String, Stats>,
     /// Rank with the longest timed loop.
@@ -187,6 +194,8 @@ impl Record {
             gbytes_per_s,
             stream_triad_gbytes_per_s: cfg.stream_gbs,
             stream_fraction: cfg.stream_gbs.map(|s| gbytes_per_s / s),
+            stream_sum13_gbytes_per_s: cfg.stream_sum13_gbs,
+            sum13_fraction: cfg.stream_sum13_gbs.map(|s| gbytes_per_s / s),
             phases,
             slowest_rank: slowest.rank,
             compute_share: slowest.times.get(Phase::Compute) / loop_s,

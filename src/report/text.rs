@@ -63,14 +63,13 @@ pub fn render(r: &Record) -> String {
         " Effective bandwidth : {:.2} GB/s (56 bytes/point)",
         r.gbytes_per_s
     );
-    match (r.stream_fraction, r.stream_triad_gbytes_per_s) {
-        (Some(f), Some(t)) => {
-            let _ = writeln!(s, " = {:.1}% of stream triad {t:.2} GB/s", 100.0 * f);
-        }
-        _ => {
-            let _ = writeln!(s);
-        }
+    if let (Some(f), Some(t)) = (r.stream_fraction, r.stream_triad_gbytes_per_s) {
+        let _ = write!(s, " = {:.1}% of stream triad {t:.2} GB/s", 100.0 * f);
     }
+    if let (Some(f), Some(t)) = (r.sum13_fraction, r.stream_sum13_gbytes_per_s) {
+        let _ = write!(s, ", {:.1}% of sum13 {t:.2} GB/s", 100.0 * f);
+    }
+    let _ = writeln!(s);
     let _ = writeln!(s, " p fingerprint : {}", r.p_fingerprint);
     let verdict = match r.verified {
         Some(true) => "VALID",

@@ -108,14 +108,16 @@ fn quick_stream_fills_the_fraction_in_the_report() {
         "json",
     ]));
     let r = json_ok(&o);
-    let triad = r["stream_triad_gbytes_per_s"].as_f64().expect("measured");
-    let frac = r["stream_fraction"].as_f64().expect("fraction");
     let gbs = r["gbytes_per_s"].as_f64().unwrap();
-    assert!(triad > 0.0);
-    assert!(
-        (frac - gbs / triad).abs() <= 1e-12 * frac.abs().max(1.0),
-        "{r}"
-    );
+    for (ceiling, fraction) in [
+        ("stream_triad_gbytes_per_s", "stream_fraction"),
+        ("stream_sum13_gbytes_per_s", "sum13_fraction"),
+    ] {
+        let c = r[ceiling].as_f64().expect("measured");
+        let frac = r[fraction].as_f64().expect("fraction");
+        assert!(c > 0.0, "{r}");
+        assert!((frac - gbs / c).abs() <= 1e-12 * frac.abs().max(1.0), "{r}");
+    }
     // Without the option nothing is measured.
     let r = json_ok(&run(himeno(&[
         "--size",
@@ -126,6 +128,7 @@ fn quick_stream_fills_the_fraction_in_the_report() {
         "json",
     ])));
     assert!(r["stream_triad_gbytes_per_s"].is_null(), "{r}");
+    assert!(r["stream_sum13_gbytes_per_s"].is_null(), "{r}");
     let o = run(himeno(&["--stream", "quick", "--stream-gbs", "10"]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

@@ -86,12 +86,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let mut cfg = args.validate(comm.size())?;
     cfg.threads = crate::backend::threads::for_rank(args.threads, comm)?;
     collective_output_check(&cfg, comm)?;
-    if cfg.stream == StreamMeasure::Quick {
-        // Before the solver allocates, with the run's threads and binding.
-        let quick = crate::bench::stream::quick_stream(comm, cfg.threads, cfg.bind)?;
-        cfg.stream_gbs = Some(quick.triad);
-        cfg.stream_sum13_gbs = Some(quick.sum13);
-    }
     let grid = cfg.grid;
     let procs = match cfg.procs {
         Some(p) => p,
@@ -100,6 +94,13 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let block = Block::of(&grid, &procs, comm.rank());
     tracing::info!(rank = comm.rank(), ?block, "block");
     preflight::check(&cfg, &grid, &block, comm)?;
+    if cfg.stream == StreamMeasure::Quick {
+        // After the memory check (which counts its arrays) and before the
+        // solver allocates, with the run's threads and binding.
+        let quick = crate::bench::stream::quick_stream(comm, cfg.threads, cfg.bind)?;
+        cfg.stream_gbs = Some(quick.triad);
+        cfg.stream_sum13_gbs = Some(quick.sum13);
+    }
     let mut backend = backend::create(&cfg, &grid, &block, comm)?;
     let mut halo = Halo::new(&block, backend.as_mut())?;
     let mut halo_bytes = [halo.bytes_per_exchange() as f64];

@@ -268,6 +268,13 @@ pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<Quick
     Ok(quick)
 }
 
+/// Bytes one rank allocates for [`quick_stream`]: STREAM's three arrays
+/// and Sum13's fourteen.
+pub fn quick_bytes() -> u128 {
+    let n = default_elements(llc_bytes());
+    (3 * 8 * n + SUM_ARRAYS * 4 * sum13_elements(n)) as u128
+}
+
 /// Elements per array: 4x the last-level cache in `f64`s.
 fn default_elements(llc: u64) -> usize {
     (4 * llc / 8) as usize
@@ -642,6 +649,8 @@ mod tests {
         assert_eq!(n13, 3 * 8 * n / 56);
         assert!((14 * 4 * n13) as f64 / (3 * 8 * n) as f64 > 0.999);
         assert_eq!(sum13_elements(1), 1);
+        let three = 3 * 8 * default_elements(llc_bytes()) as u128;
+        assert!(quick_bytes() <= 2 * three && quick_bytes() > 2 * three - 64);
     }
 
     #[test]

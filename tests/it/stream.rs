@@ -92,7 +92,9 @@ fn stream_under_mpi_reports_each_rank_and_the_aggregate() {
     let ranks = r["per_rank"].as_array().unwrap();
     assert_eq!(ranks.len(), 2);
     assert_eq!(ranks[1]["rank"], 1);
-    assert_eq!(ranks[1]["kernels"].as_array().unwrap().len(), 4);
+    assert_eq!(ranks[1]["kernels"].as_array().unwrap().len(), 5);
+    assert_eq!(ranks[1]["sum13_elements"], 3 * 8 * 200003 / 56);
+    assert!(r["sum13_gbytes_per_s"].as_f64().unwrap() > 0.0, "{r}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `himeno bench stream`, the run's `--stream quick` measurement, thread
-//! pinning and its placement report (thread-count invariance of the fast
-//! sweep is in `run`). No timing is asserted: only fields, validation and exact
-//! answers.
+//! pinning and its placement report, and `scripts/bench-cpu.sh`
+//! (thread-count invariance of the fast sweep is in `run`). No timing is
+//! asserted: only fields, validation, exact answers and the tables'
+//! arithmetic.
 
 use crate::common::*;
 
@@ -166,4 +167,73 @@ fn bind_cores_pins_threads_and_reports_where() {
         placement.contains("bind none: threads seen on cpus"),
         "{placement}"
     );
+}
+
+/// `scripts/bench-cpu.sh` end to end on tiny runs: one table row per size
+/// and thread count, whose percentages are the solver's GB/s over the
+/// stream figures printed beside them.
+#[test]
+fn bench_cpu_script_prints_the_table() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.current_dir(root).args([
+        "scripts/bench-cpu.sh",
+        "--sizes",
+        "XS S",
+        "--threads",
+        "1",
+        "--repeats",
+        "1",
+        "--seconds",
+        "0.05",
+        "--bin",
+        BIN,
+    ]);
+    let o = run(cmd);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("size"))
+        .unwrap_or_else(|| panic!("no header in:\n{out}"));
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        [
+            "size",
+            "threads",
+            "MFLOPS",
+            "GB/s",
+            "triad_GB/s",
+            "%triad",
+            "sum13_GB/s",
+            "%sum13"
+        ]
+    );
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("size"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for (row, size) in rows.iter().zip(["XS", "S"]) {
+        assert_eq!(row.len(), 8, "{out}");
+        assert_eq!((row[0], row[1]), (size, "1"), "{out}");
+        let v: Vec<f64> = row[2..]
+            .iter()
+            .map(|x| x.parse().expect("a number"))
+            .collect();
+        let (gbs, triad, pct, sum13, pct13) = (v[1], v[2], v[3], v[4], v[5]);
+        assert!(
+            v[0] > 0.0 && gbs > 0.0 && triad > 0.0 && sum13 > 0.0,
+            "{out}"
+        );
+        // GB/s are printed with two decimals and percentages with one, so
+        // recomputing from the printed values is off by their rounding.
+        let close = |pct: f64, of: f64| {
+            let rounding = 0.05 + 100.0 * 0.005 * (1.0 / of + gbs / (of * of));
+            (pct - 100.0 * gbs / of).abs() <= rounding
+        };
+        assert!(close(pct, triad), "{out}");
+        assert!(close(pct13, sum13), "{out}");
+    }
 }

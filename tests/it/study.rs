@@ -18,18 +18,30 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every shell script the workflow ships.
+/// Every shell script the project ships: the files of `scripts/` and its
+/// Slurm and PBS folders, and CI's entry point.
 fn scripts() -> Vec<PathBuf> {
-    let mut v = vec![
-        root().join("scripts/sweep.sh"),
-        root().join("scripts/bind.sh"),
-    ];
-    for dir in ["scripts/slurm", "scripts/pbs"] {
-        for e in std::fs::read_dir(root().join(dir)).expect("template folder") {
-            v.push(e.expect("entry").path());
+    let mut v = vec![root().join(".ci/run")];
+    for dir in ["scripts", "scripts/slurm", "scripts/pbs"] {
+        for e in std::fs::read_dir(root().join(dir)).expect("script folder") {
+            let path = e.expect("entry").path();
+            if path.is_file() {
+                v.push(path);
+            }
         }
     }
-    assert_eq!(v.len(), 6, "{v:?}");
+    for name in [
+        "sweep.sh",
+        "bind.sh",
+        "bench-cpu.sh",
+        "run-job.sh",
+        "test.sh",
+    ] {
+        assert!(
+            v.contains(&root().join("scripts").join(name)),
+            "{name}: {v:?}"
+        );
+    }
     v
 }
 

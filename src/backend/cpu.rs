@@ -7,12 +7,14 @@
 //! stored and added in row order, so gosa does not depend on the thread
 //! count.
 //!
-//! The fourteen fields are allocated here rather than as `ndarray` arrays:
-//! each starts at a different offset modulo 4 KiB (and with its owned rows
-//! aligned to the vector width), because identically aligned arrays make the
-//! 14 streams of a sweep compete for the same few L1 sets and fall out of
-//! the cache between neighbouring vector loads.
+//! The fourteen fields are allocated here rather than as `ndarray` arrays,
+//! as [`HugeBuffer`]s wholly on huge pages, each starting at a different
+//! offset modulo 4 KiB (and with its owned rows aligned to the vector
+//! width), because identically aligned arrays make the 14 streams of a
+//! sweep compete for the same few L1 sets and fall out of the cache between
+//! neighbouring vector loads.
 
+use super::huge::HugeBuffer;
 use super::kernel::{self, Inputs, Isa, Layout};
 use super::threads::Pool;
 use super::{Backend, BackendInfo, Face, HostBuffer, pack_plane, unpack_plane};
@@ -45,40 +47,17 @@ const STAGGER_BYTES: usize = 256;
 /// Alignment of the first owned point of every row (a cache line).
 const ALIGN_BYTES: usize = 64;
 
-/// One field's memory: a buffer with the field starting `off` values in.
-struct Field {
-    buf: Vec<f32>,
-    off: usize,
-    len: usize,
+/// A zeroed field of `len` values, the `n`-th of the block, on huge pages:
+/// element 1 (the first owned k of a row, rows being multiples of the k
+/// extent) sits on an ALIGN_BYTES boundary, so every row's owned points do
+/// when nk*4 is a multiple of it; then the field is shifted by n *
+/// STAGGER_BYTES within the page.
+fn field(len: usize, n: usize) -> Field {
+    HugeBuffer::zeroed(len, ALIGN_BYTES - 4 + n * STAGGER_BYTES)
 }
 
-impl Field {
-    /// A zeroed field of `len` values, the `n`-th of the block. The pages
-    /// are not touched (`vec!` of zeros maps fresh pages), so the thread
-    /// that first writes a page decides its NUMA node.
-    fn new(len: usize, n: usize) -> Field {
-        let pad = (ALIGN_BYTES + n * STAGGER_BYTES) / 4;
-        let buf = super::threads::zeroed_buffer::<f32>(len + pad);
-        // Element 1 (the first owned k of a row, rows being multiples of
-        // the k extent) sits on an ALIGN_BYTES boundary when nk*4 is a
-        // multiple of it; then the field is shifted by n * STAGGER_BYTES.
-        let addr = buf.as_ptr() as usize + 4;
-        let align = (ALIGN_BYTES - addr % ALIGN_BYTES) % ALIGN_BYTES / 4;
-        Field {
-            buf,
-            off: align + n * STAGGER_BYTES / 4,
-            len,
-        }
-    }
-
-    fn s(&self) -> &[f32] {
-        &self.buf[self.off..self.off + self.len]
-    }
-
-    fn s_mut(&mut self) -> &mut [f32] {
-        &mut self.buf[self.off..self.off + self.len]
-    }
-}
+/// One field's memory.
+type Field = HugeBuffer<f32>;
 
 /// One rank's fields on the host, swept by a pool of threads.
 pub struct CpuBackend {
@@ -110,7 +89,7 @@ impl CpuBackend {
             block: *block,
             lay,
             fields: (0..NFIELDS)
-                .map(|n| Field::new(lay.dims.iter().product(), n))
+                .map(|n| field(lay.dims.iter().product(), n))
                 .collect(),
             pool,
             isa: Isa::detect(),
@@ -129,7 +108,7 @@ impl CpuBackend {
         let nk = self.lay.dims[2];
         let mut pieces: Vec<Pieces> = (0..self.parts.len()).map(|_| Vec::new()).collect();
         for (fi, field) in self.fields.iter_mut().enumerate() {
-            let mut rest = field.s_mut();
+            let mut rest = &mut field[..];
             for (t, part) in self.parts.iter().enumerate() {
                 let (head, tail) = rest.split_at_mut(part.mem.len() * nk);
                 pieces[t].push((fi, head));
@@ -215,11 +194,11 @@ impl Backend for CpuBackend {
         let (p, next) = pn.split_at_mut(1);
         let inp = Inputs {
             lay,
-            p: p[0].s(),
-            coef: std::array::from_fn(|f| coef[f].s()),
+            p: &p[0][..],
+            coef: std::array::from_fn(|f| &coef[f][..]),
             omega: OMEGA,
         };
-        let mut out_rest = next[0].s_mut();
+        let mut out_rest = &mut next[0][..];
         let mut gosa_rest = &mut self.row_gosa[..];
         let mut work = Vec::with_capacity(self.parts.len());
         for part in &self.parts {
@@ -248,14 +227,14 @@ impl Backend for CpuBackend {
     }
 
     fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
-        let next = ArrayView3::from_shape(self.lay.dims, self.fields[1].s()).expect("field shape");
+        let next = ArrayView3::from_shape(self.lay.dims, &self.fields[1][..]).expect("field shape");
         pack_plane(next, face, buf.as_mut_slice());
         Ok(0.0)
     }
 
     fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
         let next =
-            ArrayViewMut3::from_shape(self.lay.dims, self.fields[1].s_mut()).expect("field shape");
+            ArrayViewMut3::from_shape(self.lay.dims, &mut self.fields[1][..]).expect("field shape");
         unpack_plane(next, face, buf.as_slice());
         Ok(0.0)
     }
@@ -266,7 +245,7 @@ impl Backend for CpuBackend {
 
     fn field(&mut self) -> Result<Array3<f32>> {
         let d = self.lay.dims;
-        Array3::from_shape_vec((d[0], d[1], d[2]), self.fields[0].s().to_vec())
+        Array3::from_shape_vec((d[0], d[1], d[2]), self.fields[0][..].to_vec())
             .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
 }

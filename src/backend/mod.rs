@@ -4,6 +4,7 @@
 //! schedule, reductions and timing live in the one driver (`solver`).
 
 pub mod cpu;
+pub mod huge;
 pub mod kernel;
 pub mod threads;
 

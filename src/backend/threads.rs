@@ -147,18 +147,6 @@ impl Pool {
     }
 }
 
-/// A zeroed buffer of `len` values whose pages are not yet touched, with
-/// transparent huge pages requested (Linux `madvise`; a hint the kernel may
-/// ignore). Large pages keep the hardware prefetchers streaming across what
-/// would be 4 KiB page boundaries on the 14 streams of a sweep. Both the
-/// solver's fields and the stream arrays use it, so their bandwidths
-/// compare. `T` must be valid when all-zero (f32, f64).
-pub fn zeroed_buffer<T: Copy + Default + PartialEq>(len: usize) -> Vec<T> {
-    let v = vec![T::default(); len];
-    affinity::advise_huge(v.as_ptr().cast(), len * size_of::<T>());
-    v
-}
-
 fn broadcast_on<R: Send>(pool: &ThreadPool, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
     pool.broadcast(|ctx| f(ctx.index()))
 }
@@ -201,21 +189,6 @@ mod affinity {
         }
     }
 
-    /// Asks for transparent huge pages on the whole 2 MiB pages inside
-    /// `len` bytes at `addr`; failure only costs speed, so it is ignored.
-    pub fn advise_huge(addr: *const u8, len: usize) {
-        const HUGE: usize = 2 << 20;
-        let start = (addr as usize).next_multiple_of(HUGE);
-        let end = (addr as usize + len) / HUGE * HUGE;
-        if end > start {
-            // SAFETY: the range lies inside one live allocation; MADV_HUGEPAGE
-            // changes no contents.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
-
     /// The CPU the calling thread runs on now.
     pub fn current_cpu() -> Option<usize> {
         // SAFETY: no arguments; returns -1 on error.
@@ -238,9 +211,6 @@ mod affinity {
     pub fn pin(_cpu: usize) -> std::io::Result<()> {
         Err(std::io::Error::other("thread pinning needs Linux"))
     }
-
-    /// No huge-page hint off Linux.
-    pub fn advise_huge(_addr: *const u8, _len: usize) {}
 
     /// Unknown.
     pub fn current_cpu() -> Option<usize> {

@@ -18,8 +18,9 @@
 //! fourteen streams than over Triad's three; Sum13 measures that ceiling,
 //! which the solver cannot beat whatever its kernel does.
 
+use crate::backend::huge::HugeBuffer;
 use crate::backend::kernel::{self, Isa, SUM_INPUTS};
-use crate::backend::threads::{Pool, zeroed_buffer};
+use crate::backend::threads::Pool;
 use crate::comm::Comm;
 use crate::config::{Bind, Format};
 use crate::error::{Error, Result};
@@ -68,6 +69,10 @@ const KERNELS: [(&str, f64); 5] = [
 ];
 /// The kernel with the solver's traffic.
 const SUM13: &str = "sum13";
+/// Distance in bytes between the starts (modulo 4 KiB) of consecutive
+/// arrays, as between the solver's fields: identically aligned streams
+/// would compete for the same L1 sets.
+const STAGGER_BYTES: usize = 256;
 /// Arrays of Sum13: 13 inputs and the output.
 const SUM_ARRAYS: usize = SUM_INPUTS + 1;
 
@@ -327,10 +332,10 @@ struct Times {
 /// The three arrays of one rank, each split into the threads' parts, and
 /// Sum13's fourteen (inputs, then output; none for a triad alone).
 struct Arrays {
-    a: Vec<f64>,
-    b: Vec<f64>,
-    c: Vec<f64>,
-    sum: Vec<Vec<f32>>,
+    a: HugeBuffer<f64>,
+    b: HugeBuffer<f64>,
+    c: HugeBuffer<f64>,
+    sum: Vec<HugeBuffer<f32>>,
 }
 
 /// One thread's parts of `a`, `b`, `c`.
@@ -344,10 +349,12 @@ impl Arrays {
     fn first_touch(pool: &Pool, n: usize, sum_n: usize) -> Arrays {
         let sum_arrays = if sum_n == 0 { 0 } else { SUM_ARRAYS };
         let mut arr = Arrays {
-            a: zeroed_buffer(n),
-            b: zeroed_buffer(n),
-            c: zeroed_buffer(n),
-            sum: (0..sum_arrays).map(|_| zeroed_buffer(sum_n)).collect(),
+            a: HugeBuffer::zeroed(n, 0),
+            b: HugeBuffer::zeroed(n, STAGGER_BYTES),
+            c: HugeBuffer::zeroed(n, 2 * STAGGER_BYTES),
+            sum: (0..sum_arrays)
+                .map(|k| HugeBuffer::zeroed(sum_n, k * STAGGER_BYTES))
+                .collect(),
         };
         pool.scatter(arr.split(pool), |_, (a, b, c)| {
             a.fill(1.0);
@@ -379,7 +386,7 @@ impl Arrays {
     /// each thread, its part of every array.
     fn split_sum(&mut self, pool: &Pool) -> Vec<Vec<&mut [f32]>> {
         let threads = pool.threads();
-        let n = self.sum.first().map_or(0, Vec::len);
+        let n = self.sum.first().map_or(0, |b| b.len());
         let mut rest: Vec<&mut [f32]> = self.sum.iter_mut().map(|v| &mut v[..]).collect();
         (0..threads)
             .map(|t| {

@@ -1,0 +1,113 @@
+//! Large host buffers on transparent huge pages, shared by the CPU sweep's
+//! fields and `himeno bench stream`'s arrays so that their bandwidths
+//! compare.
+//!
+//! Huge pages keep the hardware prefetchers streaming across what would be
+//! 4 KiB page boundaries, and save TLB misses (dear in a virtual machine,
+//! where each one walks two page tables). A 2 MiB page can only back a
+//! 2 MiB-aligned range that lies wholly inside the allocation, so the data
+//! of a [`HugeBuffer`] starts just after a 2 MiB boundary and is followed by
+//! 2 MiB of slack: every 2 MiB page it touches can be a huge one. Left to
+//! the allocator's alignment, the partial pages at both ends of the size M
+//! fields held 18% of them on 4 KiB pages.
+
+use std::ops::{Deref, DerefMut};
+
+/// Size of a transparent huge page (x86-64 and most Linux configurations).
+const HUGE: usize = 2 << 20;
+
+/// A zeroed buffer of `len` values whose data starts `shift` bytes after a
+/// 2 MiB boundary, with huge pages requested (Linux `madvise`, a hint the
+/// kernel may ignore). The pages are not touched here: the thread that
+/// first writes a page decides its NUMA node. Dereferences to the data.
+pub struct HugeBuffer<T> {
+    buf: Vec<T>,
+    off: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> HugeBuffer<T> {
+    /// `len` zeros; `shift` (bytes, a multiple of `T`'s size, below 2 MiB)
+    /// staggers buffers against each other within the page. `T` must be
+    /// valid when all-zero (`f32`, `f64`): `vec!` of zeros maps fresh,
+    /// untouched pages.
+    pub fn zeroed(len: usize, shift: usize) -> HugeBuffer<T> {
+        let size = size_of::<T>();
+        assert!(
+            shift.is_multiple_of(size) && shift < HUGE,
+            "shift {shift} is not a multiple of {size} below 2 MiB"
+        );
+        // Up to 2 MiB to reach the boundary, the shift, 2 MiB of slack.
+        let buf = vec![T::default(); len + (2 * HUGE + shift) / size];
+        let addr = buf.as_ptr() as usize;
+        let to_boundary = (HUGE - addr % HUGE) % HUGE;
+        advise(addr + to_boundary, buf.len() * size - to_boundary);
+        HugeBuffer {
+            off: (to_boundary + shift) / size,
+            len,
+            buf,
+        }
+    }
+}
+
+impl<T> Deref for HugeBuffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.buf[self.off..self.off + self.len]
+    }
+}
+
+impl<T> DerefMut for HugeBuffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
+/// Asks for transparent huge pages on the whole 2 MiB pages of the `len`
+/// bytes at `addr` (a 2 MiB boundary); failure only costs speed, so it is
+/// ignored.
+#[cfg(target_os = "linux")]
+fn advise(addr: usize, len: usize) {
+    let len = len / HUGE * HUGE;
+    if len > 0 {
+        // SAFETY: the range lies inside one live allocation; MADV_HUGEPAGE
+        // changes no contents.
+        unsafe {
+            libc::madvise(addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+/// No huge-page hint off Linux.
+#[cfg(not(target_os = "linux"))]
+fn advise(_addr: usize, _len: usize) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_starts_at_the_shift_after_a_boundary_and_is_zero() {
+        for (len, shift) in [(0, 0), (1, 4), (1000, 256), (3 << 20, 1024 + 60)] {
+            let mut b = HugeBuffer::<f32>::zeroed(len, shift);
+            assert_eq!(b.len(), len);
+            assert!(b.iter().all(|&x| x == 0.0));
+            assert_eq!(b.as_ptr() as usize % HUGE, shift);
+            // The 2 MiB page holding the last value lies inside the buffer.
+            let end = b.as_ptr() as usize + 4 * len;
+            let alloc_end = b.buf.as_ptr() as usize + 4 * b.buf.len();
+            assert!(end.next_multiple_of(HUGE) <= alloc_end);
+            if let Some(last) = b.last_mut() {
+                *last = 1.0;
+            }
+        }
+        let d = HugeBuffer::<f64>::zeroed(10, 512);
+        assert_eq!(d.as_ptr() as usize % HUGE, 512);
+    }
+
+    #[test]
+    #[should_panic(expected = "not a multiple")]
+    fn a_shift_that_splits_a_value_is_refused() {
+        let _ = HugeBuffer::<f64>::zeroed(4, 4);
+    }
+}

@@ -4,8 +4,8 @@
 # solver's effective bandwidth (56 bytes/point) is compared with the stream
 # triad measured with the same threads and binding, stream and solver runs
 # interleaved. sum13 moves the solver's 56 bytes/point as 14 plain streams
-# with no arithmetic: the ceiling for that many streams per thread, which
-# on some machines sits well below the triad's. Each figure is the best of
+# with no arithmetic: what the memory system gives to that many streams,
+# which can sit below the triad's. Each figure is the best of
 # --repeats runs (a shared machine only ever slows runs down); stream's own
 # figures are its best repetitions.
 #

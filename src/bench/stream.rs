@@ -14,9 +14,10 @@
 //!
 //! A fifth kernel, Sum13, moves the solver's traffic with none of its
 //! arithmetic: 13 `f32` arrays read and one written, 56 bytes per element
-//! ([`kernel::sum_streams`]). A core may keep fewer lines in flight over
-//! fourteen streams than over Triad's three; Sum13 measures that ceiling,
-//! which the solver cannot beat whatever its kernel does.
+//! ([`kernel::sum_streams`]). It measures what the memory system gives to
+//! fourteen concurrent streams, which can be less than it gives to Triad's
+//! three, so that a gap between the solver and the triad can be split into
+//! the memory system's share and the kernel's.
 
 use crate::backend::huge::HugeBuffer;
 use crate::backend::kernel::{self, Isa, SUM_INPUTS};

@@ -386,36 +386,21 @@ impl Arrays {
     /// The static partition of Sum13's arrays over the pool's threads: for
     /// each thread, its part of every array.
     fn split_sum(&mut self, pool: &Pool) -> Vec<Vec<&mut [f32]>> {
-        let threads = pool.threads();
-        let n = self.sum.first().map_or(0, |b| b.len());
-        let mut rest: Vec<&mut [f32]> = self.sum.iter_mut().map(|v| &mut v[..]).collect();
-        (0..threads)
-            .map(|t| {
-                let len = split(n, threads, t).1;
-                rest.iter_mut()
-                    .map(|r| {
-                        let (head, tail) = std::mem::take(r).split_at_mut(len);
-                        *r = tail;
-                        head
-                    })
-                    .collect()
-            })
-            .collect()
+        partition(
+            self.sum.iter_mut().map(|v| &mut v[..]).collect(),
+            pool.threads(),
+        )
     }
 
     /// The static partition of the arrays over the pool's threads: the same
     /// parts every call.
     fn split(&mut self, pool: &Pool) -> Vec<Parts<'_>> {
-        let n = self.a.len();
-        let (mut a, mut b, mut c) = (&mut self.a[..], &mut self.b[..], &mut self.c[..]);
-        (0..pool.threads())
-            .map(|t| {
-                let len = split(n, pool.threads(), t).1;
-                let (ah, at) = std::mem::take(&mut a).split_at_mut(len);
-                let (bh, bt) = std::mem::take(&mut b).split_at_mut(len);
-                let (ch, ct) = std::mem::take(&mut c).split_at_mut(len);
-                (a, b, c) = (at, bt, ct);
-                (ah, bh, ch)
+        let arrays = vec![&mut self.a[..], &mut self.b[..], &mut self.c[..]];
+        partition(arrays, pool.threads())
+            .into_iter()
+            .map(|parts| {
+                let [a, b, c]: [&mut [f64]; 3] = parts.try_into().expect("three arrays");
+                (a, b, c)
             })
             .collect()
     }
@@ -517,6 +502,25 @@ fn kernel_fn(name: &str) -> Result<fn(Parts<'_>)> {
         },
         other => return Err(Error::runtime(format!("no stream kernel {other}"))),
     })
+}
+
+/// The static partition of equally long `arrays` over `threads` threads:
+/// for each thread, its part of every array, the same parts every call.
+fn partition<T>(arrays: Vec<&mut [T]>, threads: usize) -> Vec<Vec<&mut [T]>> {
+    let n = arrays.first().map_or(0, |a| a.len());
+    let mut rest = arrays;
+    (0..threads)
+        .map(|t| {
+            let len = split(n, threads, t).1;
+            rest.iter_mut()
+                .map(|r| {
+                    let (head, tail) = std::mem::take(r).split_at_mut(len);
+                    *r = tail;
+                    head
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// Sum13 over one thread's parts: the 13 inputs, then the output.

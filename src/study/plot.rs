@@ -235,7 +235,7 @@ where
         ))
         .map_err(e)?
         .label("ideal")
-        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], grey.stroke_width(5)));
+        .legend(line_key(grey.stroke_width(5)));
     let blue = PHASE_COLOURS[0];
     chart
         .draw_series(LineSeries::new(
@@ -244,7 +244,7 @@ where
         ))
         .map_err(e)?
         .label("measured (best run per rank count)")
-        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], blue.stroke_width(2)));
+        .legend(line_key(blue.stroke_width(2)));
     let all: Vec<(f64, f64)> = g
         .rows
         .iter()
@@ -269,7 +269,7 @@ where
             ))
             .map_err(e)?
             .label("model")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], red.stroke_width(2)));
+            .legend(line_key(red.stroke_width(2)));
         chart
             .draw_series(
                 model
@@ -287,6 +287,11 @@ where
         .draw()
         .map_err(e)?;
     Ok(())
+}
+
+/// The legend key of a line series: a short stroke in the series' style.
+fn line_key(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new([(x, y), (x + 20, y)], style)
 }
 
 /// Stacked bars of the slowest rank's milliseconds per iteration per phase,

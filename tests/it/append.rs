@@ -17,22 +17,9 @@ fn temp_file(name: &str) -> PathBuf {
 
 /// The smallest possible run, appending to `file` with `label`.
 fn tiny_run(file: &str, label: &str) -> std::process::Output {
-    run(himeno(&[
-        "--grid",
-        "3x3x3",
-        "--iterations",
-        "1",
-        "--warmup",
-        "0",
-        "--threads",
-        "1",
-        "--format",
-        "json",
-        "--output",
-        file,
-        "--label",
-        label,
-    ]))
+    let mut args = TINY_RUN.to_vec();
+    args.extend_from_slice(&["--threads", "1", "--output", file, "--label", label]);
+    run(himeno(&args))
 }
 
 #[test]

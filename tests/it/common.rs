@@ -14,6 +14,19 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_himeno");
 /// Whether this test binary was built with MPI support.
 pub const MPI: bool = cfg!(feature = "mpi");
 
+/// The smallest real run: one iteration of a 3x3x3 grid, no rehearsal,
+/// a JSON report.
+pub const TINY_RUN: [&str; 8] = [
+    "--grid",
+    "3x3x3",
+    "--iterations",
+    "1",
+    "--warmup",
+    "0",
+    "--format",
+    "json",
+];
+
 /// A command running the binary with `args`.
 pub fn himeno(args: &[&str]) -> Command {
     let mut c = Command::new(BIN);

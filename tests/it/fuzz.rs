@@ -137,16 +137,7 @@ proptest! {
 
 /// One real record line, from a real run.
 fn real_line() -> String {
-    let o = run(himeno(&[
-        "--grid",
-        "3x3x3",
-        "--iterations",
-        "1",
-        "--warmup",
-        "0",
-        "--format",
-        "json",
-    ]));
+    let o = run(himeno(&TINY_RUN));
     json_ok(&o);
     let rec: Record = serde_json::from_str(&stdout(&o)).expect("the report is a Record");
     serde_json::to_string(&rec).unwrap()

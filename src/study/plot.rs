@@ -228,23 +228,26 @@ where
         .map_err(e)?;
     // The ideal line is wide and light, so a curve on top of it stays visible.
     let grey = RGBColor(170, 170, 170);
-    chart
-        .draw_series(LineSeries::new(
-            [(n0, ideal(n0)), (xmax, ideal(xmax))],
-            grey.stroke_width(5),
-        ))
-        .map_err(e)?
-        .label("ideal")
-        .legend(line_key(grey.stroke_width(5)));
     let blue = PHASE_COLOURS[0];
-    chart
-        .draw_series(LineSeries::new(
-            measured.iter().copied(),
+    let lines = [
+        (
+            vec![(n0, ideal(n0)), (xmax, ideal(xmax))],
+            grey.stroke_width(5),
+            "ideal",
+        ),
+        (
+            measured,
             blue.stroke_width(2),
-        ))
-        .map_err(e)?
-        .label("measured (best run per rank count)")
-        .legend(line_key(blue.stroke_width(2)));
+            "measured (best run per rank count)",
+        ),
+    ];
+    for (points, style, label) in lines {
+        chart
+            .draw_series(LineSeries::new(points, style))
+            .map_err(e)?
+            .label(label)
+            .legend(line_key(style));
+    }
     let all: Vec<(f64, f64)> = g
         .rows
         .iter()
@@ -278,15 +281,25 @@ where
             )
             .map_err(e)?;
     }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
+}
+
+/// Draws the chart's legend box at `position`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> std::result::Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(position)
         .label_font(("sans-serif", 15))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(e)?;
-    Ok(())
+        .map_err(|x| x.to_string())
 }
 
 /// The legend key of a line series: a short stroke in the series' style.
@@ -368,13 +381,5 @@ where
             .label(phase.name())
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }

@@ -2,7 +2,9 @@
 //! [`RunConfig`]. Every check that can fail on bad input lives here, so a
 //! usage error is found identically on every rank before any work starts.
 
-use crate::config::{BackendKind, Bind, Format, RunConfig, RunLength, Staging, StreamMeasure};
+use crate::config::{
+    BackendKind, Bind, Format, RunConfig, RunLength, Staging, Stores, StreamMeasure,
+};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::ProcGrid;
@@ -134,6 +136,11 @@ pub struct RunArgs {
     /// Overlap the interior sweep with the halo exchange (GPU backend).
     #[arg(long)]
     pub overlap: bool,
+    /// How the CPU sweep writes the new field: streaming (non-temporal
+    /// stores, no read of each line before writing it), cached, or auto
+    /// (streaming when the node's fields exceed its last-level cache).
+    #[arg(long, value_enum, default_value_t = Stores::Auto)]
+    pub stores: Stores,
     /// Measured stream triad bandwidth in GB/s; the report shows the
     /// solver's effective bandwidth as a fraction of it.
     #[arg(long, allow_negative_numbers = true, value_parser = number)]
@@ -271,6 +278,7 @@ impl RunArgs {
             staging: self.staging,
             device: self.device,
             overlap: self.overlap,
+            stores: self.stores,
             stream_gbs: self.stream_gbs,
             stream_sum13_gbs: None,
             stream: self.stream,

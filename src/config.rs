@@ -38,6 +38,21 @@ pub enum Bind {
     Cores,
 }
 
+/// How the CPU sweep stores the new field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Stores {
+    /// Streaming when the fields of the node's ranks exceed its last-level
+    /// cache, cached otherwise.
+    Auto,
+    /// Non-temporal stores of whole cache lines: no read of the line
+    /// before it is written (4 bytes per point less memory traffic), but
+    /// the new field is not left in the cache.
+    Streaming,
+    /// Ordinary stores through the cache.
+    Cached,
+}
+
 /// Whether a run measures the stream triad bandwidth itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -101,6 +116,8 @@ pub struct RunConfig {
     pub device: Option<usize>,
     /// Overlap the interior sweep with the halo exchange (GPU).
     pub overlap: bool,
+    /// How the CPU sweep stores the new field.
+    pub stores: Stores,
     /// Stream triad bandwidth of this machine in GB/s, to report the
     /// solver's bandwidth as a fraction of it.
     pub stream_gbs: Option<f64>,

@@ -181,7 +181,7 @@ mod tests {
             .unwrap()
             .run;
         let cfg = args.validate(1).unwrap();
-        (CpuBackend::new(&grid, &block, &cfg).unwrap(), block)
+        (CpuBackend::new(&grid, &block, &cfg, 1).unwrap(), block)
     }
 
     #[test]

@@ -13,12 +13,18 @@
 //! width), because identically aligned arrays make the 14 streams of a
 //! sweep compete for the same few L1 sets and fall out of the cache between
 //! neighbouring vector loads.
+//!
+//! When the fields cannot stay in the last-level cache, each thread writes
+//! its rows of `next` through a [`LineWriter`] (streaming stores), so that
+//! writing `next` does not first read it from memory.
 
+use super::cache::LastLevel;
 use super::huge::HugeBuffer;
 use super::kernel::{self, Inputs, Isa, Layout};
+use super::lines::LineWriter;
 use super::threads::Pool;
 use super::{Backend, BackendInfo, Face, HostBuffer, pack_plane, unpack_plane};
-use crate::config::RunConfig;
+use crate::config::{RunConfig, Stores};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, split};
@@ -46,6 +52,8 @@ const NFIELDS: usize = 14;
 const STAGGER_BYTES: usize = 256;
 /// Alignment of the first owned point of every row (a cache line).
 const ALIGN_BYTES: usize = 64;
+/// `f32` values per cache line.
+const LINE_FLOATS: usize = ALIGN_BYTES / 4;
 
 /// A zeroed field of `len` values, the `n`-th of the block, on huge pages:
 /// element 1 (the first owned k of a row, rows being multiples of the k
@@ -69,14 +77,21 @@ pub struct CpuBackend {
     pool: Pool,
     isa: Isa,
     parts: Vec<Part>,
+    /// Whether `next` is written with streaming (non-temporal) stores.
+    streaming: bool,
     row_gosa: Vec<f64>,
     gosa: f64,
 }
 
 impl CpuBackend {
     /// Allocates and initialises the fields of `block` with the configured
-    /// number of threads.
-    pub fn new(grid: &Grid, block: &Block, cfg: &RunConfig) -> Result<CpuBackend> {
+    /// number of threads; `node_ranks` ranks share this node's caches.
+    pub fn new(
+        grid: &Grid,
+        block: &Block,
+        cfg: &RunConfig,
+        node_ranks: usize,
+    ) -> Result<CpuBackend> {
         let pool = Pool::new(cfg.threads, cfg.bind)?;
         let threads = pool.threads();
         let lay = Layout {
@@ -84,6 +99,15 @@ impl CpuBackend {
         };
         let parts = partition(lay.dims, threads);
         let interior_rows = block.n[0] * block.n[1];
+        let field_bytes = NFIELDS * lay.dims.iter().product::<usize>() * size_of::<f32>();
+        let streaming = match cfg.stores {
+            Stores::Streaming => true,
+            Stores::Cached => false,
+            // Streaming measured 7% faster at sizes M and L, whose fields
+            // come from memory every sweep, and 9% slower at S, whose
+            // fields fit in a 32 MiB L3 (notes/cpu-perf.md).
+            Stores::Auto => field_bytes.saturating_mul(node_ranks) > LastLevel::detect().node_bytes,
+        };
         let mut cpu = CpuBackend {
             grid: *grid,
             block: *block,
@@ -94,6 +118,7 @@ impl CpuBackend {
             pool,
             isa: Isa::detect(),
             parts,
+            streaming,
             row_gosa: vec![0.0; interior_rows],
             gosa: 0.0,
         };
@@ -154,6 +179,53 @@ fn partition(dims: [usize; 3], threads: usize) -> Vec<Part> {
     parts
 }
 
+/// The interior rows `(i, j)` of `part`, in memory order.
+fn part_rows(lay: Layout, part: &Part) -> impl Iterator<Item = (usize, usize)> {
+    let nj_in = lay.dims[1] - 2;
+    part.rows
+        .clone()
+        .map(move |q| (q / nj_in + 1, q % nj_in + 1))
+}
+
+/// Sweeps `part`'s rows straight into its memory `out` of `next` (the
+/// kernel prefetches each line of `next` before writing it), storing each
+/// row's residual sum in `gosa`.
+fn sweep_part_cached(isa: Isa, inp: &Inputs<'_>, part: &Part, out: &mut [f32], gosa: &mut [f64]) {
+    let start = part.mem.start * inp.lay.dims[2];
+    for ((i, j), g) in part_rows(inp.lay, part).zip(gosa) {
+        *g = kernel::sweep_row(isa, inp, i, j, &mut out[inp.lay.row(i, j) - start..]);
+    }
+}
+
+/// As [`sweep_part_cached`], but each row is computed into a buffer that
+/// stays in L1 and written out by a [`LineWriter`] with streaming stores.
+fn sweep_part_streaming(
+    isa: Isa,
+    inp: &Inputs<'_>,
+    part: &Part,
+    out: &mut [f32],
+    gosa: &mut [f64],
+) {
+    let nk = inp.lay.dims[2];
+    let start = part.mem.start * nk;
+    let mut buf = vec![0.0f32; nk + LINE_FLOATS];
+    // The row buffer's owned points start on a cache line, as the field's do.
+    let skew = (buf[1..].as_ptr() as usize % ALIGN_BYTES) / 4;
+    let row = &mut buf[(LINE_FLOATS - skew) % LINE_FLOATS..][..nk];
+    let mut writer = LineWriter::new(out);
+    for ((i, j), g) in part_rows(inp.lay, part).zip(gosa) {
+        let at = inp.lay.row(i, j);
+        // The row's two end values are p's (a boundary value both fields
+        // share, or a ghost that the exchange replaces), so that
+        // consecutive rows of a plane reach the writer as one contiguous
+        // run of whole lines.
+        row[0] = inp.p[at];
+        row[nk - 1] = inp.p[at + nk - 1];
+        *g = kernel::sweep_row(isa, inp, i, j, row);
+        writer.write(at - start, row);
+    }
+}
+
 impl Backend for CpuBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {
@@ -161,8 +233,13 @@ impl Backend for CpuBackend {
             threads: self.parts.len(),
             device: None,
             detail: Some(format!(
-                "kernel {}; {}",
+                "kernel {}; {} stores; {}",
                 self.isa.name(),
+                if self.streaming {
+                    "streaming"
+                } else {
+                    "cached"
+                },
                 self.pool.describe()
             )),
         }
@@ -188,7 +265,6 @@ impl Backend for CpuBackend {
     fn sweep_start(&mut self) -> Result<()> {
         let lay = self.lay;
         let nk = lay.dims[2];
-        let nj_in = lay.dims[1] - 2;
         let isa = self.isa;
         let (pn, coef) = self.fields.split_at_mut(2);
         let (p, next) = pn.split_at_mut(1);
@@ -209,12 +285,12 @@ impl Backend for CpuBackend {
             work.push((out, g));
         }
         let parts = &self.parts;
+        let streaming = self.streaming;
         self.pool.scatter(work, |t, (out, g)| {
-            let part = &parts[t];
-            for (q, gq) in part.rows.clone().zip(g.iter_mut()) {
-                let (i, j) = (q / nj_in + 1, q % nj_in + 1);
-                let at = (lay.row(i, j) - part.mem.start * nk)..;
-                *gq = kernel::sweep_row(isa, &inp, i, j, &mut out[at]);
+            if streaming {
+                sweep_part_streaming(isa, &inp, &parts[t], out, g);
+            } else {
+                sweep_part_cached(isa, &inp, &parts[t], out, g);
             }
         });
         // Summed in row order: independent of the number of threads.

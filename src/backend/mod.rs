@@ -3,9 +3,11 @@
 //! buffer, and unpacking a received face into its ghost layer. The halo
 //! schedule, reductions and timing live in the one driver (`solver`).
 
+pub mod cache;
 pub mod cpu;
 pub mod huge;
 pub mod kernel;
+pub mod lines;
 pub mod threads;
 
 #[cfg(feature = "cuda")]
@@ -150,7 +152,12 @@ pub fn create(
     comm: &dyn Comm,
 ) -> Result<Box<dyn Backend>> {
     match cfg.backend {
-        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(grid, block, cfg)?)),
+        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
+            grid,
+            block,
+            cfg,
+            comm.node_size(),
+        )?)),
         BackendKind::Gpu => gpu::create(cfg, grid, block, comm),
         BackendKind::Auto => {
             // Decided together: ranks on nodes with and without GPUs must
@@ -161,7 +168,12 @@ pub fn create(
                 gpu::create(cfg, grid, block, comm)
             } else {
                 tracing::info!("no usable GPU on every rank: using the CPU backend");
-                Ok(Box::new(cpu::CpuBackend::new(grid, block, cfg)?))
+                Ok(Box::new(cpu::CpuBackend::new(
+                    grid,
+                    block,
+                    cfg,
+                    comm.node_size(),
+                )?))
             }
         }
     }

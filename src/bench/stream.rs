@@ -19,6 +19,7 @@
 //! three, so that a gap between the solver and the triad can be split into
 //! the memory system's share and the kernel's.
 
+use crate::backend::cache::LastLevel;
 use crate::backend::huge::HugeBuffer;
 use crate::backend::kernel::{self, Isa, SUM_INPUTS};
 use crate::backend::threads::Pool;
@@ -36,8 +37,6 @@ const SCALAR: f64 = 3.0;
 /// Largest repetition count: the replayed values grow by 15x per
 /// repetition and must stay finite.
 const MAX_REPEATS: usize = 200;
-/// Last-level cache size assumed when the system does not tell it.
-const FALLBACK_LLC_BYTES: u64 = 32 << 20;
 
 /// Options of `himeno bench stream`.
 #[derive(Debug, Args, Clone)]
@@ -281,6 +280,13 @@ pub fn quick_bytes() -> u128 {
     (3 * 8 * n + SUM_ARRAYS * 4 * sum13_elements(n)) as u128
 }
 
+/// Bytes of one last-level cache instance: each rank sizes its arrays from
+/// it, so a node's ranks together stay far beyond the caches they share
+/// without one rank alone taking a whole node's worth.
+fn llc_bytes() -> u64 {
+    LastLevel::detect().instance_bytes as u64
+}
+
 /// Elements per array: 4x the last-level cache in `f64`s.
 fn default_elements(llc: u64) -> usize {
     (4 * llc / 8) as usize
@@ -291,36 +297,6 @@ fn default_elements(llc: u64) -> usize {
 /// as far beyond the caches.
 fn sum13_elements(elements: usize) -> usize {
     (3 * 8 * elements / (SUM_ARRAYS * 4)).max(1)
-}
-
-/// Size of the largest (last-level) cache of CPU 0, from sysfs.
-pub fn llc_bytes() -> u64 {
-    let mut best: Option<(u32, u64)> = None;
-    for idx in 0..16 {
-        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{idx}");
-        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
-        let (Some(level), Some(size)) = (read("level"), read("size")) else {
-            continue;
-        };
-        let (Ok(level), Some(size)) = (level.trim().parse::<u32>(), parse_size(size.trim())) else {
-            continue;
-        };
-        if best.is_none_or(|(l, _)| level > l) {
-            best = Some((level, size));
-        }
-    }
-    best.map_or(FALLBACK_LLC_BYTES, |(_, s)| s)
-}
-
-/// Parses sysfs cache sizes such as `32768K` or `2M`.
-fn parse_size(s: &str) -> Option<u64> {
-    let (num, mult) = match s.as_bytes().last()? {
-        b'K' => (&s[..s.len() - 1], 1 << 10),
-        b'M' => (&s[..s.len() - 1], 1 << 20),
-        b'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok().map(|n| n * mult)
 }
 
 /// Per-repetition times of each kernel: this rank's and the slowest
@@ -663,14 +639,5 @@ mod tests {
         assert_eq!(sum13_elements(1), 1);
         let three = 3 * 8 * default_elements(llc_bytes()) as u128;
         assert!(quick_bytes() <= 2 * three && quick_bytes() > 2 * three - 64);
-    }
-
-    #[test]
-    fn cache_sizes_parse() {
-        assert_eq!(parse_size("32768K"), Some(32 << 20));
-        assert_eq!(parse_size("2M"), Some(2 << 20));
-        assert_eq!(parse_size("512"), Some(512));
-        assert_eq!(parse_size("x"), None);
-        assert!(llc_bytes() > 0);
     }
 }

@@ -111,6 +111,10 @@ pub struct Record {
     pub overlap: bool,
     /// Thread binding policy.
     pub bind: String,
+    /// CPU store policy asked for (`auto`, `streaming`, `cached`); each
+    /// rank's placement says which stores it used.
+    #[serde(default)]
+    pub stores: Option<String>,
     /// NUMA binding set by `scripts/bind.sh` (`HIMENO_BINDING` on rank 0).
     #[serde(default)]
     pub binding: Option<String>,
@@ -207,6 +211,7 @@ impl Record {
             staging: (first.kind == "gpu").then(|| format!("{:?}", cfg.staging).to_lowercase()),
             overlap: cfg.overlap,
             bind: format!("{:?}", cfg.bind).to_lowercase(),
+            stores: (first.kind == "cpu").then(|| format!("{:?}", cfg.stores).to_lowercase()),
             binding: std::env::var("HIMENO_BINDING")
                 .ok()
                 .filter(|b| !b.is_empty()),

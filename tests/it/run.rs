@@ -114,6 +114,37 @@ fn thread_count_does_not_change_the_answer() {
 }
 
 #[test]
+fn store_policy_does_not_change_the_answer() {
+    // Streaming stores write whole rows, ends included, through a line
+    // buffer: rows of 35 values start at every offset of a cache line.
+    let mut seen = Vec::new();
+    for stores in ["streaming", "cached", "auto"] {
+        for threads in ["1", "3"] {
+            let r = json_ok(&run(himeno(&[
+                "--grid",
+                "13x11x35",
+                "--iterations",
+                "5",
+                "--threads",
+                threads,
+                "--stores",
+                stores,
+                "--verify",
+                "--format",
+                "json",
+            ])));
+            assert_eq!(r["verified"], true, "{stores} x{threads}: {r}");
+            assert_eq!(r["stores"], stores);
+            let placement = r["per_rank"][0]["placement"].as_str().unwrap();
+            let used = if stores == "auto" { "cached" } else { stores };
+            assert!(placement.contains(&format!("{used} stores")), "{placement}");
+            seen.push(r["p_fingerprint"].clone());
+        }
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+}
+
+#[test]
 fn verify_against_the_reference_passes() {
     let o = run(himeno(&[
         "--grid",

@@ -1,0 +1,140 @@
+//! The node's last-level cache, read from Linux sysfs, for sizing `bench stream`'s
+//! arrays beyond it and deciding whether a rank's fields can stay in it
+//! between sweeps.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+/// Size of one last-level cache assumed when sysfs does not describe the
+/// caches (a server-class L3 of one chiplet or one small socket).
+pub const ASSUMED_BYTES: usize = 32 << 20;
+
+/// The highest cache level of this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastLevel {
+    /// Bytes of one instance (the largest, if they differ).
+    pub instance_bytes: usize,
+    /// Bytes of all instances together (CPUs sharing one instance list
+    /// the same `shared_cpu_list`).
+    pub node_bytes: usize,
+}
+
+impl LastLevel {
+    /// This node's last-level cache, or [`ASSUMED_BYTES`] as a single
+    /// instance when sysfs does not tell.
+    pub fn detect() -> LastLevel {
+        from_sysfs(Path::new("/sys/devices/system/cpu")).unwrap_or(LastLevel {
+            instance_bytes: ASSUMED_BYTES,
+            node_bytes: ASSUMED_BYTES,
+        })
+    }
+}
+
+/// [`LastLevel::detect`] over a sysfs tree rooted at `cpus`.
+fn from_sysfs(cpus: &Path) -> Option<LastLevel> {
+    // (level, shared_cpu_list, bytes) of every data or unified cache.
+    let mut caches = Vec::new();
+    for cpu in fs::read_dir(cpus).ok()?.flatten() {
+        let name = cpu.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with("cpu") || !name[3..].bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(indices) = fs::read_dir(cpu.path().join("cache")) else {
+            continue;
+        };
+        for index in indices.flatten() {
+            let read = |f: &str| fs::read_to_string(index.path().join(f)).ok();
+            if read("type").is_some_and(|t| t.trim() == "Instruction") {
+                continue;
+            }
+            let level = read("level").and_then(|l| l.trim().parse::<u32>().ok());
+            let bytes = read("size").and_then(|s| parse_size(&s));
+            let shared = read("shared_cpu_list").unwrap_or_default();
+            if let (Some(level), Some(bytes)) = (level, bytes) {
+                caches.push((level, shared.trim().to_string(), bytes));
+            }
+        }
+    }
+    let top = caches.iter().map(|c| c.0).max()?;
+    let instances: BTreeSet<(String, usize)> = caches
+        .into_iter()
+        .filter(|c| c.0 == top)
+        .map(|c| (c.1, c.2))
+        .collect();
+    Some(LastLevel {
+        instance_bytes: instances.iter().map(|i| i.1).max()?,
+        node_bytes: instances.iter().map(|i| i.1).sum(),
+    })
+}
+
+/// Parses a sysfs cache size such as `32768K`, `1M` or `512`.
+fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (digits, unit) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_their_units() {
+        assert_eq!(parse_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("K"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("12X"), None);
+    }
+
+    /// Two L3 instances of 16 MiB shared by two CPUs each, private L2s and
+    /// L1 instruction caches: the last level totals 32 MiB.
+    #[test]
+    fn last_level_counts_each_shared_instance_once() {
+        let root = std::env::temp_dir().join(format!("himeno-cache-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        for cpu in 0..4 {
+            let caches = [
+                (1, "Instruction", "32K", cpu.to_string()),
+                (2, "Unified", "1024K", cpu.to_string()),
+                (
+                    3,
+                    "Unified",
+                    "16384K",
+                    if cpu < 2 { "0-1" } else { "2-3" }.into(),
+                ),
+            ];
+            for (n, (level, kind, size, shared)) in caches.iter().enumerate() {
+                let d = root.join(format!("cpu{cpu}/cache/index{n}"));
+                fs::create_dir_all(&d).unwrap();
+                fs::write(d.join("level"), format!("{level}\n")).unwrap();
+                fs::write(d.join("type"), format!("{kind}\n")).unwrap();
+                fs::write(d.join("size"), format!("{size}\n")).unwrap();
+                fs::write(d.join("shared_cpu_list"), format!("{shared}\n")).unwrap();
+            }
+        }
+        fs::create_dir_all(root.join("cpufreq")).unwrap();
+        let want = LastLevel {
+            instance_bytes: 16 << 20,
+            node_bytes: 32 << 20,
+        };
+        assert_eq!(from_sysfs(&root), Some(want));
+        assert_eq!(from_sysfs(&root.join("nowhere")), None);
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn this_machine_has_a_plausible_last_level() {
+        let l = LastLevel::detect();
+        assert!((64 << 10..=64 << 30).contains(&l.instance_bytes), "{l:?}");
+        assert!(l.node_bytes >= l.instance_bytes, "{l:?}");
+    }
+}

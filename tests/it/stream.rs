@@ -205,8 +205,10 @@ fn bench_cpu_script_prints_the_table() {
             "GB/s",
             "triad_GB/s",
             "%triad",
+            "paired",
             "sum13_GB/s",
-            "%sum13"
+            "%sum13",
+            "paired"
         ]
     );
     let rows: Vec<Vec<&str>> = out
@@ -216,13 +218,14 @@ fn bench_cpu_script_prints_the_table() {
         .collect();
     assert_eq!(rows.len(), 2, "{out}");
     for (row, size) in rows.iter().zip(["XS", "S"]) {
-        assert_eq!(row.len(), 8, "{out}");
+        assert_eq!(row.len(), 10, "{out}");
         assert_eq!((row[0], row[1]), (size, "1"), "{out}");
         let v: Vec<f64> = row[2..]
             .iter()
             .map(|x| x.parse().expect("a number"))
             .collect();
-        let (gbs, triad, pct, sum13, pct13) = (v[1], v[2], v[3], v[4], v[5]);
+        let (gbs, triad, pct, paired, sum13, pct13, paired13) =
+            (v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
         assert!(
             v[0] > 0.0 && gbs > 0.0 && triad > 0.0 && sum13 > 0.0,
             "{out}"
@@ -235,5 +238,8 @@ fn bench_cpu_script_prints_the_table() {
         };
         assert!(close(pct, triad), "{out}");
         assert!(close(pct13, sum13), "{out}");
+        // One repeat: its pair is the best over the best, unrounded.
+        assert!((paired - pct).abs() <= 0.1, "{out}");
+        assert!((paired13 - pct13).abs() <= 0.1, "{out}");
     }
 }

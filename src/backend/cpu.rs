@@ -103,9 +103,9 @@ impl CpuBackend {
         let streaming = match cfg.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
-            // Streaming measured 7% faster at sizes M and L, whose fields
-            // come from memory every sweep, and 9% slower at S, whose
-            // fields fit in a 32 MiB L3 (notes/cpu-perf.md).
+            // Streaming measured up to 7% faster at sizes M and L, whose
+            // fields come from memory every sweep, and 9% slower at S,
+            // whose fields fit in a 32 MiB L3 (notes/cpu-perf.md).
             Stores::Auto => field_bytes.saturating_mul(node_ranks) > LastLevel::detect().node_bytes,
         };
         let mut cpu = CpuBackend {

@@ -151,13 +151,14 @@ pub fn create(
     block: &Block,
     comm: &dyn Comm,
 ) -> Result<Box<dyn Backend>> {
+    let cpu = || -> Result<Box<dyn Backend>> {
+        let node_ranks = comm.node_size();
+        Ok(Box::new(cpu::CpuBackend::new(
+            grid, block, cfg, node_ranks,
+        )?))
+    };
     match cfg.backend {
-        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
-            grid,
-            block,
-            cfg,
-            comm.node_size(),
-        )?)),
+        BackendKind::Cpu => cpu(),
         BackendKind::Gpu => gpu::create(cfg, grid, block, comm),
         BackendKind::Auto => {
             // Decided together: ranks on nodes with and without GPUs must
@@ -168,12 +169,7 @@ pub fn create(
                 gpu::create(cfg, grid, block, comm)
             } else {
                 tracing::info!("no usable GPU on every rank: using the CPU backend");
-                Ok(Box::new(cpu::CpuBackend::new(
-                    grid,
-                    block,
-                    cfg,
-                    comm.node_size(),
-                )?))
+                cpu()
             }
         }
     }

@@ -83,30 +83,27 @@ fn csv_report_has_header_and_one_row() {
     assert!(lines[0].contains("mflops") && lines[0].contains("wall_s"));
 }
 
+/// A run on odd extents (rows of 33 points: 4 whole chunks and a tail of
+/// one) with `extra` options, verified against the reference kernel
+/// (fingerprint of p exact); returns its report.
+fn verified_odd_run(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--grid", "13x11x35", "--iterations", "5"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--verify", "--format", "json"]);
+    let r = json_ok(&run(himeno(&args)));
+    assert_eq!(r["verified"], true, "{extra:?}: {r}");
+    assert_eq!(r["verification"]["against"], "reference");
+    r
+}
+
 #[test]
 fn thread_count_does_not_change_the_answer() {
-    // Odd extents (rows of 33 points: 4 whole chunks and a tail of one),
-    // thread counts 1..5 that split rows unevenly, pinned and not; each run
-    // is verified against the reference kernel (fingerprint of p exact).
+    // Thread counts 1..5 that split rows unevenly, pinned and not.
     let mut seen = Vec::new();
     for t in 1..=5 {
         for bind in ["none", "cores"] {
             let threads = t.to_string();
-            let r = json_ok(&run(himeno(&[
-                "--grid",
-                "13x11x35",
-                "--iterations",
-                "5",
-                "--threads",
-                &threads,
-                "--bind",
-                bind,
-                "--verify",
-                "--format",
-                "json",
-            ])));
-            assert_eq!(r["verified"], true, "threads {t} bind {bind}: {r}");
-            assert_eq!(r["verification"]["against"], "reference");
+            let r = verified_odd_run(&["--threads", &threads, "--bind", bind]);
             seen.push(r["p_fingerprint"].clone());
         }
     }
@@ -120,20 +117,7 @@ fn store_policy_does_not_change_the_answer() {
     let mut seen = Vec::new();
     for stores in ["streaming", "cached", "auto"] {
         for threads in ["1", "3"] {
-            let r = json_ok(&run(himeno(&[
-                "--grid",
-                "13x11x35",
-                "--iterations",
-                "5",
-                "--threads",
-                threads,
-                "--stores",
-                stores,
-                "--verify",
-                "--format",
-                "json",
-            ])));
-            assert_eq!(r["verified"], true, "{stores} x{threads}: {r}");
+            let r = verified_odd_run(&["--threads", threads, "--stores", stores]);
             assert_eq!(r["stores"], stores);
             let placement = r["per_rank"][0]["placement"].as_str().unwrap();
             let used = if stores == "auto" { "cached" } else { stores };

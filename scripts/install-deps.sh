@@ -9,8 +9,17 @@ need=()
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 \
-  || ls /usr/lib/*/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
+# bindgen loads libclang.so or libclang-N.so; libclang-cpp (pulled in by other
+# LLVM tools) is a different library and does not count.
+have_libclang() {
+  local f
+  for f in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* \
+    /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so*; do
+    [ -e "$f" ] && return 0
+  done
+  return 1
+}
+have_libclang || need+=(libclang-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v numactl >/dev/null 2>&1 || need+=(numactl)

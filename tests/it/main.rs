@@ -9,6 +9,7 @@ mod failures;
 mod fuzz;
 mod gpu;
 mod known_answers;
+mod layers;
 mod mpi;
 mod run;
 mod signals;

@@ -2,12 +2,16 @@
 //! [`RunConfig`]. Every check that can fail on bad input lives here, so a
 //! usage error is found identically on every rank before any work starts.
 
-use crate::config::{
-    BackendKind, Bind, Format, RunConfig, RunLength, Staging, Stores, StreamMeasure,
-};
+use crate::backend::Staging;
+use crate::backend::cpu::Stores;
+use crate::bench::BenchArgs;
+use crate::config::{BackendKind, RunConfig, RunLength, StreamMeasure};
 use crate::error::{Error, Result};
-use crate::grid::Grid;
-use crate::grid::decomp::ProcGrid;
+use crate::grid::Preset;
+use crate::machine::threads::{self, Bind};
+use crate::output::Format;
+use crate::problem::{Problem, ProblemArgs, Ranks};
+use crate::study::{ModelArgs, ReportArgs};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -41,60 +45,35 @@ pub enum Command {
     /// index, exchange, and check every ghost (faces, edges, corners).
     Selftest(SelftestArgs),
     /// Tables and plots of scaling studies from results files.
-    Report(crate::study::ReportArgs),
+    Report(ReportArgs),
     /// Predict time per iteration and the compute/communication split.
-    Model(crate::study::ModelArgs),
+    Model(ModelArgs),
     /// Evaluation benchmarks beside the solver (memory bandwidth, MPI
     /// ping-pong, host<->device transfers).
-    Bench(crate::bench::BenchArgs),
-}
-
-/// Validates `--threads`; default: the CPUs this process may use.
-pub fn threads_or_default(threads: Option<usize>) -> Result<usize> {
-    match threads {
-        Some(0) => Err(Error::usage("--threads must be at least 1")),
-        Some(t) if t > 4096 => Err(Error::usage(format!(
-            "--threads {t} is more than 4096: give at most 4096 threads per rank"
-        ))),
-        Some(t) => Ok(t),
-        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
-    }
+    Bench(BenchArgs),
 }
 
 /// Options of the halo self-test.
 #[derive(Debug, Args, Clone)]
 pub struct SelftestArgs {
-    /// Size preset: XS, S, M, L or XL.
-    #[arg(long, default_value = "XS", conflicts_with = "grid")]
-    pub size: String,
-    /// Custom global grid NIxNJxNK.
-    #[arg(long)]
-    pub grid: Option<String>,
-    /// Process grid PIxPJxPK; default: chosen automatically.
-    #[arg(long)]
-    pub procs: Option<String>,
+    /// The grid and process grid to test (default size XS).
+    #[command(flatten)]
+    pub problem: ProblemArgs,
 }
 
 impl SelftestArgs {
-    /// The grid to test.
-    pub fn grid(&self) -> Result<Grid> {
-        Ok(crate::grid::resolve(&self.size, self.grid.as_deref())?.0)
+    /// The problem to test on `ranks` ranks.
+    pub fn resolve(&self, ranks: usize) -> Result<Problem> {
+        self.problem.resolve(Preset::XS, Ranks::Job(ranks))
     }
 }
 
 /// Options of a benchmark run, as typed.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
-    /// Size preset: XS, S, M, L or XL.
-    #[arg(long, default_value = "M", conflicts_with = "grid")]
-    pub size: String,
-    /// Custom global grid NIxNJxNK (each at least 3), e.g. 257x257x513.
-    #[arg(long)]
-    pub grid: Option<String>,
-    /// Process grid PIxPJxPK (product = number of ranks); default: chosen
-    /// to minimise the halo surface.
-    #[arg(long)]
-    pub procs: Option<String>,
+    /// The grid and process grid (default size M).
+    #[command(flatten)]
+    pub problem: ProblemArgs,
     /// Sweep threads per rank; default: the cores this rank may use (shared
     /// with the node's other ranks when the launcher did not bind them).
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
@@ -202,29 +181,12 @@ const MAX_ITERATIONS: u64 = 1_000_000_000;
 const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 
 impl RunArgs {
-    /// Validates the options into a configuration. `ranks` is the job's rank
-    /// count, used to check the process grid.
-    pub fn validate(&self, ranks: usize) -> Result<RunConfig> {
-        let (grid, size_label) = crate::grid::resolve(&self.size, self.grid.as_deref())?;
-        let procs = match &self.procs {
-            Some(s) => {
-                let pg: ProcGrid = s.parse()?;
-                if ranks == 1 && pg.ranks() > 1 && !crate::comm::MPI_ENABLED {
-                    return Err(Error::usage(format!(
-                        "--procs {pg} needs {} ranks, but this build has no MPI support: \
-                         rebuild with `--features mpi` and start it with mpirun",
-                        pg.ranks()
-                    )));
-                }
-                pg.validate(&grid, ranks)?;
-                Some(pg)
-            }
-            None => {
-                ProcGrid::auto(&grid, ranks)?;
-                None
-            }
-        };
-        let threads = threads_or_default(self.threads)?;
+    /// Validates the options into the final configuration of a job of
+    /// `ranks` ranks, `node_ranks` of them on this rank's node (they share
+    /// its CPUs when the launcher did not bind them).
+    pub fn validate(&self, ranks: usize, node_ranks: usize) -> Result<RunConfig> {
+        let problem = self.problem.resolve(Preset::M, Ranks::Job(ranks))?;
+        let threads = threads::for_rank(self.threads, node_ranks)?;
         let length = match self.iterations {
             Some(0) => return Err(Error::usage("--iterations must be at least 1")),
             Some(n) if n > MAX_ITERATIONS => {
@@ -264,9 +226,7 @@ impl RunArgs {
             )));
         }
         Ok(RunConfig {
-            grid,
-            size_label,
-            procs,
+            problem,
             threads,
             length,
             warmup: self.warmup,
@@ -280,7 +240,6 @@ impl RunArgs {
             overlap: self.overlap,
             stores: self.stores,
             stream_gbs: self.stream_gbs,
-            stream_sum13_gbs: None,
             stream: self.stream,
             label: self.label.clone(),
         })
@@ -299,8 +258,8 @@ mod tests {
 
     #[test]
     fn defaults_are_the_original_run() {
-        let cfg = args(&[]).validate(1).unwrap();
-        assert_eq!(cfg.grid.n, [128, 128, 256]);
+        let cfg = args(&[]).validate(1, 1).unwrap();
+        assert_eq!(cfg.grid().n, [128, 128, 256]);
         assert_eq!(cfg.length, RunLength::Seconds(60.0));
         assert_eq!(cfg.warmup, 3);
     }
@@ -317,7 +276,7 @@ mod tests {
             &["--procs", "2x1x1"],
             &["--stream-gbs=-1"],
         ] {
-            let err = args(bad).validate(1).unwrap_err();
+            let err = args(bad).validate(1, 1).unwrap_err();
             assert!(matches!(err, Error::Usage(_)), "{bad:?}: {err}");
         }
     }

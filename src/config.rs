@@ -1,12 +1,18 @@
 //! The validated configuration of a benchmark run. `cli` turns the options
-//! as typed into this; everything downstream trusts it.
+//! as typed into this, once; everything downstream trusts it and nothing
+//! changes it afterwards.
 
+use crate::backend::api::Staging;
+use crate::backend::cpu::{CpuOptions, Stores};
 use crate::grid::Grid;
 use crate::grid::decomp::ProcGrid;
+use crate::machine::threads::Bind;
+use crate::output::Format;
+use crate::problem::Problem;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// Which backend sweeps the rank's block.
+/// Which backend the user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
@@ -14,65 +20,18 @@ pub enum BackendKind {
     Cpu,
     /// One GPU per rank (build with `--features cuda`).
     Gpu,
-    /// A GPU when one is usable, otherwise the CPU.
+    /// A GPU when every rank has a usable one, otherwise the CPU.
     Auto,
 }
 
-/// Host memory used to stage GPU halo messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Staging {
-    /// Page-locked host buffers (DMA straight from the device).
-    Pinned,
-    /// Ordinary host memory (the driver copies through its own bounce buffer).
-    Pageable,
-}
-
-/// Thread placement for CPU sweeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Bind {
-    /// Leave placement to the operating system.
-    None,
-    /// Pin each sweep thread to one core of the rank's allowed set.
-    Cores,
-}
-
-/// How the CPU sweep stores the new field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Stores {
-    /// Streaming when the fields of the node's ranks exceed its last-level
-    /// cache, cached otherwise.
-    Auto,
-    /// Non-temporal stores of whole cache lines: no read of the line
-    /// before it is written (4 bytes per point less memory traffic), but
-    /// the new field is not left in the cache.
-    Streaming,
-    /// Ordinary stores through the cache.
-    Cached,
-}
-
-/// Whether a run measures the stream triad bandwidth itself.
+/// Whether a run measures the stream bandwidths itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum StreamMeasure {
     /// No measurement (use `--stream-gbs` if given).
     Off,
-    /// A short in-process triad before the timed loop.
+    /// A short in-process triad and Sum13 before the timed loop.
     Quick,
-}
-
-/// How the report is printed on standard output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// The original's familiar lines plus decomposition and phase tables.
-    Text,
-    /// One JSON object.
-    Json,
-    /// A CSV header and one row.
-    Csv,
 }
 
 /// How many iterations the timed run does.
@@ -87,12 +46,8 @@ pub enum RunLength {
 /// Everything a benchmark run needs to know.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
-    /// Global grid.
-    pub grid: Grid,
-    /// Preset name, or `custom` for `--grid`.
-    pub size_label: String,
-    /// Process grid, or `None` to choose automatically.
-    pub procs: Option<ProcGrid>,
+    /// Global grid, its label and the process grid.
+    pub problem: Problem,
     /// Sweep threads per rank.
     pub threads: usize,
     /// Length of the timed run.
@@ -118,15 +73,32 @@ pub struct RunConfig {
     pub overlap: bool,
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
-    /// Stream triad bandwidth of this machine in GB/s, to report the
-    /// solver's bandwidth as a fraction of it.
+    /// Stream triad bandwidth of this machine in GB/s given by the user, to
+    /// report the solver's bandwidth as a fraction of it.
     pub stream_gbs: Option<f64>,
-    /// Sum13 bandwidth (the solver's traffic as 14 plain streams) in GB/s,
-    /// measured by `--stream quick`.
-    pub stream_sum13_gbs: Option<f64>,
-    /// Measure the stream triad and Sum13 before the run (fills
-    /// `stream_gbs` and `stream_sum13_gbs`).
+    /// Measure the stream triad and Sum13 before the run.
     pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,
+}
+
+impl RunConfig {
+    /// The global grid.
+    pub fn grid(&self) -> Grid {
+        self.problem.grid
+    }
+
+    /// The process grid.
+    pub fn procs(&self) -> ProcGrid {
+        self.problem.procs
+    }
+
+    /// What the CPU backend is asked for.
+    pub fn cpu_options(&self) -> CpuOptions {
+        CpuOptions {
+            threads: self.threads,
+            bind: self.bind,
+            stores: self.stores,
+        }
+    }
 }

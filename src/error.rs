@@ -47,6 +47,22 @@ impl Error {
     }
 }
 
+/// The exit code of a command's outcome: its own code on success, the
+/// error's otherwise. The error is printed on stderr as one `himeno:` line
+/// when `speak` is set (the one rank, of several that fail alike, that
+/// tells the user).
+pub fn exit(outcome: Result<ExitCode>, speak: bool) -> ExitCode {
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            if speak {
+                eprintln!("himeno: {e}");
+            }
+            e.to_exit_code()
+        }
+    }
+}
+
 impl fmt::Display for Error {
     /// One line whatever the message holds: control characters (from user
     /// input quoted in a message, say) are written escaped, so a batch log

@@ -16,8 +16,9 @@
 //! Ghost planes are written through the backend's own `unpack`, so the hook
 //! works on every backend without a method of its own.
 
-use crate::backend::{Backend, Face};
+use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::grid::decomp::Face;
 use ndarray::Axis;
 
 /// Name of the environment variable that holds the fault.
@@ -142,11 +143,10 @@ fn edit_low_i_ghost_plane(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cpu::CpuBackend;
-    use crate::cli::{Cli, RunArgs};
+    use crate::backend::cpu::{CpuBackend, CpuOptions, Stores};
     use crate::grid::Grid;
     use crate::grid::decomp::{Block, ProcGrid};
-    use clap::Parser;
+    use crate::machine::threads::Bind;
 
     #[test]
     fn parses_the_documented_form_only() {
@@ -177,11 +177,12 @@ mod tests {
     fn backend() -> (CpuBackend, Block) {
         let grid = Grid::new([6, 5, 7]).unwrap();
         let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
-        let args: RunArgs = Cli::try_parse_from(["himeno", "--threads", "1"])
-            .unwrap()
-            .run;
-        let cfg = args.validate(1).unwrap();
-        (CpuBackend::new(&grid, &block, &cfg, 1).unwrap(), block)
+        let opts = CpuOptions {
+            threads: 1,
+            bind: Bind::None,
+            stores: Stores::Auto,
+        };
+        (CpuBackend::new(&grid, &block, &opts, 1).unwrap(), block)
     }
 
     #[test]

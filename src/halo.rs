@@ -4,14 +4,11 @@
 //! forwards the ghosts an earlier step received: that fills the edge ghosts
 //! the 19-point stencil's cross terms read, with face messages only.
 
-use crate::backend::{Backend, Face, HostBuffer};
+use crate::backend::{Backend, HostBuffer};
 use crate::comm::Comm;
 use crate::error::Result;
-use crate::grid::decomp::Block;
+use crate::grid::decomp::{Block, Face};
 use crate::timing::{Lap, Phase, PhaseTimes};
-
-/// Dimensions in exchange order.
-const ORDER: [usize; 3] = [2, 1, 0];
 
 /// Send and receive buffers of one dimension, sized once.
 struct Step {
@@ -31,28 +28,20 @@ impl Halo {
     /// backend (page-locked on GPUs when asked).
     pub fn new(block: &Block, backend: &mut dyn Backend) -> Result<Halo> {
         let dims = block.local_dims();
-        let mut steps = Vec::new();
-        for dim in ORDER {
-            let peers = block.neighbours[dim];
-            if peers == [None, None] {
-                continue;
+        let mut steps: Vec<Step> = Vec::new();
+        for (face, peer) in block.halo_faces() {
+            if steps.last().is_none_or(|s| s.dim != face.dim) {
+                steps.push(Step {
+                    dim: face.dim,
+                    peers: [None, None],
+                    send: [backend.staging(0)?, backend.staging(0)?],
+                    recv: [backend.staging(0)?, backend.staging(0)?],
+                });
             }
-            let mut buf = |side: usize| -> Result<Box<dyn HostBuffer>> {
-                let len = if peers[side].is_some() {
-                    Face { dim, side }.len(dims)
-                } else {
-                    0
-                };
-                backend.staging(len)
-            };
-            let send = [buf(0)?, buf(1)?];
-            let recv = [buf(0)?, buf(1)?];
-            steps.push(Step {
-                dim,
-                peers,
-                send,
-                recv,
-            });
+            let step = steps.last_mut().expect("pushed above");
+            step.peers[face.side] = Some(peer);
+            step.send[face.side] = backend.staging(face.len(dims))?;
+            step.recv[face.side] = backend.staging(face.len(dims))?;
         }
         Ok(Halo { steps })
     }

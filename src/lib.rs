@@ -6,6 +6,13 @@
 //!
 //! [`main_entry`] is the whole program; `main.rs` only calls it.
 
+// The layers, lowest first (a module only imports from layers below it;
+// `tests/it/layers.rs` keeps it so):
+// 1. error, timing, signals, machine, grid, comm, output;
+// 2. backend (cpu, gpu), verify, problem;
+// 3. halo, fault, config, preflight, progress, selftest, solver;
+// 4. report, bench, study;
+// 5. cli, then run and this entry point.
 pub mod backend;
 pub mod bench;
 pub mod cli;
@@ -15,7 +22,11 @@ pub mod error;
 pub mod fault;
 pub mod grid;
 pub mod halo;
+pub mod machine;
+pub mod output;
 pub mod preflight;
+pub mod problem;
+pub mod progress;
 pub mod report;
 pub mod selftest;
 pub mod signals;
@@ -28,6 +39,7 @@ mod run;
 
 use clap::Parser;
 use cli::{Cli, Command};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// Parses the command line, runs what it asks and maps the outcome to the
@@ -37,7 +49,7 @@ pub fn main_entry() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             // Every rank parses the same arguments: let one of them speak.
-            if launcher_rank().unwrap_or(0) == 0 {
+            if comm::launcher_rank().unwrap_or(0) == 0 {
                 if e.use_stderr() {
                     eprintln!("himeno: {}", cli::one_line(&e));
                 } else {
@@ -52,23 +64,10 @@ pub fn main_entry() -> ExitCode {
         None => run::benchmark(&cli.run),
         Some(Command::Run(args)) => run::benchmark(&args),
         Some(Command::Selftest(args)) => run::selftest(&args),
-        Some(Command::Report(args)) => study::report(&args),
-        Some(Command::Model(args)) => study::model_command(&args),
+        Some(Command::Report(args)) => error::exit(study::report(&args), true),
+        Some(Command::Model(args)) => error::exit(study::model(&args), true),
         Some(Command::Bench(args)) => bench::run(&args),
     }
-}
-
-/// This process's rank as a launcher announced it, before MPI starts.
-pub(crate) fn launcher_rank() -> Option<usize> {
-    [
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-    ]
-    .iter()
-    .filter_map(|v| std::env::var(v).ok())
-    .find_map(|s| s.trim().parse().ok())
 }
 
 /// Logs go to stderr: warnings by default, `-v` info, `-vv` debug;
@@ -81,8 +80,10 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Colour codes only for a terminal: batch logs must stay plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }

@@ -8,18 +8,15 @@
 //! its node's available memory to rank 0, which decides for the whole job
 //! and broadcasts the decision, so no rank is left waiting.
 
-use crate::backend::Face;
+use crate::backend::Kind;
 use crate::comm::Comm;
-use crate::config::{BackendKind, RunConfig, StreamMeasure};
+use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
+use crate::grid::fields::FIELDS;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Number of full-size `f32` fields of a CPU rank: `p`, `next` and twelve
-/// coefficient arrays.
-pub const FIELDS: u128 = 14;
 
 /// Bytes in a GiB, for messages.
 const GIB: f64 = (1u64 << 30) as f64;
@@ -32,21 +29,18 @@ const GIB: f64 = (1u64 << 30) as f64;
 pub fn host_bytes(block: &Block, fields_on_host: bool, verify_grid: Option<&Grid>) -> u128 {
     let dims = block.local_dims();
     let local: u128 = dims.iter().map(|&d| d as u128).product();
+    let fields = FIELDS as u128;
     let mut bytes = local * 4; // the read-back copy of p
     if fields_on_host {
-        bytes += FIELDS * local * 4;
+        bytes += fields * local * 4;
         bytes += (block.n[0] as u128) * (block.n[1] as u128) * 8;
     }
-    for dim in 0..3 {
-        for side in 0..2 {
-            if block.neighbours[dim][side].is_some() {
-                bytes += 2 * Face { dim, side }.len(dims) as u128 * 4;
-            }
-        }
+    for (face, _) in block.halo_faces() {
+        bytes += 2 * face.len(dims) as u128 * 4;
     }
     if let Some(g) = verify_grid {
         let whole: u128 = g.n.iter().map(|&d| d as u128).product();
-        bytes += FIELDS * whole * 4;
+        bytes += fields * whole * 4;
     }
     bytes
 }
@@ -168,23 +162,23 @@ fn decide(grid: &Grid, reports: &[RankReport]) -> Result<()> {
 }
 
 /// Checks, collectively, that every node has the memory its ranks need for
-/// `block` of `grid` under `cfg`. Call it before the backend allocates.
-pub fn check(cfg: &RunConfig, grid: &Grid, block: &Block, comm: &dyn Comm) -> Result<()> {
-    let fields_on_host = match cfg.backend {
-        BackendKind::Cpu => true,
-        BackendKind::Gpu => false,
-        BackendKind::Auto => !crate::backend::gpu::available(),
-    };
+/// `block` under `cfg` with a backend of `kind`, and for `before` bytes
+/// used and freed before the backend allocates (the quick stream's arrays).
+/// Call it before the backend allocates.
+pub fn check(
+    cfg: &RunConfig,
+    kind: Kind,
+    block: &Block,
+    before: Option<u128>,
+    comm: &dyn Comm,
+) -> Result<()> {
+    let grid = cfg.grid();
     // Rank 0 runs the reference kernel over the whole grid when asked to
     // verify and no known answer exists; counting it always (when asked)
     // keeps the check independent of the iteration count.
-    let verify_grid = (cfg.verify && comm.rank() == 0).then_some(grid);
-    let mut need = host_bytes(block, fields_on_host, verify_grid);
-    if cfg.stream == StreamMeasure::Quick {
-        // The quick stream's arrays are freed before the fields are made.
-        need = need.max(crate::bench::stream::quick_bytes());
-    }
-    check_need(grid, need, comm)
+    let verify_grid = (cfg.verify && comm.rank() == 0).then_some(&grid);
+    let need = host_bytes(block, kind == Kind::Cpu, verify_grid).max(before.unwrap_or(0));
+    check_need(&grid, need, comm)
 }
 
 /// Checks, collectively, that every node has `need` bytes (this rank's

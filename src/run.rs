@@ -1,19 +1,25 @@
 //! Running a benchmark job: communicator, configuration, backend, solver,
 //! verification and report, with errors mapped so that no rank hangs.
 //!
+//! Everything the job takes from its environment (options, stop signals,
+//! `HIMENO_FAULT`, `HIMENO_BINDING`) is read here and passed down.
 //! Usage errors are found identically on every rank, so every rank returns
 //! exit code 2 and only rank 0 prints. A runtime error may strike one rank
 //! alone: that rank prints it and aborts the whole job.
 
 use crate::backend;
+use crate::bench::stream;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
-use crate::config::{Format, RunConfig, StreamMeasure};
+use crate::config::{RunConfig, StreamMeasure};
 use crate::error::{Error, Result};
-use crate::grid::decomp::{Block, ProcGrid};
+use crate::fault::Fault;
+use crate::grid::decomp::Block;
 use crate::halo::Halo;
+use crate::output::{self, Format};
 use crate::preflight;
-use crate::report::{self, Record, RecordInputs};
+use crate::progress::Progress;
+use crate::report::{self, Ceilings, Record, RecordInputs};
 use crate::selftest;
 use crate::signals::StopFlag;
 use crate::solver::Solver;
@@ -23,90 +29,68 @@ use std::process::ExitCode;
 /// Runs the benchmark job described by `args`.
 pub fn benchmark(args: &RunArgs) -> ExitCode {
     let stop = StopFlag::install();
-    with_comm(|comm| run_job(args, comm, stop))
+    comm::with_comm(|comm| run_job(args, comm, stop))
 }
 
 /// Runs the halo self-test described by `args`.
 pub fn selftest(args: &SelftestArgs) -> ExitCode {
-    with_comm(|comm| {
-        let grid = args.grid()?;
-        let procs = match &args.procs {
-            Some(s) => s.parse()?,
-            None => ProcGrid::auto(&grid, comm.size())?,
-        };
-        procs.validate(&grid, comm.size())?;
-        let block = Block::of(&grid, &procs, comm.rank());
-        preflight::check_need(&grid, preflight::host_bytes(&block, false, None), comm)?;
-        let checked = selftest::halo_self_test(comm, &grid, &procs)?;
+    comm::with_comm(|comm| {
+        let problem = args.resolve(comm.size())?;
+        let block = Block::of(&problem.grid, &problem.procs, comm.rank());
+        preflight::check_need(
+            &problem.grid,
+            preflight::host_bytes(&block, false, None),
+            comm,
+        )?;
+        let checked = selftest::halo_self_test(comm, &problem)?;
         let mut total = [checked as f64];
         comm.sum(&mut total);
         if comm.rank() == 0 {
-            println!(
-                "halo self-test passed: grid {grid}, process grid {procs}, {} ghost values checked",
-                total[0]
-            );
+            output::emit(&format!(
+                "halo self-test passed: grid {}, process grid {}, {} ghost values checked\n",
+                problem.grid, problem.procs, total[0]
+            ))?;
         }
         Ok(ExitCode::SUCCESS)
     })
 }
 
-/// Starts communication, runs `job`, and turns its error into an exit code
-/// (aborting every rank when the error may be local to this one).
-pub(crate) fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
-    let comm = match comm::init() {
-        Ok(c) => c,
-        Err(e) => {
-            // Every rank a launcher started fails alike: let one speak.
-            if crate::launcher_rank().unwrap_or(0) == 0 {
-                eprintln!("himeno: {e}");
-            }
-            return e.to_exit_code();
-        }
-    };
-    match job(comm.as_ref()) {
-        Ok(code) => code,
-        Err(e @ (Error::Usage(_) | Error::Verification(_))) => {
-            if comm.rank() == 0 {
-                eprintln!("himeno: {e}");
-            }
-            e.to_exit_code()
-        }
-        Err(e) => {
-            eprintln!("himeno: rank {}: {e}", comm.rank());
-            if comm.size() > 1 {
-                comm.abort(i32::from(e.exit_code()));
-            }
-            e.to_exit_code()
-        }
-    }
-}
-
 /// The job itself; see [`benchmark`].
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
-    let mut cfg = args.validate(comm.size())?;
-    cfg.threads = crate::backend::threads::for_rank(args.threads, comm)?;
+    let cfg = args.validate(comm.size(), comm.node_size())?;
+    let fault = Fault::from_env()?;
+    let binding = std::env::var("HIMENO_BINDING")
+        .ok()
+        .filter(|b| !b.is_empty());
     collective_output_check(&cfg, comm)?;
-    let grid = cfg.grid;
-    let procs = match cfg.procs {
-        Some(p) => p,
-        None => ProcGrid::auto(&grid, comm.size())?,
-    };
+    let (grid, procs) = (cfg.grid(), cfg.procs());
     let block = Block::of(&grid, &procs, comm.rank());
     tracing::info!(rank = comm.rank(), ?block, "block");
-    preflight::check(&cfg, &grid, &block, comm)?;
-    if cfg.stream == StreamMeasure::Quick {
+    let kind = backend::choose(cfg.backend, comm);
+    // The quick stream's arrays are freed before the fields are made.
+    let quick_bytes = (cfg.stream == StreamMeasure::Quick).then(stream::quick_bytes);
+    preflight::check(&cfg, kind, &block, quick_bytes, comm)?;
+    let ceilings = match cfg.stream {
         // After the memory check (which counts its arrays) and before the
         // solver allocates, with the run's threads and binding.
-        let quick = crate::bench::stream::quick_stream(comm, cfg.threads, cfg.bind)?;
-        cfg.stream_gbs = Some(quick.triad);
-        cfg.stream_sum13_gbs = Some(quick.sum13);
-    }
-    let mut backend = backend::create(&cfg, &grid, &block, comm)?;
+        StreamMeasure::Quick => {
+            let quick = stream::quick_stream(comm, cfg.threads, cfg.bind)?;
+            Ceilings {
+                triad_gbs: Some(quick.triad),
+                sum13_gbs: Some(quick.sum13),
+            }
+        }
+        StreamMeasure::Off => Ceilings {
+            triad_gbs: cfg.stream_gbs,
+            sum13_gbs: None,
+        },
+    };
+    let mut backend = backend::create(kind, &cfg, &grid, &block, comm)?;
     let mut halo = Halo::new(&block, backend.as_mut())?;
     let mut halo_bytes = [halo.bytes_per_exchange() as f64];
     comm.sum(&mut halo_bytes);
 
-    let mut progress = crate::study::progress::Progress::for_rank(comm.rank());
+    let mut progress = Progress::for_rank(comm.rank());
     let outcome = Solver {
         comm,
         backend: backend.as_mut(),
@@ -114,6 +98,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         grid,
         block,
         stop,
+        fault,
         progress: Some(&mut |done, planned| progress.update(done, planned)),
     }
     .run(&cfg);
@@ -163,9 +148,10 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             &outcome,
             RecordInputs {
                 cfg: &cfg,
-                procs,
                 halo_bytes: halo_bytes[0] as u64,
                 verdict,
+                ceilings,
+                binding,
                 mpi_library: comm.library(),
             },
         );
@@ -212,17 +198,8 @@ fn collective_output_check(cfg: &RunConfig, comm: &dyn Comm) -> Result<()> {
 fn print_record(record: &Record, format: Format) -> Result<()> {
     let text = match format {
         Format::Text => report::text::render(record),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(record)
-                .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
-            s.push('\n');
-            s
-        }
+        Format::Json => output::json(record)?,
         Format::Csv => format!("{}\n{}\n", report::csv::header(), report::csv::row(record)),
     };
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::runtime(format!("cannot write the report: {e}")))
+    output::emit(&text)
 }

@@ -3,12 +3,13 @@
 //! the real communicator, and checks every ghost — faces, edges and corners.
 //! It catches wrong neighbours, offsets and missing dimensions.
 
-use crate::backend::{Backend, BackendInfo, Face, HostBuffer, pack_plane, unpack_plane};
+use crate::backend::{Backend, BackendInfo, HostBuffer, Kind, pack_plane, unpack_plane};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
-use crate::grid::decomp::{Block, ProcGrid};
+use crate::grid::decomp::{Block, Face};
 use crate::halo::Halo;
+use crate::problem::Problem;
 use crate::timing::PhaseTimes;
 use ndarray::Array3;
 
@@ -28,9 +29,10 @@ struct PatternBackend {
 impl Backend for PatternBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {
-            kind: "pattern".into(),
+            kind: Kind::Cpu,
             threads: 1,
-            ..BackendInfo::default()
+            device: None,
+            detail: Some("halo self-test pattern".into()),
         }
     }
     fn reset(&mut self) -> Result<()> {
@@ -56,12 +58,13 @@ impl Backend for PatternBackend {
     }
 }
 
-/// Runs the halo self-test on every rank of `comm` for `grid` split by
-/// `procs`. Returns the number of ghost values checked on this rank, or an
-/// error naming the first wrong one; the outcome is agreed by all ranks.
-pub fn halo_self_test(comm: &dyn Comm, grid: &Grid, procs: &ProcGrid) -> Result<u64> {
-    procs.validate(grid, comm.size())?;
-    let block = Block::of(grid, procs, comm.rank());
+/// Runs the halo self-test on every rank of `comm` for `problem` (resolved
+/// for `comm`'s ranks). Returns the number of ghost values checked on this
+/// rank, or an error naming the first wrong one; the outcome is agreed by
+/// all ranks.
+pub fn halo_self_test(comm: &dyn Comm, problem: &Problem) -> Result<u64> {
+    let grid = &problem.grid;
+    let block = Block::of(grid, &problem.procs, comm.rank());
     let d = block.local_dims();
     let is_ghost = |l: [usize; 3]| {
         (0..3).any(|x| {
@@ -126,11 +129,15 @@ pub fn halo_self_test(comm: &dyn Comm, grid: &Grid, procs: &ProcGrid) -> Result<
 mod tests {
     use super::*;
     use crate::comm::SingleComm;
+    use crate::grid::decomp::ProcGrid;
 
     #[test]
     fn single_rank_has_no_ghosts_to_check() {
-        let g = Grid::new([6, 7, 8]).unwrap();
-        let n = halo_self_test(&SingleComm, &g, &ProcGrid { p: [1, 1, 1] }).unwrap();
-        assert_eq!(n, 0);
+        let problem = Problem {
+            grid: Grid::new([6, 7, 8]).unwrap(),
+            size_label: "custom".into(),
+            procs: ProcGrid { p: [1, 1, 1] },
+        };
+        assert_eq!(halo_self_test(&SingleComm, &problem).unwrap(), 0);
     }
 }

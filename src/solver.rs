@@ -73,6 +73,8 @@ pub struct Solver<'a> {
     pub block: Block,
     /// Raised by scheduler signals.
     pub stop: StopFlag,
+    /// A failure to inject (robustness tests only; see `crate::fault`).
+    pub fault: Option<Fault>,
     /// Told `(done, planned)` after each timed iteration (progress display).
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
 }
@@ -102,7 +104,6 @@ impl Solver<'_> {
     /// Runs the rehearsal, sizes the run, resets the fields and runs the
     /// timed loop (barrier, loop, barrier), then gathers the summaries.
     pub fn run(&mut self, cfg: &RunConfig) -> Result<Outcome> {
-        let fault = Fault::from_env()?;
         let mut scratch = PhaseTimes::default();
         self.comm.barrier();
         let mut clock = Lap::start();
@@ -139,7 +140,7 @@ impl Solver<'_> {
         self.comm.barrier();
         let mut clock = Lap::start();
         while done < planned {
-            if let Some(f) = &fault {
+            if let Some(f) = &self.fault {
                 f.before_iteration(self.comm.rank(), done + 1, self.backend)?;
             }
             let (g, stop) = self.iterate(&mut times)?;

@@ -4,6 +4,7 @@
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, ProcGrid};
+use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK1};
 use crate::grid::fields::{Fields, OMEGA};
 use ndarray::Array3;
 use serde::{Deserialize, Serialize};
@@ -24,23 +25,23 @@ pub fn reference_sweep(f: &mut Fields) -> f64 {
         for j in 1..nj - 1 {
             for k in 1..nk - 1 {
                 let at = |f: usize| c[f][[i, j, k]];
-                let s0 = at(0) * p[[i + 1, j, k]]
-                    + at(1) * p[[i, j + 1, k]]
-                    + at(2) * p[[i, j, k + 1]]
-                    + at(4)
+                let s0 = at(A0) * p[[i + 1, j, k]]
+                    + at(A1) * p[[i, j + 1, k]]
+                    + at(A2) * p[[i, j, k + 1]]
+                    + at(B0)
                         * (p[[i + 1, j + 1, k]] - p[[i + 1, j - 1, k]] - p[[i - 1, j + 1, k]]
                             + p[[i - 1, j - 1, k]])
-                    + at(5)
+                    + at(B1)
                         * (p[[i, j + 1, k + 1]] - p[[i, j - 1, k + 1]] - p[[i, j + 1, k - 1]]
                             + p[[i, j - 1, k - 1]])
-                    + at(6)
+                    + at(B2)
                         * (p[[i + 1, j, k + 1]] - p[[i - 1, j, k + 1]] - p[[i + 1, j, k - 1]]
                             + p[[i - 1, j, k - 1]])
-                    + at(7) * p[[i - 1, j, k]]
-                    + at(8) * p[[i, j - 1, k]]
-                    + at(9) * p[[i, j, k - 1]]
-                    + at(11);
-                let ss = (s0 * at(3) - p[[i, j, k]]) * at(10);
+                    + at(C0) * p[[i - 1, j, k]]
+                    + at(C1) * p[[i, j - 1, k]]
+                    + at(C2) * p[[i, j, k - 1]]
+                    + at(WRK1);
+                let ss = (s0 * at(A3) - p[[i, j, k]]) * at(BND);
                 gosa += f64::from(ss * ss);
                 f.next[[i, j, k]] = p[[i, j, k]] + OMEGA * ss;
             }

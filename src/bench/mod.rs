@@ -7,6 +7,8 @@ pub mod pingpong;
 pub mod stream;
 pub mod transfer;
 
+use crate::comm::with_comm;
+use crate::error;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -35,14 +37,8 @@ pub enum BenchCommand {
 /// (0 success, 2 usage or runtime error).
 pub fn run(args: &BenchArgs) -> ExitCode {
     match &args.command {
-        BenchCommand::Stream(a) => crate::run::with_comm(|comm| stream::run(a, comm)),
-        BenchCommand::Pingpong(a) => crate::run::with_comm(|comm| pingpong::run(a, comm)),
-        BenchCommand::Transfer(a) => match transfer::run(a) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("himeno: {e}");
-                e.to_exit_code()
-            }
-        },
+        BenchCommand::Stream(a) => with_comm(|comm| stream::run(a, comm)),
+        BenchCommand::Pingpong(a) => with_comm(|comm| pingpong::run(a, comm)),
+        BenchCommand::Transfer(a) => error::exit(transfer::run(a), true),
     }
 }

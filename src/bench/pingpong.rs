@@ -9,13 +9,11 @@
 //! nodes the others cross the network.
 
 use crate::comm::Comm;
-use crate::config::Format;
 use crate::error::{Error, Result};
-use crate::study::model::{self, Network};
+use crate::output::{self, Format};
 use crate::timing::Lap;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use std::process::ExitCode;
 
 /// Layout version of the ping-pong JSON report.
@@ -98,32 +96,6 @@ pub struct PingpongReport {
     pub latency_us: f64,
     /// Mean over pairs of the best bandwidth of any size, in GB/s.
     pub bandwidth_gbytes_per_s: f64,
-}
-
-impl PingpongReport {
-    /// The model's network parameters from this report.
-    pub fn network(&self) -> Result<Network> {
-        model::network(self.latency_us, self.bandwidth_gbytes_per_s)
-    }
-}
-
-/// Reads a ping-pong JSON report and returns its network parameters.
-pub fn network_from_file(path: &Path) -> Result<Network> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::usage(format!(
-            "cannot read ping-pong file {}: {e}; write one with \
-             `himeno bench pingpong --format json > FILE`",
-            path.display()
-        ))
-    })?;
-    let rep: PingpongReport = serde_json::from_str(&text).map_err(|e| {
-        Error::usage(format!(
-            "{} is not a ping-pong JSON report ({e}); write one with \
-             `himeno bench pingpong --format json > FILE`",
-            path.display()
-        ))
-    })?;
-    rep.network()
 }
 
 /// Parses a byte count: a whole number with an optional binary suffix.
@@ -298,11 +270,7 @@ fn print(r: &PingpongReport, format: Format) -> Result<()> {
     use std::fmt::Write as _;
     let mut s = String::new();
     match format {
-        Format::Json => {
-            s = serde_json::to_string_pretty(r)
-                .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
-            s.push('\n');
-        }
+        Format::Json => s = output::json(r)?,
         Format::Csv => {
             s.push_str(
                 "a,b,host_a,host_b,intra_node,bytes,reps,latency_us,bandwidth_gbytes_per_s\n",
@@ -371,11 +339,7 @@ fn print(r: &PingpongReport, format: Format) -> Result<()> {
             );
         }
     }
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(s.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::runtime(format!("cannot write the report: {e}")))
+    output::emit(&s)
 }
 
 #[cfg(test)]
@@ -428,7 +392,5 @@ mod tests {
         };
         let r = summarise(3, vec!["h".into(); 3], vec![pair(1.0, 4.0), pair(3.0, 8.0)]);
         assert_eq!((r.latency_us, r.bandwidth_gbytes_per_s), (2.0, 6.0));
-        let net = r.network().unwrap();
-        assert_eq!((net.latency_s, net.bandwidth_bytes_per_s), (2e-6, 6e9));
     }
 }

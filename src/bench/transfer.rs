@@ -2,23 +2,18 @@
 //! page-locked ("pinned") and ordinary ("pageable") host memory, plus the
 //! device-to-device copy bandwidth the GPU sweep is judged against.
 //!
-//! The measurement itself lives in the GPU backend (`backend::gpu`); builds
-//! without the `cuda` feature answer with a usage error. This module holds
-//! the options, the size list and the reports.
+//! The measurement itself lives in the GPU backend (`backend::gpu`), which
+//! returns raw samples; builds without the `cuda` feature answer with a
+//! usage error. This module holds the options, the size list, the
+//! summaries and the rendering.
 
+use crate::backend::gpu::sample::{SERIES, Sample};
 use crate::error::{Error, Result};
+use crate::output::{self, Format};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-/// Output format of the benchmark tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchFormat {
-    /// A table for people.
-    Text,
-    /// One JSON object.
-    Json,
-}
+use std::process::ExitCode;
 
 /// Options of `himeno bench transfer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -33,8 +28,8 @@ pub struct TransferArgs {
     #[arg(long, default_value_t = 256 << 20)]
     pub max_bytes: usize,
     /// Report format on standard output.
-    #[arg(long, value_enum, default_value_t = BenchFormat::Text)]
-    pub format: BenchFormat,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Largest accepted copy: 16 GiB.
@@ -61,25 +56,6 @@ impl TransferArgs {
     }
 }
 
-/// One measured copy size in one direction with one kind of memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// `h2d`, `d2h` or `d2d`.
-    pub direction: String,
-    /// Host memory: `pinned`, `pageable`, or `device` for `d2d`.
-    pub memory: String,
-    /// Bytes per copy.
-    pub bytes: usize,
-    /// Copies timed.
-    pub copies: u32,
-    /// Seconds per copy: host<->device copies are each issued and waited
-    /// for on their own; device copies run back to back.
-    pub seconds_per_copy: f64,
-    /// Bytes moved per second / 1e9; for `d2d` the bytes read plus the
-    /// bytes written (2 x size), as stream benchmarks count a copy.
-    pub gbytes_per_s: f64,
-}
-
 /// The whole measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransferReport {
@@ -94,15 +70,6 @@ pub struct TransferReport {
     /// Per `direction/memory`: the best bandwidth in GB/s.
     pub peak_gbytes_per_s: BTreeMap<String, f64>,
 }
-
-/// The (direction, memory) series in report order.
-pub const SERIES: [(&str, &str); 5] = [
-    ("h2d", "pinned"),
-    ("h2d", "pageable"),
-    ("d2h", "pinned"),
-    ("d2h", "pageable"),
-    ("d2d", "device"),
-];
 
 impl TransferReport {
     /// Builds the report and its summaries from the samples.
@@ -185,6 +152,30 @@ impl TransferReport {
     }
 }
 
+impl TransferReport {
+    /// One CSV row per sample.
+    pub fn render_csv(&self) -> String {
+        let mut s = String::from(
+            "host,device,direction,memory,bytes,copies,seconds_per_copy,gbytes_per_s\n",
+        );
+        for x in &self.samples {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{:.6e},{:.4}",
+                output::csv_field(&self.host),
+                output::csv_field(&self.device),
+                x.direction,
+                x.memory,
+                x.bytes,
+                x.copies,
+                x.seconds_per_copy,
+                x.gbytes_per_s
+            );
+        }
+        s
+    }
+}
+
 /// Appends one table cell: `v` with `decimals` digits, or `-` when the
 /// series has no value.
 fn cell(s: &mut String, v: Option<f64>, decimals: usize) {
@@ -195,20 +186,16 @@ fn cell(s: &mut String, v: Option<f64>, decimals: usize) {
 }
 
 /// Runs the benchmark and prints its report.
-pub fn run(args: &TransferArgs) -> Result<()> {
+pub fn run(args: &TransferArgs) -> Result<ExitCode> {
     let sizes = args.sizes()?;
-    let report = crate::backend::gpu::measure_transfers(args.device, &sizes)?;
-    let text = match args.format {
-        BenchFormat::Text => report.render_text(),
-        BenchFormat::Json => {
-            let mut j = serde_json::to_string_pretty(&report)
-                .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
-            j.push('\n');
-            j
-        }
-    };
-    print!("{text}");
-    Ok(())
+    let measured = crate::backend::gpu::measure_transfers(args.device, &sizes)?;
+    let report = TransferReport::new(crate::comm::hostname(), measured.device, measured.samples);
+    output::emit(&match args.format {
+        Format::Text => report.render_text(),
+        Format::Json => output::json(&report)?,
+        Format::Csv => report.render_csv(),
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
@@ -220,7 +207,7 @@ mod tests {
             device: 0,
             min_bytes: min,
             max_bytes: max,
-            format: BenchFormat::Text,
+            format: Format::Text,
         }
     }
 
@@ -261,6 +248,7 @@ mod tests {
         let text = r.render_text();
         assert!(text.contains("latency us"), "{text}");
         assert!(text.contains("16777216"), "{text}");
+        assert_eq!(r.render_csv().lines().count(), 4);
         let latency = text
             .lines()
             .find(|l| l.starts_with("  latency us"))

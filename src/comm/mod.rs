@@ -2,64 +2,29 @@
 //! implementation, and an MPI implementation behind the `mpi` feature.
 //!
 //! The driver talks only to `dyn Comm`; whether MPI is compiled in is decided
-//! once, in [`init`], so no other module needs `#[cfg]`.
+//! once, in [`init`], so no other module needs `#[cfg]`. [`with_comm`] runs
+//! a job on the communicator and makes sure a failing rank never leaves the
+//! others waiting.
 
+pub mod api;
+pub mod launcher;
+#[cfg(feature = "mpi")]
+mod mpi_comm;
+#[cfg(not(feature = "mpi"))]
+mod no_mpi;
 mod single;
 
-#[cfg(feature = "mpi")]
-#[path = "mpi_enabled.rs"]
-mod mpi_impl;
-
-#[cfg(not(feature = "mpi"))]
-#[path = "mpi_disabled.rs"]
-mod mpi_impl;
-
+pub use api::Comm;
+pub use launcher::{hostname, launcher_rank, launcher_size};
 pub use single::SingleComm;
 
-use crate::error::Result;
+#[cfg(feature = "mpi")]
+use mpi_comm as mpi_impl;
+#[cfg(not(feature = "mpi"))]
+use no_mpi as mpi_impl;
 
-/// Operations the solver and the benchmarks need from the job's ranks. All
-/// collective methods must be called by every rank in the same order.
-pub trait Comm {
-    /// This rank's number, `0..size()`.
-    fn rank(&self) -> usize;
-    /// Number of ranks in the job.
-    fn size(&self) -> usize;
-    /// This rank's number among the ranks of its node.
-    fn node_rank(&self) -> usize;
-    /// Number of ranks on this rank's node.
-    fn node_size(&self) -> usize;
-    /// Blocks until every rank has arrived.
-    fn barrier(&self);
-    /// Element-wise sum of `x` over all ranks, in place on every rank.
-    fn sum(&self, x: &mut [f64]);
-    /// Maximum of `x` over all ranks, on every rank.
-    fn max(&self, x: f64) -> f64;
-    /// Rank 0's value of `x`, on every rank.
-    fn broadcast(&self, x: u64) -> u64;
-    /// Every rank's `local` bytes, in rank order, on rank 0 (`None` elsewhere).
-    fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>>;
-    /// One step of a halo exchange: receive from both `peers` (below, above)
-    /// into `recv`, send `send` to them, then wait for all four transfers.
-    /// A `None` peer is skipped. `tag` distinguishes the exchange steps.
-    fn exchange(
-        &self,
-        peers: [Option<usize>; 2],
-        send: [&[f32]; 2],
-        recv: [&mut [f32]; 2],
-        tag: i32,
-    ) -> Result<()>;
-    /// Sends `buf` to `peer` (blocking); used by the point-to-point benchmark.
-    fn send(&self, peer: usize, buf: &[u8]);
-    /// Receives exactly `buf.len()` bytes from `peer` (blocking).
-    fn recv(&self, peer: usize, buf: &mut [u8]);
-    /// Ends the whole job at once with `code`; never returns.
-    fn abort(&self, code: i32) -> !;
-    /// Name of the host this rank runs on.
-    fn host(&self) -> String;
-    /// The MPI library's version string, or `None` without MPI.
-    fn library(&self) -> Option<String>;
-}
+use crate::error::{Error, Result};
+use std::process::ExitCode;
 
 /// Starts communication for this process: MPI when the `mpi` feature is
 /// built in, otherwise a single rank (refusing to run as one of several
@@ -71,26 +36,27 @@ pub fn init() -> Result<Box<dyn Comm>> {
 /// Whether this build can run multi-rank jobs.
 pub const MPI_ENABLED: bool = cfg!(feature = "mpi");
 
-/// The number of ranks a launcher (mpirun, srun, hydra) says this process
-/// belongs to, read from the variables launchers set.
-pub fn launcher_size() -> Option<usize> {
-    const VARS: [&str; 5] = [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMIX_SIZE",
-        "MV2_COMM_WORLD_SIZE",
-        "SLURM_STEP_NUM_TASKS",
-    ];
-    VARS.iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .filter_map(|s| s.trim().parse::<usize>().ok())
-        .max()
-}
-
-/// This machine's host name.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown".to_string())
+/// Starts communication, runs `job`, and turns its outcome into the exit
+/// code. An error every rank finds alike (bad input, a wrong answer) is
+/// printed by rank 0 alone; any other may be local to this rank, which
+/// prints it and aborts the whole job, so that no rank is left waiting.
+pub fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
+    let comm = match init() {
+        Ok(c) => c,
+        // Every rank a launcher started fails alike: let one speak.
+        Err(e) => return crate::error::exit(Err(e), launcher_rank().unwrap_or(0) == 0),
+    };
+    match job(comm.as_ref()) {
+        Err(e @ (Error::Usage(_) | Error::Verification(_))) => {
+            crate::error::exit(Err(e), comm.rank() == 0)
+        }
+        Err(e) => {
+            eprintln!("himeno: rank {}: {e}", comm.rank());
+            if comm.size() > 1 {
+                comm.abort(i32::from(e.exit_code()));
+            }
+            e.to_exit_code()
+        }
+        ok => crate::error::exit(ok, false),
+    }
 }

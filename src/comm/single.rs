@@ -1,7 +1,7 @@
 //! The single-rank communicator: every collective is the identity and a
 //! halo exchange has no peers.
 
-use super::Comm;
+use super::api::Comm;
 use crate::error::{Error, Result};
 
 /// A job of exactly one rank, with no MPI library involved.
@@ -56,7 +56,7 @@ impl Comm for SingleComm {
         std::process::exit(code)
     }
     fn host(&self) -> String {
-        super::hostname()
+        super::launcher::hostname()
     }
     fn library(&self) -> Option<String> {
         None

@@ -1,5 +1,6 @@
 //! Block decomposition of the grid's interior over a non-periodic Cartesian
-//! process grid `PI x PJ x PK`, and the automatic choice of that grid.
+//! process grid `PI x PJ x PK`, the automatic choice of that grid, and the
+//! faces a block exchanges with its neighbours.
 //!
 //! Rank numbering is row-major over process coordinates (k fastest), as
 //! `MPI_Cart_create` without reordering. Interior points are split as the
@@ -178,6 +179,58 @@ impl Block {
     pub fn points(&self) -> u64 {
         self.n.iter().map(|&v| v as u64).product()
     }
+
+    /// The faces this block exchanges and the neighbour behind each, in the
+    /// halo schedule's order: dimension k, then j, then i (each later step
+    /// forwards the ghosts an earlier one received, which fills the edges),
+    /// the low side before the high side within a dimension.
+    pub fn halo_faces(&self) -> impl Iterator<Item = (Face, usize)> + '_ {
+        EXCHANGE_ORDER.into_iter().flat_map(move |dim| {
+            (0..2).filter_map(move |side| {
+                self.neighbours[dim][side].map(|peer| (Face { dim, side }, peer))
+            })
+        })
+    }
+}
+
+/// Dimensions in the order the halo schedule exchanges them: k, j, i.
+pub const EXCHANGE_ORDER: [usize; 3] = [2, 1, 0];
+
+/// One face of a block: dimension `dim` (0 = i, 1 = j, 2 = k) and `side`
+/// (0 = towards lower indices, 1 = towards higher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Face {
+    /// Dimension normal to the face.
+    pub dim: usize,
+    /// 0 for the low side, 1 for the high side.
+    pub side: usize,
+}
+
+impl Face {
+    /// Number of values in this face of a block with local extents `dims`
+    /// (the full extents of the other two dimensions, ghosts included, so
+    /// that exchanging dimension by dimension fills edge ghosts).
+    pub fn len(&self, dims: [usize; 3]) -> usize {
+        (0..3).filter(|&d| d != self.dim).map(|d| dims[d]).product()
+    }
+
+    /// Local index of the owned plane sent through this face.
+    pub fn send_plane(&self, dims: [usize; 3]) -> usize {
+        if self.side == 0 {
+            1
+        } else {
+            dims[self.dim] - 2
+        }
+    }
+
+    /// Local index of the ghost plane this face's message is written to.
+    pub fn ghost_plane(&self, dims: [usize; 3]) -> usize {
+        if self.side == 0 {
+            0
+        } else {
+            dims[self.dim] - 1
+        }
+    }
 }
 
 /// Start offset and length of part `c` when `n` items are split in `p` parts,
@@ -234,6 +287,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn halo_faces_follow_the_schedule() {
+        let g = Grid::new([20, 21, 22]).unwrap();
+        let pg = ProcGrid { p: [3, 1, 2] };
+        // Rank 2 sits at coords (1, 0, 0): a neighbour above in k, and
+        // both i neighbours (ranks 0 and 4).
+        let b = Block::of(&g, &pg, 2);
+        let faces: Vec<(usize, usize, usize)> = b
+            .halo_faces()
+            .map(|(f, peer)| (f.dim, f.side, peer))
+            .collect();
+        assert_eq!(faces, [(2, 1, 3), (0, 0, 0), (0, 1, 4)]);
+        let alone = Block::of(&g, &ProcGrid { p: [1, 1, 1] }, 0);
+        assert_eq!(alone.halo_faces().count(), 0);
     }
 
     #[test]

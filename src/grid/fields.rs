@@ -1,4 +1,6 @@
-//! The fourteen fields of one rank's block and their initial values.
+//! The fourteen fields of one rank's block, their names and order (the one
+//! place every backend, the preflight and the reference kernel take them
+//! from), and their initial values.
 //!
 //! Every field has the block's local extents (owned points plus one layer on
 //! each side). Coefficient arrays are real arrays read every sweep: the
@@ -12,9 +14,51 @@ use ndarray::{Array3, Axis};
 /// Relaxation factor of the original benchmark.
 pub const OMEGA: f32 = 0.8;
 
-/// Initial value of every coefficient field, in the order
-/// `a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1`.
-pub fn coefficient_values() -> [f32; 12] {
+/// Every field of a block, in the order backends store them: the pressure
+/// `p`, the sweep's output `next` (the original's `wrk2`), then the twelve
+/// coefficients.
+pub const NAMES: [&str; FIELDS] = [
+    "p", "next", "a0", "a1", "a2", "a3", "b0", "b1", "b2", "c0", "c1", "c2", "bnd", "wrk1",
+];
+
+/// Number of full-size fields of a block: `p`, `next` and the coefficients.
+pub const FIELDS: usize = 2 + COEFFICIENTS;
+
+/// Number of coefficient fields.
+pub const COEFFICIENTS: usize = 12;
+
+/// Index of each coefficient among the [`COEFFICIENTS`] (field `2 + index`
+/// of [`NAMES`]).
+pub mod coef {
+    /// `a0`, weight of `p[i+1][j][k]`.
+    pub const A0: usize = 0;
+    /// `a1`, weight of `p[i][j+1][k]`.
+    pub const A1: usize = 1;
+    /// `a2`, weight of `p[i][j][k+1]`.
+    pub const A2: usize = 2;
+    /// `a3`, the scale of the stencil sum.
+    pub const A3: usize = 3;
+    /// `b0`, weight of the i-j cross term.
+    pub const B0: usize = 4;
+    /// `b1`, weight of the j-k cross term.
+    pub const B1: usize = 5;
+    /// `b2`, weight of the i-k cross term.
+    pub const B2: usize = 6;
+    /// `c0`, weight of `p[i-1][j][k]`.
+    pub const C0: usize = 7;
+    /// `c1`, weight of `p[i][j-1][k]`.
+    pub const C1: usize = 8;
+    /// `c2`, weight of `p[i][j][k-1]`.
+    pub const C2: usize = 9;
+    /// `bnd`, the boundary mask.
+    pub const BND: usize = 10;
+    /// `wrk1`, the source term.
+    pub const WRK1: usize = 11;
+}
+
+/// Initial value of every coefficient field, in [`coef`] order
+/// (`a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1`).
+pub fn coefficient_values() -> [f32; COEFFICIENTS] {
     // a3 = 1/6 is computed in f64 and rounded once, as specified.
     let a3 = (1.0f64 / 6.0) as f32;
     [1.0, 1.0, 1.0, a3, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
@@ -48,7 +92,7 @@ impl Fields {
         Fields {
             p: Array3::zeros(shape),
             next: Array3::zeros(shape),
-            coef: (0..12).map(|_| Array3::zeros(shape)).collect(),
+            coef: (0..COEFFICIENTS).map(|_| Array3::zeros(shape)).collect(),
         }
     }
 
@@ -87,7 +131,8 @@ mod tests {
         assert_eq!(f.p[[0, 1, 1]], 0.0);
         assert_eq!(f.p[[4, 0, 2]], 1.0);
         assert_eq!(f.p[[2, 3, 0]], 4.0f32 / 16.0f32);
-        assert_eq!(f.coef[3][[1, 1, 1]], (1.0f64 / 6.0) as f32);
+        assert_eq!(f.coef[coef::A3][[1, 1, 1]], (1.0f64 / 6.0) as f32);
+        assert_eq!(NAMES[2 + coef::WRK1], "wrk1");
         assert_eq!(f.next, f.p);
     }
 }

@@ -2,6 +2,7 @@
 //! one row, for spreadsheets and quick plotting.
 
 use super::Record;
+use crate::output::csv_field as field;
 use crate::timing::Phase;
 
 /// The header line.
@@ -39,15 +40,6 @@ pub fn header() -> String {
     cols.join(",")
 }
 
-/// Quotes a field if it holds a comma, quote or newline.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// The data row of `r`.
 pub fn row(r: &Record) -> String {
     let mut v: Vec<String> = vec![
@@ -60,7 +52,7 @@ pub fn row(r: &Record) -> String {
     v.extend([
         r.ranks.to_string(),
         r.threads_per_rank.to_string(),
-        r.backend.clone(),
+        r.backend.name().to_string(),
         r.iterations.to_string(),
         r.complete.to_string(),
         format!("{:e}", r.gosa),

@@ -6,9 +6,11 @@ pub mod csv;
 pub mod provenance;
 pub mod text;
 
+use crate::backend::cpu::Stores;
+use crate::backend::{BackendInfo, Kind, Staging};
 use crate::config::RunConfig;
-use crate::grid::decomp::ProcGrid;
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
+use crate::machine::threads::Bind;
 use crate::solver::Outcome;
 use crate::timing::{Phase, Stats};
 use crate::verify::{Verdict, fingerprint_hex};
@@ -58,7 +60,7 @@ pub struct Record {
     /// Sweep threads per rank.
     pub threads_per_rank: usize,
     /// `cpu` or `gpu`.
-    pub backend: String,
+    pub backend: Kind,
     /// Timed iterations completed.
     pub iterations: u64,
     /// Timed iterations planned.
@@ -106,15 +108,15 @@ pub struct Record {
     /// How the result was verified.
     pub verification: Verdict,
     /// GPU halo staging (`pinned`/`pageable`), null on CPU.
-    pub staging: Option<String>,
+    pub staging: Option<Staging>,
     /// Whether the halo exchange overlapped the sweep.
     pub overlap: bool,
     /// Thread binding policy.
-    pub bind: String,
+    pub bind: Bind,
     /// CPU store policy asked for (`auto`, `streaming`, `cached`); each
     /// rank's placement says which stores it used.
     #[serde(default)]
-    pub stores: Option<String>,
+    pub stores: Option<Stores>,
     /// NUMA binding set by `scripts/bind.sh` (`HIMENO_BINDING` on rank 0).
     #[serde(default)]
     pub binding: Option<String>,
@@ -124,16 +126,28 @@ pub struct Record {
     pub provenance: Provenance,
 }
 
+/// The bandwidths a run's effective bandwidth is compared with, in GB/s:
+/// given by the user or measured before the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Ceilings {
+    /// Stream triad.
+    pub triad_gbs: Option<f64>,
+    /// Sum13, the solver's traffic as 14 plain streams.
+    pub sum13_gbs: Option<f64>,
+}
+
 /// Inputs to a record that the outcome does not carry.
 pub struct RecordInputs<'a> {
     /// The validated configuration.
     pub cfg: &'a RunConfig,
-    /// The process grid used.
-    pub procs: ProcGrid,
     /// Halo bytes per iteration over all ranks.
     pub halo_bytes: u64,
     /// The verdict.
     pub verdict: Verdict,
+    /// The bandwidths to compare with.
+    pub ceilings: Ceilings,
+    /// NUMA binding set by `scripts/bind.sh` (`HIMENO_BINDING`).
+    pub binding: Option<String>,
     /// MPI library version, if any.
     pub mpi_library: Option<String>,
 }
@@ -142,7 +156,7 @@ impl Record {
     /// Builds the record on rank 0.
     pub fn build(out: &Outcome, inp: RecordInputs<'_>) -> Record {
         let cfg = inp.cfg;
-        let points = cfg.grid.interior_points() as f64;
+        let points = cfg.grid().interior_points() as f64;
         let work = points * out.iterations as f64;
         let wall = out.wall_s.max(f64::MIN_POSITIVE);
         let mflops = FLOPS_PER_POINT * work / wall / 1e6;
@@ -181,12 +195,12 @@ impl Record {
             schema: SCHEMA_VERSION,
             timestamp: provenance::utc_now(),
             label: cfg.label.clone(),
-            size: cfg.size_label.clone(),
-            grid: cfg.grid.n,
-            procs: inp.procs.p,
+            size: cfg.problem.size_label.clone(),
+            grid: cfg.grid().n,
+            procs: cfg.procs().p,
             ranks: out.ranks.len(),
             threads_per_rank: first.threads,
-            backend: first.kind.clone(),
+            backend: first.kind,
             iterations: out.iterations,
             planned_iterations: out.planned,
             complete: out.complete,
@@ -196,10 +210,10 @@ impl Record {
             wall_s: out.wall_s,
             warmup_s: out.warmup_s,
             gbytes_per_s,
-            stream_triad_gbytes_per_s: cfg.stream_gbs,
-            stream_fraction: cfg.stream_gbs.map(|s| gbytes_per_s / s),
-            stream_sum13_gbytes_per_s: cfg.stream_sum13_gbs,
-            sum13_fraction: cfg.stream_sum13_gbs.map(|s| gbytes_per_s / s),
+            stream_triad_gbytes_per_s: inp.ceilings.triad_gbs,
+            stream_fraction: inp.ceilings.triad_gbs.map(|s| gbytes_per_s / s),
+            stream_sum13_gbytes_per_s: inp.ceilings.sum13_gbs,
+            sum13_fraction: inp.ceilings.sum13_gbs.map(|s| gbytes_per_s / s),
             phases,
             slowest_rank: slowest.rank,
             compute_share: slowest.times.get(Phase::Compute) / loop_s,
@@ -208,13 +222,11 @@ impl Record {
             p_fingerprint: fingerprint_hex(out.fingerprint),
             verified: inp.verdict.verified,
             verification: inp.verdict,
-            staging: (first.kind == "gpu").then(|| format!("{:?}", cfg.staging).to_lowercase()),
+            staging: (first.kind == Kind::Gpu).then_some(cfg.staging),
             overlap: cfg.overlap,
-            bind: format!("{:?}", cfg.bind).to_lowercase(),
-            stores: (first.kind == "cpu").then(|| format!("{:?}", cfg.stores).to_lowercase()),
-            binding: std::env::var("HIMENO_BINDING")
-                .ok()
-                .filter(|b| !b.is_empty()),
+            bind: cfg.bind,
+            stores: (first.kind == Kind::Cpu).then_some(cfg.stores),
+            binding: inp.binding,
             per_rank,
             provenance: Provenance::collect(&out.ranks, inp.mpi_library),
         }
@@ -222,8 +234,8 @@ impl Record {
 }
 
 /// One-line description of where a rank's work ran.
-fn placement(b: &crate::backend::BackendInfo) -> String {
-    let mut s = format!("{} x{} threads", b.kind, b.threads);
+fn placement(b: &BackendInfo) -> String {
+    let mut s = format!("{} x{} threads", b.kind.name(), b.threads);
     if let Some(d) = &b.device {
         s.push_str(&format!(", device {d}"));
     }

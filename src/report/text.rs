@@ -28,11 +28,11 @@ pub fn render(r: &Record) -> String {
         "Process grid {pi}x{pj}x{pk} = {} ranks, {} {} thread(s) per rank, hosts: {}",
         r.ranks,
         r.threads_per_rank,
-        r.backend,
+        r.backend.name(),
         r.provenance.hosts.join(",")
     );
-    if let Some(st) = &r.staging {
-        let _ = writeln!(s, "GPU halo staging: {st}, overlap: {}", r.overlap);
+    if let Some(st) = r.staging {
+        let _ = writeln!(s, "GPU halo staging: {}, overlap: {}", st.name(), r.overlap);
     }
     for d in &r.provenance.devices {
         let _ = writeln!(s, "Device: {d}");

@@ -1,30 +1,27 @@
 //! Scaling studies: `himeno report` (results files -> grouped tables and
 //! plots) and `himeno model` (a performance model from a single-rank rate
-//! and ping-pong numbers), plus the run's progress display.
+//! and ping-pong numbers).
 //!
 //! - [`records`]: lenient reading of JSON-lines results files;
 //! - [`group`]: grouping into strong/weak studies, speed-up and efficiency;
 //! - [`table`]: text, CSV and JSON renderings;
 //! - [`plot`]: SVG and PNG pictures;
-//! - [`model`]: the performance model;
-//! - [`progress`]: rank 0's progress bar on a terminal.
+//! - [`model`]: the performance model.
 
 pub mod group;
 pub mod model;
 pub mod plot;
-pub mod progress;
 pub mod records;
 pub mod table;
 
-use crate::bench::pingpong;
-use crate::config::Format;
 use crate::error::{Error, Result};
 use crate::grid::decomp::ProcGrid;
-use crate::grid::{FLOPS_PER_POINT, Grid};
+use crate::grid::{FLOPS_PER_POINT, Grid, Preset};
+use crate::output::{self, Format};
+use crate::problem::{ProblemArgs, Ranks};
 use clap::Args;
 use model::{Network, Prediction};
 use records::RunRecord;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,17 +58,7 @@ pub struct ReportArgs {
 }
 
 /// Runs `himeno report`.
-pub fn report(args: &ReportArgs) -> ExitCode {
-    match report_inner(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("himeno: {e}");
-            e.to_exit_code()
-        }
-    }
-}
-
-fn report_inner(args: &ReportArgs) -> Result<()> {
+pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     let loaded = records::load(&args.files)?;
     for m in &loaded.malformed {
         eprintln!("himeno report: skipped {}: {}", m.source, m.why);
@@ -82,7 +69,7 @@ fn report_inner(args: &ReportArgs) -> Result<()> {
         args.model_latency_us,
         args.model_bandwidth_gbs,
     ) {
-        (Some(path), _, _) => Some(pingpong::network_from_file(path)?),
+        (Some(path), _, _) => Some(model::network_from_file(path)?),
         (None, Some(l), Some(b)) => Some(model::network(l, b)?),
         _ => None,
     };
@@ -117,11 +104,7 @@ fn report_inner(args: &ReportArgs) -> Result<()> {
         Format::Json => table::json(&study, &loaded.malformed)
             .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?,
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|e| Error::runtime(format!("cannot write the report: {e}")))?;
+    output::emit(&out)?;
     if let Some(dir) = &args.plot {
         let written = plot::write_all(&study.groups, dir)?;
         eprintln!(
@@ -130,7 +113,7 @@ fn report_inner(args: &ReportArgs) -> Result<()> {
             dir.display()
         );
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Adds the model's prediction to every row of `g`, with the rate given or
@@ -156,18 +139,12 @@ pub fn attach_model(g: &mut group::Group, rate: Option<f64>, net: &Network) -> b
 /// Options of `himeno model`.
 #[derive(Debug, Args, Clone)]
 pub struct ModelArgs {
-    /// Size preset: XS, S, M, L or XL.
-    #[arg(long, default_value = "M", conflicts_with = "grid")]
-    pub size: String,
-    /// Custom global grid NIxNJxNK.
-    #[arg(long)]
-    pub grid: Option<String>,
+    /// The grid and process grid (default size M).
+    #[command(flatten)]
+    pub problem: ProblemArgs,
     /// Number of ranks (default: the product of --procs, else 1).
     #[arg(long)]
     pub ranks: Option<usize>,
-    /// Process grid PIxPJxPK; default: chosen as a run would.
-    #[arg(long)]
-    pub procs: Option<String>,
     /// Measured single-rank compute rate in MFLOPS.
     #[arg(long, conflicts_with_all = ["seconds_per_iteration", "results"])]
     pub rate_mflops: Option<f64>,
@@ -187,36 +164,16 @@ pub struct ModelArgs {
     /// Bandwidth in GB/s (1e9 bytes).
     #[arg(long, requires = "latency_us")]
     pub bandwidth_gbs: Option<f64>,
-    /// Output format: text or json.
+    /// Report format on standard output.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
 
 /// Runs `himeno model`.
-pub fn model_command(args: &ModelArgs) -> ExitCode {
-    match model_inner(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("himeno: {e}");
-            e.to_exit_code()
-        }
-    }
-}
-
-fn model_inner(args: &ModelArgs) -> Result<()> {
-    let (grid, size) = crate::grid::resolve(&args.size, args.grid.as_deref())?;
-    let procs = match &args.procs {
-        Some(s) => {
-            let pg: ProcGrid = s.parse()?;
-            pg.validate(&grid, args.ranks.unwrap_or(pg.ranks()))?;
-            pg
-        }
-        None => match args.ranks {
-            Some(0) => return Err(Error::usage("--ranks must be at least 1")),
-            Some(n) => ProcGrid::auto(&grid, n)?,
-            None => ProcGrid { p: [1, 1, 1] },
-        },
-    };
+pub fn model(args: &ModelArgs) -> Result<ExitCode> {
+    let problem = args.problem.resolve(Preset::M, Ranks::Model(args.ranks))?;
+    let (grid, procs) = (problem.grid, problem.procs);
+    let size = problem.size_label;
     let (rate, rate_from) = match (args.rate_mflops, args.seconds_per_iteration, &args.results) {
         (Some(r), _, _) => (
             model::check_rate(r, "--rate-mflops")?,
@@ -240,7 +197,7 @@ fn model_inner(args: &ModelArgs) -> Result<()> {
         }
     };
     let (net, net_from) = match (&args.pingpong, args.latency_us, args.bandwidth_gbs) {
-        (Some(p), _, _) => (pingpong::network_from_file(p)?, p.display().to_string()),
+        (Some(p), _, _) => (model::network_from_file(p)?, p.display().to_string()),
         (None, Some(l), Some(b)) => (model::network(l, b)?, "arguments".to_string()),
         _ if procs.ranks() == 1 => (model::network(0.0, 1.0)?, "unused (1 rank)".to_string()),
         _ => {
@@ -252,26 +209,43 @@ fn model_inner(args: &ModelArgs) -> Result<()> {
     };
     let p = model::predict(&grid, &procs, rate, &net);
     let text = match args.format {
-        Format::Json => {
-            let v = serde_json::json!({
-                "grid": grid.n, "size": size, "procs": procs.p, "ranks": procs.ranks(),
-                "rate_mflops": rate, "rate_from": rate_from,
-                "latency_us": net.latency_s * 1e6,
-                "bandwidth_gbytes_per_s": net.bandwidth_bytes_per_s / 1e9,
-                "network_from": net_from,
-                "prediction": p,
-            });
-            let mut s = serde_json::to_string_pretty(&v)
-                .map_err(|e| Error::runtime(format!("cannot encode the prediction: {e}")))?;
-            s.push('\n');
-            s
-        }
-        Format::Text | Format::Csv => {
+        Format::Json => output::json(&serde_json::json!({
+            "grid": grid.n, "size": size, "procs": procs.p, "ranks": procs.ranks(),
+            "rate_mflops": rate, "rate_from": rate_from,
+            "latency_us": net.latency_s * 1e6,
+            "bandwidth_gbytes_per_s": net.bandwidth_bytes_per_s / 1e9,
+            "network_from": net_from,
+            "prediction": p,
+        }))?,
+        Format::Csv => format!(
+            "ni,nj,nk,size,pi,pj,pk,ranks,rate_mflops,latency_us,bandwidth_gbytes_per_s,\
+             slowest_rank,compute_s,halo_s,allreduce_s,total_s,compute_share,comm_share,mflops\n\
+             {},{},{},{},{},{},{},{},{rate},{},{},{},{:e},{:e},{:e},{:e},{},{},{}\n",
+            grid.n[0],
+            grid.n[1],
+            grid.n[2],
+            output::csv_field(&size),
+            procs.p[0],
+            procs.p[1],
+            procs.p[2],
+            procs.ranks(),
+            net.latency_s * 1e6,
+            net.bandwidth_bytes_per_s / 1e9,
+            p.slowest_rank,
+            p.compute_s,
+            p.halo_s,
+            p.allreduce_s,
+            p.total_s,
+            p.compute_share,
+            p.comm_share,
+            p.mflops
+        ),
+        Format::Text => {
             render_prediction(&grid, &size, &procs, rate, &rate_from, &net, &net_from, &p)
         }
     };
-    print!("{text}");
-    Ok(())
+    output::emit(&text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The text form of a prediction.

@@ -3,18 +3,20 @@
 //! network's point-to-point latency and bandwidth.
 //!
 //! Per rank: compute = owned points x 34 flops / rate. Communication follows
-//! the halo schedule of `crate::halo`: one step per split dimension (k, then
-//! j, then i), each sending one message per existing neighbour, of the full
-//! ghost-inclusive face (`Face::len`), costing latency + bytes / bandwidth.
+//! the halo schedule (`Block::halo_faces`): one step per split dimension (k,
+//! then j, then i), each sending one message per existing neighbour, of the
+//! full ghost-inclusive face (`Face::len`), costing latency + bytes /
+//! bandwidth.
 //! The step's messages are counted one after the other (a conservative
 //! choice: the ranks' links are shared). The gosa allreduce costs
 //! ceil(log2(ranks)) latencies. The job's time is that of its slowest rank.
 
-use crate::backend::Face;
+use crate::bench::pingpong::PingpongReport;
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Block, ProcGrid};
 use crate::grid::{FLOPS_PER_POINT, Grid};
 use serde::Serialize;
+use std::path::Path;
 
 /// Point-to-point network parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -60,17 +62,12 @@ pub fn predict(grid: &Grid, procs: &ProcGrid, rate_mflops: f64, net: &Network) -
         let block = Block::of(grid, procs, rank);
         let compute_s = block.points() as f64 * FLOPS_PER_POINT / (rate_mflops * 1e6);
         let dims = block.local_dims();
-        let mut halo_s = 0.0;
-        // Exchange order k, j, i as in crate::halo; the sum does not depend
-        // on it, since every face is ghost-inclusive whatever the order.
-        for dim in [2, 1, 0] {
-            for side in 0..2 {
-                if block.neighbours[dim][side].is_some() {
-                    let bytes = Face { dim, side }.len(dims) as f64 * 4.0;
-                    halo_s += net.latency_s + bytes / net.bandwidth_bytes_per_s;
-                }
-            }
-        }
+        let halo_s: f64 = block
+            .halo_faces()
+            .map(|(face, _)| {
+                net.latency_s + face.len(dims) as f64 * 4.0 / net.bandwidth_bytes_per_s
+            })
+            .sum();
         let total_s = compute_s + halo_s + allreduce_s;
         if best.is_none_or(|b| total_s > b.total_s) {
             best = Some(Prediction {
@@ -116,6 +113,31 @@ pub fn network(latency_us: f64, bandwidth_gbs: f64) -> Result<Network> {
         latency_s: latency_us * 1e-6,
         bandwidth_bytes_per_s: bandwidth_gbs * 1e9,
     })
+}
+
+/// The network parameters of a ping-pong report: the mean over pairs of
+/// the smallest message's latency and of the best bandwidth.
+pub fn network_of(report: &PingpongReport) -> Result<Network> {
+    network(report.latency_us, report.bandwidth_gbytes_per_s)
+}
+
+/// Reads a ping-pong JSON report (`himeno bench pingpong --format json`)
+/// and returns its network parameters.
+pub fn network_from_file(path: &Path) -> Result<Network> {
+    let how = "write one with `himeno bench pingpong --format json > FILE`";
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::usage(format!(
+            "cannot read ping-pong file {}: {e}; {how}",
+            path.display()
+        ))
+    })?;
+    let rep: PingpongReport = serde_json::from_str(&text).map_err(|e| {
+        Error::usage(format!(
+            "{} is not a ping-pong JSON report ({e}); {how}",
+            path.display()
+        ))
+    })?;
+    network_of(&rep)
 }
 
 #[cfg(test)]
@@ -166,5 +188,18 @@ mod tests {
         assert_eq!((p.halo_s, p.allreduce_s, p.comm_share), (0.0, 0.0, 0.0));
         assert!((p.mflops - 34.0).abs() < 1e-9);
         assert!(network(-1.0, 1.0).is_err() && network(1.0, 0.0).is_err());
+    }
+
+    #[test]
+    fn a_pingpong_report_gives_the_network() {
+        let r = crate::bench::pingpong::summarise(2, vec!["h".into(); 2], Vec::new());
+        assert!(network_of(&r).is_err(), "no pair: no bandwidth");
+        let r = PingpongReport {
+            latency_us: 2.0,
+            bandwidth_gbytes_per_s: 6.0,
+            ..r
+        };
+        let net = network_of(&r).unwrap();
+        assert_eq!((net.latency_s, net.bandwidth_bytes_per_s), (2e-6, 6e9));
     }
 }

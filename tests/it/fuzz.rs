@@ -105,9 +105,9 @@ proptest! {
             }
             Ok(cli) => {
                 let outcome = match cli.command {
-                    None => cli.run.validate(ranks).map(drop),
-                    Some(Command::Run(a)) => a.validate(ranks).map(drop),
-                    Some(Command::Selftest(a)) => a.grid().map(drop),
+                    None => cli.run.validate(ranks, 1).map(drop),
+                    Some(Command::Run(a)) => a.validate(ranks, ranks).map(drop),
+                    Some(Command::Selftest(a)) => a.resolve(ranks).map(drop),
                     // These validate while they run (files, ranks): their
                     // bad input is covered by the bad-input table.
                     Some(Command::Report(_) | Command::Model(_) | Command::Bench(_)) => Ok(()),

@@ -187,12 +187,15 @@ fn use_tree(toks: &[Tok], i: &mut usize, prefix: &ModPath, out: &mut Vec<(ModPat
                 }
                 return;
             }
-            Some(Tok::Ident(s)) if s == "self" && !path.is_empty() && path.len() == prefix.len() => {
+            Some(Tok::Ident(s))
+                if s == "self" && !path.is_empty() && path.len() == prefix.len() =>
+            {
                 *i += 1;
                 let name = path.last().cloned().unwrap_or_default();
-                if let Some(Tok::Ident(a)) = toks.get(*i + 1).filter(|_| {
-                    matches!(toks.get(*i), Some(Tok::Ident(x)) if x == "as")
-                }) {
+                if let Some(Tok::Ident(a)) = toks
+                    .get(*i + 1)
+                    .filter(|_| matches!(toks.get(*i), Some(Tok::Ident(x)) if x == "as"))
+                {
                     out.push((path.clone(), a.clone()));
                     *i += 2;
                 } else {
@@ -249,8 +252,10 @@ impl Graph {
         let mut list = Vec::new();
         rust_files(src, &mut list);
         list.retain(|f| f.file_name().is_none_or(|n| n != "main.rs") || f.parent() != Some(src));
-        let files: BTreeMap<ModPath, PathBuf> =
-            list.iter().map(|f| (module_of(src, f), f.clone())).collect();
+        let files: BTreeMap<ModPath, PathBuf> = list
+            .iter()
+            .map(|f| (module_of(src, f), f.clone()))
+            .collect();
         let mut g = Graph {
             files,
             edges: BTreeMap::new(),
@@ -335,7 +340,7 @@ impl Graph {
         // Brace depths at which inline modules were opened.
         let mut inline: Vec<usize> = Vec::new();
         let mut depth = 0usize;
-        let mut add = |m: ModPath, deps: &mut BTreeSet<PathBuf>| {
+        let add = |m: ModPath, deps: &mut BTreeSet<PathBuf>| {
             if let Some(f) = self.files.get(&m) {
                 deps.insert(f.clone());
             }
@@ -510,7 +515,11 @@ fn lower_layers_never_import_the_tools() {
             }
         }
     }
-    assert!(bad.is_empty(), "lower layer imports a tool:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "lower layer imports a tool:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -531,7 +540,11 @@ fn the_scanner_resolves_paths_as_the_compiler_does() {
         "use crate::{b::{self, X}};\npub fn g() {}\n#[cfg(test)]\nmod tests { use super::*; }\n",
     )
     .unwrap();
-    std::fs::write(dir.join("b.rs"), "pub struct X; fn h() { crate::a::f(); }\n").unwrap();
+    std::fs::write(
+        dir.join("b.rs"),
+        "pub struct X; fn h() { crate::a::f(); }\n",
+    )
+    .unwrap();
     let g = Graph::build(&dir);
     let names = |f: &Path| -> BTreeSet<String> {
         g.edges[f]
@@ -539,9 +552,18 @@ fn the_scanner_resolves_paths_as_the_compiler_does() {
             .map(|d| d.strip_prefix(&dir).unwrap().display().to_string())
             .collect()
     };
-    assert_eq!(names(&dir.join("a/mod.rs")), BTreeSet::from(["a/c.rs".to_string()]));
-    assert_eq!(names(&dir.join("a/c.rs")), BTreeSet::from(["b.rs".to_string()]));
-    assert_eq!(names(&dir.join("b.rs")), BTreeSet::from(["a/mod.rs".to_string()]));
+    assert_eq!(
+        names(&dir.join("a/mod.rs")),
+        BTreeSet::from(["a/c.rs".to_string()])
+    );
+    assert_eq!(
+        names(&dir.join("a/c.rs")),
+        BTreeSet::from(["b.rs".to_string()])
+    );
+    assert_eq!(
+        names(&dir.join("b.rs")),
+        BTreeSet::from(["a/mod.rs".to_string()])
+    );
     assert_eq!(g.cycles().len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }

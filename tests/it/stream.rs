@@ -66,12 +66,25 @@ fn stream_text_names_the_kernels_and_the_validation() {
 }
 
 #[test]
+fn stream_csv_has_a_row_per_kernel_and_scope() {
+    let mut args = vec!["bench", "stream", "--format", "csv"];
+    args.extend_from_slice(&SMALL);
+    let out = stdout_ok(&run(himeno(&args)));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("rank,host,threads,bind,kernel,"), "{out}");
+    // One rank: its five kernels, then the aggregate's five.
+    assert_eq!(lines.len(), 1 + 2 * 5, "{out}");
+    assert!(lines[4].starts_with("0,") && lines[4].contains(",triad,24,200003,"), "{out}");
+    assert!(lines[10].starts_with(",all,2,none,sum13,56,"), "{out}");
+}
+
+#[test]
 fn stream_usage_errors_exit_2() {
     for bad in [
         &["--repeats", "1"][..],
         &["--elements", "0"],
         &["--threads", "0"],
-        &["--format", "csv"],
+        &["--format", "yaml"],
     ] {
         let mut args = vec!["bench", "stream"];
         args.extend_from_slice(bad);

@@ -11,11 +11,11 @@ use super::compile::Compiled;
 use super::driver::{Device, cuda_err};
 use super::regions::{self, Region};
 use super::staging::PinnedBuffer;
-use crate::backend::{Backend, BackendInfo, Face, HostBuffer};
-use crate::config::{RunConfig, Staging};
+use crate::backend::api::{Backend, BackendInfo, HostBuffer, Kind, Staging};
+use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
-use crate::grid::decomp::Block;
+use crate::grid::decomp::{Block, Face};
 use crate::grid::fields::{OMEGA, coefficient_values, p_initial};
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, result,
@@ -369,9 +369,9 @@ impl GpuBackend {
 
 impl Backend for GpuBackend {
     fn info(&self) -> BackendInfo {
-        let staging = format!("{:?}", self.staging).to_lowercase();
+        let staging = self.staging.name();
         BackendInfo {
-            kind: "gpu".into(),
+            kind: Kind::Gpu,
             threads: 1,
             device: Some(self.dev.description.clone()),
             detail: Some(format!(

@@ -1,6 +1,9 @@
 //! The GPU backend (feature `cuda`): each rank sweeps its block on one
 //! NVIDIA GPU through cudarc, with kernels compiled at start by NVRTC.
+//! Without the feature, [`disabled`] has the same functions, which explain
+//! how to get GPU support, so callers need no `#[cfg]`.
 //!
+//! - `enabled`: whether a GPU is usable, and creating a rank's backend;
 //! - `driver`: probing the libraries (cudarc panics without them), device
 //!   choice by node-local rank, the device description, memory preflight;
 //! - `compile`: NVRTC compilation of `kernels.cu` for the device's own
@@ -8,78 +11,32 @@
 //! - `regions`: the boxes one sweep launch covers (boundary slabs first
 //!   under `--overlap`);
 //! - `staging`: page-locked host buffers;
-//! - `device_backend`: the [`Backend`] itself;
-//! - `transfer`: host<->device copy measurements for `himeno bench transfer`.
+//! - `device_backend`: the `Backend` itself;
+//! - `transfer`: host<->device copy measurements, returned as [`sample`]s.
 
+pub mod sample;
+
+#[cfg(feature = "cuda")]
 pub mod compile;
+#[cfg(feature = "cuda")]
 pub mod device_backend;
+#[cfg(feature = "cuda")]
 pub mod driver;
+#[cfg(feature = "cuda")]
+mod enabled;
+#[cfg(feature = "cuda")]
 pub mod regions;
+#[cfg(feature = "cuda")]
 pub mod staging;
+#[cfg(feature = "cuda")]
 pub mod transfer;
 
-use super::Backend;
-use crate::comm::Comm;
-use crate::config::RunConfig;
-use crate::error::{Error, Result};
-use crate::grid::Grid;
-use crate::grid::decomp::Block;
-use device_backend::GpuBackend;
-use driver::Device;
-
+#[cfg(feature = "cuda")]
+pub use enabled::{available, create};
+#[cfg(feature = "cuda")]
 pub use transfer::measure_transfers;
 
-/// Whether a usable GPU is present: the CUDA driver and NVRTC load, the
-/// driver initialises and sees a device. Never panics.
-pub fn available() -> bool {
-    match driver::probe() {
-        Ok(_) => true,
-        Err(why) => {
-            tracing::info!("no usable GPU: {why}");
-            false
-        }
-    }
-}
-
-/// Creates the GPU backend of this rank. Collective: every rank learns
-/// whether all ranks started their GPU, so that no rank waits forever for
-/// one that failed. A failure every rank shares is returned as it is (rank
-/// 0 prints it once); a failure of some ranks only is a runtime error that
-/// the failing ranks print and that aborts the job.
-pub fn create(
-    cfg: &RunConfig,
-    grid: &Grid,
-    block: &Block,
-    comm: &dyn Comm,
-) -> Result<Box<dyn Backend>> {
-    let mine = open(cfg, grid, block, comm);
-    let mut failed = [f64::from(u8::from(mine.is_err()))];
-    comm.sum(&mut failed);
-    let failed = failed[0].round() as usize;
-    match mine {
-        Ok(gpu) if failed == 0 => Ok(Box::new(gpu)),
-        Ok(_) => Err(Error::runtime(format!(
-            "{failed} other rank(s) could not start their GPU; see their messages"
-        ))),
-        Err(e) if failed == comm.size() => Err(e),
-        Err(Error::Usage(m)) => Err(Error::Runtime(m)),
-        Err(e) => Err(e),
-    }
-}
-
-/// Opens this rank's device, compiles the kernels and builds the backend.
-fn open(cfg: &RunConfig, grid: &Grid, block: &Block, comm: &dyn Comm) -> Result<GpuBackend> {
-    let count = driver::probe().map_err(Error::usage)?;
-    let ordinal = driver::choose(cfg.device, comm.node_rank(), count)?;
-    if cfg.device.is_none() && comm.node_rank() >= count {
-        tracing::warn!(
-            node_rank = comm.node_rank(),
-            devices = count,
-            "more ranks than GPUs on this node: ranks share GPU {ordinal}"
-        );
-    }
-    let dev = Device::open(ordinal)?;
-    tracing::info!(rank = comm.rank(), host = %comm.host(), device = %dev.description, "GPU chosen");
-    let compiled = compile::compile(dev.cc)?;
-    GpuBackend::new(dev, compiled, grid, block, cfg)
-}
+#[cfg(not(feature = "cuda"))]
+pub mod disabled;
+#[cfg(not(feature = "cuda"))]
+pub use disabled::{available, create, measure_transfers};

@@ -70,8 +70,8 @@ pub fn boundary_and_interior(block: &Block) -> (Vec<Region>, Region) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Face;
     use crate::grid::Grid;
+    use crate::grid::decomp::Face;
     use crate::grid::decomp::ProcGrid;
 
     fn contains(r: &Region, p: [usize; 3]) -> bool {

@@ -6,7 +6,7 @@
 //! asks for write-combined memory, which CPUs read very slowly.
 
 use super::driver::cuda_err;
-use crate::backend::HostBuffer;
+use crate::backend::api::HostBuffer;
 use crate::error::Result;
 use cudarc::driver::{CudaContext, result};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Measuring host<->device and device-to-device copies for
-//! `himeno bench transfer` (options and report in `bench::transfer`).
+//! `himeno bench transfer` (which summarises and prints the samples).
 //!
 //! Every host<->device copy is issued and waited for on its own and timed
 //! with the host clock, so the numbers are what a halo exchange sees,
@@ -8,9 +8,9 @@
 //! end: that is the sustained bandwidth of device memory.
 
 use super::driver::{self, Device, cuda_err};
+use super::sample::{Measured, SERIES, Sample};
 use super::staging::PinnedBuffer;
-use crate::backend::HostBuffer;
-use crate::bench::transfer::{SERIES, Sample, TransferReport};
+use crate::backend::api::HostBuffer;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, result};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ const BYTES_PER_SIZE: usize = 1 << 30;
 const COPIES: (usize, usize) = (5, 200);
 
 /// Measures copies of every size in `sizes` (bytes) on device `device`.
-pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<TransferReport> {
+pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
     let count = driver::probe().map_err(Error::usage)?;
     let ordinal = driver::choose(Some(device), 0, count)?;
     let dev = Device::open(ordinal)?;
@@ -74,11 +74,10 @@ pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<TransferRepor
             });
         }
     }
-    Ok(TransferReport::new(
-        crate::comm::hostname(),
-        dev.description.clone(),
+    Ok(Measured {
+        device: dev.description.clone(),
         samples,
-    ))
+    })
 }
 
 /// Views page-locked `f32`s as bytes.

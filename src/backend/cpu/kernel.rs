@@ -1,7 +1,8 @@
 //! The fast CPU sweep of one k-row: the 19-point Jacobi update written over
 //! fixed-size chunks of equal-length slices, so that bounds checks vanish and
 //! the loop vectorises, compiled once per instruction set and chosen at run
-//! time ([`Isa`]) rather than with `-C target-cpu=native` on every build.
+//! time ([`Isa`], [`multiversion!`]) rather than with `-C target-cpu=native`
+//! on every build.
 //!
 //! Arithmetic follows the specification exactly: every sum is evaluated left
 //! to right, no fused multiply-add (Rust never contracts, whatever the target
@@ -11,22 +12,14 @@
 //! combined in a fixed order, so a row's sum does not depend on how rows are
 //! shared by threads nor on the instruction set.
 
+use crate::grid::fields::COEFFICIENTS;
+use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK1};
+#[cfg(doc)]
+use crate::machine::isa::Isa;
+use crate::machine::isa::multiversion;
+
 /// Number of interleaved partial sums per row.
 pub const LANES: usize = 8;
-
-/// Index of the 12 coefficient fields in `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
-const A0: usize = 0;
-const A1: usize = 1;
-const A2: usize = 2;
-const A3: usize = 3;
-const B0: usize = 4;
-const B1: usize = 5;
-const B2: usize = 6;
-const C0: usize = 7;
-const C1: usize = 8;
-const C2: usize = 9;
-const BND: usize = 10;
-const WRK1: usize = 11;
 
 /// Geometry of a block's local arrays, all of extents `dims`, k fastest.
 #[derive(Debug, Clone, Copy)]
@@ -43,69 +36,6 @@ impl Layout {
     }
 }
 
-/// The instruction set a row kernel was compiled for. Only [`Isa::detect`]
-/// and [`Isa::baseline`] make one, so a value always names a set this CPU
-/// supports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Isa(Set);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Set {
-    Baseline,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-impl Isa {
-    /// The widest instruction set this CPU supports that a kernel exists for.
-    pub fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
-            {
-                return Isa(Set::Avx512);
-            }
-            if std::is_x86_feature_detected!("avx2") {
-                return Isa(Set::Avx2);
-            }
-        }
-        Isa(Set::Baseline)
-    }
-
-    /// The kernel compiled for the build's target alone (SSE2 on x86-64).
-    pub fn baseline() -> Isa {
-        Isa(Set::Baseline)
-    }
-
-    /// Every kernel this CPU can run, baseline first (for tests).
-    pub fn all_supported() -> Vec<Isa> {
-        let mut v = vec![Isa(Set::Baseline)];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx2") {
-                v.push(Isa(Set::Avx2));
-            }
-            if Isa::detect() == Isa(Set::Avx512) {
-                v.push(Isa(Set::Avx512));
-            }
-        }
-        v
-    }
-
-    /// Short name for reports: `baseline`, `avx2` or `avx512`.
-    pub fn name(self) -> &'static str {
-        match self.0 {
-            Set::Baseline => "baseline",
-            #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => "avx2",
-            #[cfg(target_arch = "x86_64")]
-            Set::Avx512 => "avx512",
-        }
-    }
-}
-
 /// Read-only inputs of a sweep: the old `p` and the coefficient fields,
 /// whole arrays of the block's local extents.
 #[derive(Clone, Copy)]
@@ -115,99 +45,17 @@ pub struct Inputs<'a> {
     /// The old pressure field.
     pub p: &'a [f32],
     /// `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
-    pub coef: [&'a [f32]; 12],
+    pub coef: [&'a [f32]; COEFFICIENTS],
     /// Relaxation factor.
     pub omega: f32,
 }
 
-/// Updates the owned points of row `(i, j)` with the kernel compiled for
-/// `isa`: writes `out` (the row of `next`, full local k extent) and returns
-/// the row's sum of squared residuals.
-#[inline]
-pub fn sweep_row(isa: Isa, inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
-    match isa.0 {
-        Set::Baseline => row_body(inp, i, j, out),
-        // SAFETY: an `Isa` naming AVX2 or AVX-512 is only made after
-        // run-time detection found those features on this CPU.
-        #[cfg(target_arch = "x86_64")]
-        Set::Avx2 => unsafe { row_avx2(inp, i, j, out) },
-        #[cfg(target_arch = "x86_64")]
-        Set::Avx512 => unsafe { row_avx512(inp, i, j, out) },
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn row_avx2(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
-    row_body(inp, i, j, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,avx512f,avx512vl")]
-fn row_avx512(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
-    row_body(inp, i, j, out)
-}
-
-/// Number of input arrays of [`sum_streams`].
-pub const SUM_INPUTS: usize = 13;
-
-/// The sweep's memory traffic without its stencil or arithmetic: `out[x] =
-/// ins[0][x] + ... + ins[12][x]`, summed left to right. Per point it reads
-/// 13 `f32` streams and writes one, the 56 bytes the sweep moves (twelve
-/// coefficients, the new row of `p`, and `next`), with the sweep's
-/// instruction set but no software prefetch: a hardware probe, as STREAM's
-/// kernels are. `himeno bench stream` reports it beside the triad, so a
-/// machine's bandwidth for fourteen concurrent streams per thread can be
-/// told apart from the kernel's own cost.
-///
-/// # Panics
-/// If an input is shorter than `out`.
-pub fn sum_streams(isa: Isa, ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
-    match isa.0 {
-        Set::Baseline => sum_body(ins, out),
-        // SAFETY: as in `sweep_row`, the Isa was detected on this CPU.
-        #[cfg(target_arch = "x86_64")]
-        Set::Avx2 => unsafe { sum_avx2(ins, out) },
-        #[cfg(target_arch = "x86_64")]
-        Set::Avx512 => unsafe { sum_avx512(ins, out) },
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn sum_avx2(ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
-    sum_body(ins, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,avx512f,avx512vl")]
-fn sum_avx512(ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
-    sum_body(ins, out)
-}
-
-/// [`sum_streams`]' loop, inlined into each instruction-set wrapper.
-#[inline(always)]
-fn sum_body(ins: &[&[f32]; SUM_INPUTS], out: &mut [f32]) {
-    let n = out.len();
-    // Each input bound to its own name and cut to `n`, so that the
-    // compiler sees every length and drops the bounds checks.
-    let [a, b, c, d, e, f, g, h, i, j, k, l, m] = ins.map(|s| &s[..n]);
-    for x in 0..n {
-        out[x] = a[x]
-            + b[x]
-            + c[x]
-            + d[x]
-            + e[x]
-            + f[x]
-            + g[x]
-            + h[x]
-            + i[x]
-            + j[x]
-            + k[x]
-            + l[x]
-            + m[x];
-    }
-}
+multiversion!(
+    /// Updates the owned points of row `(i, j)` with the kernel compiled for
+    /// `isa`: writes `out` (the row of `next`, full local k extent) and
+    /// returns the row's sum of squared residuals.
+    pub fn sweep_row(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 => row_body
+);
 
 /// One chunk of [`LANES`] points of every input row.
 type Chunk = [f32; LANES];
@@ -390,6 +238,7 @@ mod tests {
     use crate::grid::Grid;
     use crate::grid::decomp::{Block, ProcGrid};
     use crate::grid::fields::{Fields, OMEGA};
+    use crate::machine::isa::Isa;
     use crate::verify::reference_sweep;
 
     /// Every instruction-set variant, on rows whose length is and is not a

@@ -4,11 +4,33 @@
 //! thread `t` always runs the `t`-th part of a static partition. Using one
 //! pool for both makes the stream bandwidth comparable with the solver's.
 
-use crate::comm::Comm;
-use crate::config::Bind;
 use crate::error::{Error, Result};
 use rayon::{ThreadPool, ThreadPoolBuilder};
+use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
+
+/// Thread placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Bind {
+    /// Leave placement to the operating system.
+    None,
+    /// Pin each worker thread to one CPU of the rank's allowed set.
+    Cores,
+}
+
+impl Bind {
+    /// Lower-case name, as in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bind::None => "none",
+            Bind::Cores => "cores",
+        }
+    }
+}
+
+/// Largest accepted `--threads`.
+pub const MAX_THREADS: usize = 4096;
 
 /// A fixed pool of worker threads with a known placement.
 pub struct Pool {
@@ -20,25 +42,32 @@ pub struct Pool {
     pinned: Vec<usize>,
 }
 
-/// Sweep threads of this rank: `given` (validated), or by default the CPUs
-/// this rank may use. A launcher that binds ranks gives each its own CPUs;
-/// one that leaves every rank free to use the whole node (oversubscribed
-/// runs, `--bind-to none`) would otherwise start one thread per CPU in every
-/// rank, so then the node's ranks share its CPUs. The solver and
-/// `bench stream` both use this, so they run with the same threads.
-pub fn for_rank(given: Option<usize>, comm: &dyn Comm) -> Result<usize> {
-    let allowed = crate::cli::threads_or_default(given)?;
-    if given.is_some() {
-        return Ok(allowed);
+/// Worker threads of one of `node_ranks` ranks on this node: `given`
+/// (checked), or by default the CPUs this rank may use. A launcher that
+/// binds ranks gives each its own CPUs; one that leaves every rank free to
+/// use the whole node (oversubscribed runs, `--bind-to none`) would
+/// otherwise start one thread per CPU in every rank, so then the node's
+/// ranks share its CPUs. The solver and `bench stream` both use this, so
+/// they run with the same threads.
+pub fn for_rank(given: Option<usize>, node_ranks: usize) -> Result<usize> {
+    let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match given {
+        Some(0) => Err(Error::usage("--threads must be at least 1")),
+        Some(t) if t > MAX_THREADS => Err(Error::usage(format!(
+            "--threads {t} is more than {MAX_THREADS}: give at most {MAX_THREADS} threads per rank"
+        ))),
+        Some(t) => Ok(t),
+        None => {
+            // SAFETY: sysconf only reads a system constant.
+            let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+            let unbound = online > 0 && allowed >= online as usize;
+            Ok(if unbound && node_ranks > 1 {
+                (allowed / node_ranks).max(1)
+            } else {
+                allowed
+            })
+        }
     }
-    // SAFETY: sysconf only reads a system constant.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    let unbound = online > 0 && allowed >= online as usize;
-    Ok(if unbound && comm.node_size() > 1 {
-        (allowed / comm.node_size()).max(1)
-    } else {
-        allowed
-    })
 }
 
 impl Pool {

@@ -1,7 +1,7 @@
 //! Stand-in for the GPU backend in builds without the `cuda` feature.
 
-use super::Backend;
-use crate::bench::transfer::TransferReport;
+use super::sample::Measured;
+use crate::backend::api::Backend;
 use crate::comm::Comm;
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
@@ -26,7 +26,7 @@ pub fn create(
 }
 
 /// Explains that this build cannot measure host<->device transfers.
-pub fn measure_transfers(_device: usize, _sizes: &[usize]) -> Result<TransferReport> {
+pub fn measure_transfers(_device: usize, _sizes: &[usize]) -> Result<Measured> {
     Err(Error::usage(
         "this build has no GPU support, so there is nothing to measure: rebuild with \
          `--features cuda` to run `himeno bench transfer`",

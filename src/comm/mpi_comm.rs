@@ -2,7 +2,7 @@
 //! whole job, because a panic on one rank would otherwise leave the others
 //! waiting forever in their next collective.
 
-use super::Comm;
+use super::api::Comm;
 use crate::error::{Error, Result};
 use mpi::Threading;
 use mpi::collective::SystemOperation;
@@ -174,12 +174,19 @@ impl Comm for MpiComm {
     }
 
     fn host(&self) -> String {
-        mpi::environment::processor_name().unwrap_or_else(|_| super::hostname())
+        mpi::environment::processor_name().unwrap_or_else(|_| super::launcher::hostname())
     }
 
     fn library(&self) -> Option<String> {
         mpi::environment::library_version()
             .ok()
-            .map(|s| s.lines().next().unwrap_or("").trim().to_string())
+            // The C string's terminating NUL can come back inside the string.
+            .map(|s| {
+                s.lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_matches(|c: char| c == '\0' || c.is_whitespace())
+                    .to_string()
+            })
     }
 }

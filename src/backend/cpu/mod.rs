@@ -18,19 +18,49 @@
 //! its rows of `next` through a [`LineWriter`] (streaming stores), so that
 //! writing `next` does not first read it from memory.
 
-use super::cache::LastLevel;
-use super::huge::HugeBuffer;
-use super::kernel::{self, Inputs, Isa, Layout};
-use super::lines::LineWriter;
-use super::threads::Pool;
-use super::{Backend, BackendInfo, Face, HostBuffer, pack_plane, unpack_plane};
-use crate::config::{RunConfig, Stores};
+pub mod kernel;
+pub mod lines;
+
+use super::api::{Backend, BackendInfo, HostBuffer, Kind, pack_plane, unpack_plane};
 use crate::error::Result;
 use crate::grid::Grid;
-use crate::grid::decomp::{Block, split};
-use crate::grid::fields::{OMEGA, coefficient_values, p_initial};
+use crate::grid::decomp::{Block, Face, split};
+use crate::grid::fields::{FIELDS, OMEGA, coefficient_values, p_initial};
+use crate::machine::cache::LastLevel;
+use crate::machine::huge::HugeBuffer;
+use crate::machine::isa::Isa;
+use crate::machine::threads::{Bind, Pool};
+use kernel::{Inputs, Layout};
+use lines::LineWriter;
 use ndarray::{Array3, ArrayView3, ArrayViewMut3};
+use serde::{Deserialize, Serialize};
 use std::ops::Range;
+
+/// How the CPU sweep stores the new field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Stores {
+    /// Streaming when the fields of the node's ranks exceed its last-level
+    /// cache, cached otherwise.
+    Auto,
+    /// Non-temporal stores of whole cache lines: no read of the line
+    /// before it is written (4 bytes per point less memory traffic), but
+    /// the new field is not left in the cache.
+    Streaming,
+    /// Ordinary stores through the cache.
+    Cached,
+}
+
+/// What the CPU backend is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuOptions {
+    /// Sweep threads.
+    pub threads: usize,
+    /// Thread placement.
+    pub bind: Bind,
+    /// How the new field is stored.
+    pub stores: Stores,
+}
 
 /// The rows one thread owns.
 #[derive(Debug, Clone)]
@@ -45,8 +75,6 @@ struct Part {
 /// One thread's pieces of every field: (field number, memory).
 type Pieces<'a> = Vec<(usize, &'a mut [f32])>;
 
-/// Number of fields: `p`, `next`, then the 12 coefficients.
-const NFIELDS: usize = 14;
 /// Distance in bytes between the start offsets (modulo 4 KiB) of
 /// consecutive fields: 14 fields spread over 3.5 KiB of L1 set positions.
 const STAGGER_BYTES: usize = 256;
@@ -84,23 +112,23 @@ pub struct CpuBackend {
 }
 
 impl CpuBackend {
-    /// Allocates and initialises the fields of `block` with the configured
-    /// number of threads; `node_ranks` ranks share this node's caches.
+    /// Allocates and initialises the fields of `block` as `opts` asks;
+    /// `node_ranks` ranks share this node's caches.
     pub fn new(
         grid: &Grid,
         block: &Block,
-        cfg: &RunConfig,
+        opts: &CpuOptions,
         node_ranks: usize,
     ) -> Result<CpuBackend> {
-        let pool = Pool::new(cfg.threads, cfg.bind)?;
+        let pool = Pool::new(opts.threads, opts.bind)?;
         let threads = pool.threads();
         let lay = Layout {
             dims: block.local_dims(),
         };
         let parts = partition(lay.dims, threads);
         let interior_rows = block.n[0] * block.n[1];
-        let field_bytes = NFIELDS * lay.dims.iter().product::<usize>() * size_of::<f32>();
-        let streaming = match cfg.stores {
+        let field_bytes = FIELDS * lay.dims.iter().product::<usize>() * size_of::<f32>();
+        let streaming = match opts.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
             // Streaming measured up to 7% faster at sizes M and L, whose
@@ -112,7 +140,7 @@ impl CpuBackend {
             grid: *grid,
             block: *block,
             lay,
-            fields: (0..NFIELDS)
+            fields: (0..FIELDS)
                 .map(|n| field(lay.dims.iter().product(), n))
                 .collect(),
             pool,
@@ -229,7 +257,7 @@ fn sweep_part_streaming(
 impl Backend for CpuBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {
-            kind: "cpu".into(),
+            kind: Kind::Cpu,
             threads: self.parts.len(),
             device: None,
             detail: Some(format!(

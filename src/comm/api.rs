@@ -1,0 +1,47 @@
+//! The [`Comm`] trait: what the driver and the tools need from the job's
+//! ranks, whatever carries their messages.
+
+use crate::error::Result;
+
+/// Operations the solver and the benchmarks need from the job's ranks. All
+/// collective methods must be called by every rank in the same order.
+pub trait Comm {
+    /// This rank's number, `0..size()`.
+    fn rank(&self) -> usize;
+    /// Number of ranks in the job.
+    fn size(&self) -> usize;
+    /// This rank's number among the ranks of its node.
+    fn node_rank(&self) -> usize;
+    /// Number of ranks on this rank's node.
+    fn node_size(&self) -> usize;
+    /// Blocks until every rank has arrived.
+    fn barrier(&self);
+    /// Element-wise sum of `x` over all ranks, in place on every rank.
+    fn sum(&self, x: &mut [f64]);
+    /// Maximum of `x` over all ranks, on every rank.
+    fn max(&self, x: f64) -> f64;
+    /// Rank 0's value of `x`, on every rank.
+    fn broadcast(&self, x: u64) -> u64;
+    /// Every rank's `local` bytes, in rank order, on rank 0 (`None` elsewhere).
+    fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>>;
+    /// One step of a halo exchange: receive from both `peers` (below, above)
+    /// into `recv`, send `send` to them, then wait for all four transfers.
+    /// A `None` peer is skipped. `tag` distinguishes the exchange steps.
+    fn exchange(
+        &self,
+        peers: [Option<usize>; 2],
+        send: [&[f32]; 2],
+        recv: [&mut [f32]; 2],
+        tag: i32,
+    ) -> Result<()>;
+    /// Sends `buf` to `peer` (blocking); used by the point-to-point benchmark.
+    fn send(&self, peer: usize, buf: &[u8]);
+    /// Receives exactly `buf.len()` bytes from `peer` (blocking).
+    fn recv(&self, peer: usize, buf: &mut [u8]);
+    /// Ends the whole job at once with `code`; never returns.
+    fn abort(&self, code: i32) -> !;
+    /// Name of the host this rank runs on.
+    fn host(&self) -> String;
+    /// The MPI library's version string, or `None` without MPI.
+    fn library(&self) -> Option<String>;
+}

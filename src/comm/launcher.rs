@@ -1,0 +1,41 @@
+//! What the launcher (mpirun, srun, hydra) and the system say about this
+//! process before any communication starts: its rank, the job's size, the
+//! host name.
+
+/// The number of ranks a launcher (mpirun, srun, hydra) says this process
+/// belongs to, read from the variables launchers set.
+pub fn launcher_size() -> Option<usize> {
+    const VARS: [&str; 5] = [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "MV2_COMM_WORLD_SIZE",
+        "SLURM_STEP_NUM_TASKS",
+    ];
+    VARS.iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .filter_map(|s| s.trim().parse::<usize>().ok())
+        .max()
+}
+
+/// This process's rank as a launcher announced it, before MPI starts (so
+/// that only one of N identical failures is printed).
+pub fn launcher_rank() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .filter_map(|v| std::env::var(v).ok())
+    .find_map(|s| s.trim().parse().ok())
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".to_string())
+}

@@ -1,0 +1,56 @@
+//! One output policy for every command: the report goes to standard output
+//! as text, JSON or CSV (`--format`), written in one piece; logs and errors
+//! go to standard error.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+
+/// How a command's report is printed on standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// A table or the original's familiar lines, for people.
+    Text,
+    /// One JSON object.
+    Json,
+    /// A CSV header and rows, with units in the column names.
+    Csv,
+}
+
+/// `value` as pretty JSON with a final newline.
+pub fn json<T: Serialize>(value: &T) -> Result<String> {
+    let mut s = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// A CSV field, quoted when it holds a comma, quote or line break.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Writes `text` to standard output and flushes it.
+pub fn emit(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::runtime(format!("cannot write the report: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

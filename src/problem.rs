@@ -1,0 +1,145 @@
+//! The problem a command works on: the global grid (`--size` or `--grid`)
+//! and the process grid (`--procs`, or the automatic choice), as typed and
+//! as resolved. Runs, the halo self-test and the model share these options
+//! and resolve them once, here.
+
+use crate::comm::MPI_ENABLED;
+use crate::error::{Error, Result};
+use crate::grid::decomp::ProcGrid;
+use crate::grid::{Grid, Preset};
+use clap::Args;
+
+/// `--size`, `--grid` and `--procs`, as typed.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ProblemArgs {
+    /// Size preset: XS, S, M, L or XL [default: M; XS for selftest].
+    #[arg(long, conflicts_with = "grid")]
+    pub size: Option<String>,
+    /// Custom global grid NIxNJxNK (each at least 3), e.g. 130x130x258.
+    #[arg(long)]
+    pub grid: Option<String>,
+    /// Process grid PIxPJxPK (product = number of ranks); default: chosen
+    /// to minimise the halo surface.
+    #[arg(long)]
+    pub procs: Option<String>,
+}
+
+/// How many ranks the problem is resolved for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranks {
+    /// The ranks of the job being run: `--procs` must match them.
+    Job(usize),
+    /// A count given for a prediction, or none: then `--procs` decides
+    /// (one rank without it).
+    Model(Option<usize>),
+}
+
+/// The resolved problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Global grid.
+    pub grid: Grid,
+    /// Preset name, or `custom` for `--grid`.
+    pub size_label: String,
+    /// Process grid, checked against the rank count and the grid.
+    pub procs: ProcGrid,
+}
+
+impl ProblemArgs {
+    /// Resolves the options for `ranks`, with `default` when neither
+    /// `--size` nor `--grid` is given.
+    pub fn resolve(&self, default: Preset, ranks: Ranks) -> Result<Problem> {
+        let (grid, size_label) = match (&self.grid, &self.size) {
+            (Some(g), _) => (g.parse::<Grid>()?, "custom".to_string()),
+            (None, Some(s)) => {
+                let p: Preset = s.parse()?;
+                (p.grid(), format!("{p:?}"))
+            }
+            (None, None) => (default.grid(), format!("{default:?}")),
+        };
+        let given: Option<ProcGrid> = self.procs.as_deref().map(str::parse).transpose()?;
+        let procs = match (given, ranks) {
+            (Some(pg), Ranks::Job(1)) if pg.ranks() > 1 && !MPI_ENABLED => {
+                return Err(Error::usage(format!(
+                    "--procs {pg} needs {} ranks, but this build has no MPI support: \
+                     rebuild with `--features mpi` and start it with mpirun",
+                    pg.ranks()
+                )));
+            }
+            (Some(pg), Ranks::Job(n) | Ranks::Model(Some(n))) => {
+                pg.validate(&grid, n)?;
+                pg
+            }
+            (Some(pg), Ranks::Model(None)) => {
+                pg.validate(&grid, pg.ranks())?;
+                pg
+            }
+            (None, Ranks::Job(n) | Ranks::Model(Some(n))) => {
+                if n == 0 {
+                    return Err(Error::usage("--ranks must be at least 1"));
+                }
+                ProcGrid::auto(&grid, n)?
+            }
+            (None, Ranks::Model(None)) => ProcGrid { p: [1, 1, 1] },
+        };
+        Ok(Problem {
+            grid,
+            size_label,
+            procs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(size: Option<&str>, grid: Option<&str>, procs: Option<&str>) -> ProblemArgs {
+        ProblemArgs {
+            size: size.map(String::from),
+            grid: grid.map(String::from),
+            procs: procs.map(String::from),
+        }
+    }
+
+    #[test]
+    fn defaults_presets_and_custom_grids() {
+        let p = args(None, None, None)
+            .resolve(Preset::M, Ranks::Job(1))
+            .unwrap();
+        assert_eq!((p.grid.n, p.size_label.as_str()), ([128, 128, 256], "M"));
+        let p = args(Some("xs"), None, None)
+            .resolve(Preset::M, Ranks::Job(1))
+            .unwrap();
+        assert_eq!(p.size_label, "XS");
+        let p = args(None, Some("9x8x7"), None)
+            .resolve(Preset::M, Ranks::Model(Some(4)))
+            .unwrap();
+        assert_eq!((p.size_label.as_str(), p.procs.ranks()), ("custom", 4));
+    }
+
+    #[test]
+    fn process_grids_follow_the_rank_count() {
+        let model = args(Some("S"), None, Some("2x2x1"));
+        assert_eq!(
+            model
+                .resolve(Preset::M, Ranks::Model(None))
+                .unwrap()
+                .procs
+                .p,
+            [2, 2, 1]
+        );
+        assert!(model.resolve(Preset::M, Ranks::Model(Some(3))).is_err());
+        assert!(
+            args(None, None, None)
+                .resolve(Preset::M, Ranks::Model(Some(0)))
+                .is_err()
+        );
+        let err = model.resolve(Preset::M, Ranks::Job(1)).unwrap_err();
+        if MPI_ENABLED {
+            assert!(err.to_string().contains("has 4 ranks"), "{err}");
+        } else {
+            assert!(err.to_string().contains("no MPI support"), "{err}");
+        }
+    }
+}

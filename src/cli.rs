@@ -2,10 +2,9 @@
 //! [`RunConfig`]. Every check that can fail on bad input lives here, so a
 //! usage error is found identically on every rank before any work starts.
 
-use crate::backend::Staging;
-use crate::backend::cpu::Stores;
 use crate::bench::BenchArgs;
-use crate::config::{BackendKind, RunConfig, RunLength, StreamMeasure};
+use crate::comm::LaunchArgs;
+use crate::config::{BackendKind, RunConfig, RunLength, Staging, Stores, StreamMeasure};
 use crate::error::{Error, Result};
 use crate::grid::Preset;
 use crate::machine::threads::{self, Bind};
@@ -59,6 +58,9 @@ pub struct SelftestArgs {
     /// The grid and process grid to test (default size XS).
     #[command(flatten)]
     pub problem: ProblemArgs,
+    /// How the ranks are started.
+    #[command(flatten)]
+    pub launch: LaunchArgs,
 }
 
 impl SelftestArgs {
@@ -74,6 +76,9 @@ pub struct RunArgs {
     /// The grid and process grid (default size M).
     #[command(flatten)]
     pub problem: ProblemArgs,
+    /// How the ranks are started.
+    #[command(flatten)]
+    pub launch: LaunchArgs,
     /// Sweep threads per rank; default: the cores this rank may use (shared
     /// with the node's other ranks when the launcher did not bind them).
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]

@@ -2,8 +2,6 @@
 //! as typed into this, once; everything downstream trusts it and nothing
 //! changes it afterwards.
 
-use crate::backend::api::Staging;
-use crate::backend::cpu::{CpuOptions, Stores};
 use crate::grid::Grid;
 use crate::grid::decomp::ProcGrid;
 use crate::machine::threads::Bind;
@@ -22,6 +20,41 @@ pub enum BackendKind {
     Gpu,
     /// A GPU when every rank has a usable one, otherwise the CPU.
     Auto,
+}
+
+/// How the CPU sweep stores the new field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Stores {
+    /// Streaming when the fields of the node's ranks exceed its last-level
+    /// cache, cached otherwise.
+    Auto,
+    /// Non-temporal stores of whole cache lines: no read of the line
+    /// before it is written (4 bytes per point less memory traffic), but
+    /// the new field is not left in the cache.
+    Streaming,
+    /// Ordinary stores through the cache.
+    Cached,
+}
+
+/// Host memory used to stage GPU halo messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Staging {
+    /// Page-locked host buffers (DMA straight from the device).
+    Pinned,
+    /// Ordinary host memory (the driver copies through its own bounce buffer).
+    Pageable,
+}
+
+impl Staging {
+    /// Lower-case name, as in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Staging::Pinned => "pinned",
+            Staging::Pageable => "pageable",
+        }
+    }
 }
 
 /// Whether a run measures the stream bandwidths itself.
@@ -91,14 +124,5 @@ impl RunConfig {
     /// The process grid.
     pub fn procs(&self) -> ProcGrid {
         self.problem.procs
-    }
-
-    /// What the CPU backend is asked for.
-    pub fn cpu_options(&self) -> CpuOptions {
-        CpuOptions {
-            threads: self.threads,
-            bind: self.bind,
-            stores: self.stores,
-        }
     }
 }

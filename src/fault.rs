@@ -143,7 +143,8 @@ fn edit_low_i_ghost_plane(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cpu::{CpuBackend, CpuOptions, Stores};
+    use crate::backend::cpu::{CpuBackend, CpuOptions};
+    use crate::config::Stores;
     use crate::grid::Grid;
     use crate::grid::decomp::{Block, ProcGrid};
     use crate::machine::threads::Bind;
@@ -182,7 +183,10 @@ mod tests {
             bind: Bind::None,
             stores: Stores::Auto,
         };
-        (CpuBackend::new(&grid, &block, &opts, 1).unwrap(), block)
+        (
+            CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap(),
+            block,
+        )
     }
 
     #[test]

@@ -6,13 +6,16 @@
 //!
 //! [`main_entry`] is the whole program; `main.rs` only calls it.
 
-// The layers, lowest first (a module only imports from layers below it;
+// The layers, lowest first (a module imports only from layers below it;
 // `tests/it/layers.rs` keeps it so):
-// 1. error, timing, signals, machine, grid, comm, output;
-// 2. backend (cpu, gpu), verify, problem;
-// 3. halo, fault, config, preflight, progress, selftest, solver;
-// 4. report, bench, study;
-// 5. cli, then run and this entry point.
+// 1. error, timing, signals, progress, output;
+// 2. machine, grid, comm;
+// 3. problem, verify;
+// 4. config;
+// 5. backend (cpu, gpu);
+// 6. halo, solver, preflight, selftest, fault;
+// 7. report, bench, study;
+// 8. cli, then run and this entry point.
 pub mod backend;
 pub mod bench;
 pub mod cli;

@@ -61,9 +61,9 @@ impl ProblemArgs {
         let procs = match (given, ranks) {
             (Some(pg), Ranks::Job(1)) if pg.ranks() > 1 && !MPI_ENABLED => {
                 return Err(Error::usage(format!(
-                    "--procs {pg} needs {} ranks, but this build has no MPI support: \
-                     rebuild with `--features mpi` and start it with mpirun",
-                    pg.ranks()
+                    "--procs {pg} needs {n} ranks: run them as threads with --local-ranks {n}, \
+                     or rebuild with `--features mpi` and start them with mpirun",
+                    n = pg.ranks()
                 )));
             }
             (Some(pg), Ranks::Job(n) | Ranks::Model(Some(n))) => {

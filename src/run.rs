@@ -29,12 +29,12 @@ use std::process::ExitCode;
 /// Runs the benchmark job described by `args`.
 pub fn benchmark(args: &RunArgs) -> ExitCode {
     let stop = StopFlag::install();
-    comm::with_comm(|comm| run_job(args, comm, stop))
+    comm::with_comm(&args.launch, |comm| run_job(args, comm, stop.clone()))
 }
 
 /// Runs the halo self-test described by `args`.
 pub fn selftest(args: &SelftestArgs) -> ExitCode {
-    comm::with_comm(|comm| {
+    comm::with_comm(&args.launch, |comm| {
         let problem = args.resolve(comm.size())?;
         let block = Block::of(&problem.grid, &problem.procs, comm.rank());
         preflight::check_need(
@@ -152,6 +152,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 verdict,
                 ceilings,
                 binding,
+                launch: comm.launch(),
                 mpi_library: comm.library(),
             },
         );

@@ -20,26 +20,6 @@ pub enum Kind {
     Gpu,
 }
 
-/// Host memory used to stage GPU halo messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Staging {
-    /// Page-locked host buffers (DMA straight from the device).
-    Pinned,
-    /// Ordinary host memory (the driver copies through its own bounce buffer).
-    Pageable,
-}
-
-impl Staging {
-    /// Lower-case name, as in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Staging::Pinned => "pinned",
-            Staging::Pageable => "pageable",
-        }
-    }
-}
-
 impl Kind {
     /// Lower-case name, as in reports.
     pub fn name(self) -> &'static str {

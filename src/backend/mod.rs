@@ -16,7 +16,7 @@ pub mod api;
 pub mod cpu;
 pub mod gpu;
 
-pub use api::{Backend, BackendInfo, HostBuffer, Kind, Staging, pack_plane, unpack_plane};
+pub use api::{Backend, BackendInfo, HostBuffer, Kind, pack_plane, unpack_plane};
 
 use crate::comm::Comm;
 use crate::config::{BackendKind, RunConfig};
@@ -57,8 +57,12 @@ pub fn create(
         Kind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
             grid,
             block,
-            &cfg.cpu_options(),
-            comm.node_size(),
+            &cpu::CpuOptions {
+                threads: cfg.threads,
+                bind: cfg.bind,
+                stores: cfg.stores,
+            },
+            [comm.node_rank(), comm.node_size()],
         )?)),
         Kind::Gpu => gpu::create(cfg, grid, block, comm),
     }

@@ -37,8 +37,8 @@ pub enum BenchCommand {
 /// (0 success, 2 usage or runtime error).
 pub fn run(args: &BenchArgs) -> ExitCode {
     match &args.command {
-        BenchCommand::Stream(a) => with_comm(|comm| stream::run(a, comm)),
-        BenchCommand::Pingpong(a) => with_comm(|comm| pingpong::run(a, comm)),
+        BenchCommand::Stream(a) => with_comm(&a.launch, |comm| stream::run(a, comm)),
+        BenchCommand::Pingpong(a) => with_comm(&a.launch, |comm| pingpong::run(a, comm)),
         BenchCommand::Transfer(a) => error::exit(transfer::run(a), true),
     }
 }

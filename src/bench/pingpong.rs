@@ -8,7 +8,7 @@
 //! Pairs on the same host are marked intra-node; under a launcher spanning
 //! nodes the others cross the network.
 
-use crate::comm::Comm;
+use crate::comm::{Comm, LaunchArgs};
 use crate::error::{Error, Result};
 use crate::output::{self, Format};
 use crate::timing::Lap;
@@ -47,6 +47,9 @@ pub struct PingpongArgs {
     /// Output format on standard output.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// How the ranks are started.
+    #[command(flatten)]
+    pub launch: LaunchArgs,
 }
 
 /// One message size of one pair.

@@ -2,6 +2,20 @@
 //! ranks, whatever carries their messages.
 
 use crate::error::Result;
+use serde::{Deserialize, Serialize};
+
+/// How the job's ranks were started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Launch {
+    /// One process, one rank.
+    #[default]
+    Single,
+    /// MPI processes started by a launcher (mpirun, srun).
+    Mpi,
+    /// Threads of one process (`--local-ranks`).
+    Threads,
+}
 
 /// Operations the solver and the benchmarks need from the job's ranks. All
 /// collective methods must be called by every rank in the same order.
@@ -44,4 +58,6 @@ pub trait Comm {
     fn host(&self) -> String;
     /// The MPI library's version string, or `None` without MPI.
     fn library(&self) -> Option<String>;
+    /// How the ranks were started.
+    fn launch(&self) -> Launch;
 }

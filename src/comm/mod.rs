@@ -1,5 +1,6 @@
 //! Communication between ranks: the [`Comm`] trait, a single-rank
-//! implementation, and an MPI implementation behind the `mpi` feature.
+//! implementation, in-process ranks over shared memory (`--local-ranks`),
+//! and an MPI implementation behind the `mpi` feature.
 //!
 //! The driver talks only to `dyn Comm`; whether MPI is compiled in is decided
 //! once, in [`init`], so no other module needs `#[cfg]`. [`with_comm`] runs
@@ -8,14 +9,16 @@
 
 pub mod api;
 pub mod launcher;
+pub mod local;
 #[cfg(feature = "mpi")]
 mod mpi_comm;
 #[cfg(not(feature = "mpi"))]
 mod no_mpi;
 mod single;
 
-pub use api::Comm;
+pub use api::{Comm, Launch};
 pub use launcher::{hostname, launcher_rank, launcher_size};
+pub use local::LaunchArgs;
 pub use single::SingleComm;
 
 #[cfg(feature = "mpi")]
@@ -36,17 +39,51 @@ pub fn init() -> Result<Box<dyn Comm>> {
 /// Whether this build can run multi-rank jobs.
 pub const MPI_ENABLED: bool = cfg!(feature = "mpi");
 
-/// Starts communication, runs `job`, and turns its outcome into the exit
-/// code. An error every rank finds alike (bad input, a wrong answer) is
-/// printed by rank 0 alone; any other may be local to this rank, which
-/// prints it and aborts the whole job, so that no rank is left waiting.
-pub fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
-    let comm = match init() {
-        Ok(c) => c,
-        // Every rank a launcher started fails alike: let one speak.
-        Err(e) => return crate::error::exit(Err(e), launcher_rank().unwrap_or(0) == 0),
-    };
-    match job(comm.as_ref()) {
+/// Starts the job's ranks as `launch` asks (threads of this process with
+/// `--local-ranks`, otherwise MPI or a single rank), runs `job` on each,
+/// and turns the outcome into the exit code. An error every rank finds
+/// alike (bad input, a wrong answer) is printed by rank 0 alone; any other
+/// may be local to one rank, which prints it and aborts the whole job, so
+/// that no rank is left waiting.
+pub fn with_comm(
+    launch: &LaunchArgs,
+    job: impl Fn(&dyn Comm) -> Result<ExitCode> + Sync,
+) -> ExitCode {
+    let speaker = launcher_rank().unwrap_or(0) == 0;
+    match launch.local_ranks {
+        Some(n) => match check_local(n) {
+            Ok(()) => local::run(n, &job, finish),
+            // Every rank a launcher started fails alike: let one speak.
+            Err(e) => crate::error::exit(Err(e), speaker),
+        },
+        None => match init() {
+            Ok(comm) => finish(comm.as_ref(), job(comm.as_ref())),
+            Err(e) => crate::error::exit(Err(e), speaker),
+        },
+    }
+}
+
+/// Checks `--local-ranks N`: a sane count, and not inside a job of several
+/// MPI ranks (each would start its own N threads and run alone).
+fn check_local(n: usize) -> Result<()> {
+    if n == 0 || n > local::MAX_LOCAL_RANKS {
+        return Err(Error::usage(format!(
+            "--local-ranks {n} must be between 1 and {}",
+            local::MAX_LOCAL_RANKS
+        )));
+    }
+    match launcher_size() {
+        Some(m) if m > 1 => Err(Error::usage(format!(
+            "--local-ranks runs ranks as threads of one process and cannot be combined with \
+             the {m} ranks a launcher started: use either mpirun/srun or --local-ranks"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// One rank's exit code for `outcome`; see [`with_comm`].
+fn finish(comm: &dyn Comm, outcome: Result<ExitCode>) -> ExitCode {
+    match outcome {
         Err(e @ (Error::Usage(_) | Error::Verification(_))) => {
             crate::error::exit(Err(e), comm.rank() == 0)
         }

@@ -2,7 +2,7 @@
 //! whole job, because a panic on one rank would otherwise leave the others
 //! waiting forever in their next collective.
 
-use super::api::Comm;
+use super::api::{Comm, Launch};
 use crate::error::{Error, Result};
 use mpi::Threading;
 use mpi::collective::SystemOperation;
@@ -188,5 +188,9 @@ impl Comm for MpiComm {
                     .trim_matches(|c: char| c == '\0' || c.is_whitespace())
                     .to_string()
             })
+    }
+
+    fn launch(&self) -> Launch {
+        Launch::Mpi
     }
 }

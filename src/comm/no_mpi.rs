@@ -15,18 +15,8 @@ pub fn init() -> Result<Box<dyn Comm>> {
              rebuild with `cargo build --release --features mpi`, or run one rank"
         ))),
         _ => {
-            install_exit_hook();
+            super::local::install_exit_hook();
             Ok(Box::new(SingleComm))
         }
     }
-}
-
-/// Makes a panic end the process with exit code 2 (an error, as the MPI
-/// build's abort does) instead of Rust's 101, after the usual message.
-fn install_exit_hook() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        default(info);
-        std::process::exit(2);
-    }));
 }

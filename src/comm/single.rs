@@ -1,7 +1,7 @@
 //! The single-rank communicator: every collective is the identity and a
 //! halo exchange has no peers.
 
-use super::api::Comm;
+use super::api::{Comm, Launch};
 use crate::error::{Error, Result};
 
 /// A job of exactly one rank, with no MPI library involved.
@@ -60,5 +60,9 @@ impl Comm for SingleComm {
     }
     fn library(&self) -> Option<String> {
         None
+    }
+
+    fn launch(&self) -> Launch {
+        Launch::Single
     }
 }

@@ -57,24 +57,31 @@ pub fn for_rank(given: Option<usize>, node_ranks: usize) -> Result<usize> {
             "--threads {t} is more than {MAX_THREADS}: give at most {MAX_THREADS} threads per rank"
         ))),
         Some(t) => Ok(t),
-        None => {
-            // SAFETY: sysconf only reads a system constant.
-            let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-            let unbound = online > 0 && allowed >= online as usize;
-            Ok(if unbound && node_ranks > 1 {
-                (allowed / node_ranks).max(1)
-            } else {
-                allowed
-            })
-        }
+        None => Ok(if unbound(allowed) && node_ranks > 1 {
+            (allowed / node_ranks).max(1)
+        } else {
+            allowed
+        }),
     }
 }
 
+/// Whether a process allowed on `allowed` CPUs may run on every CPU of the
+/// node: no launcher bound it, so it shares them with the node's other
+/// ranks (or it holds them all, as in-process ranks do).
+fn unbound(allowed: usize) -> bool {
+    // SAFETY: sysconf only reads a system constant.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    online > 0 && allowed >= online as usize
+}
+
 impl Pool {
-    /// Starts `threads` workers; with [`Bind::Cores`] thread `t` is pinned
-    /// to the `t`-th CPU of the allowed set (cyclically, with a warning, when
-    /// there are more threads than CPUs).
-    pub fn new(threads: usize, bind: Bind) -> Result<Pool> {
+    /// Starts `threads` workers for the rank `node_rank` of its node; with
+    /// [`Bind::Cores`] thread `t` is pinned to the `t`-th CPU of the allowed
+    /// set (cyclically, with a warning, when there are more threads than
+    /// CPUs). When the allowed set is the whole node, which the node's
+    /// ranks share, rank `r`'s threads start at its `r * threads`-th CPU,
+    /// so that ranks do not pin their threads onto the same CPUs.
+    pub fn new(threads: usize, bind: Bind, node_rank: usize) -> Result<Pool> {
         let threads = threads.max(1);
         let allowed = affinity::allowed()?;
         let pool = ThreadPoolBuilder::new()
@@ -96,7 +103,14 @@ impl Pool {
                     "more threads than allowed CPUs: threads share CPUs"
                 );
             }
-            pinned = (0..threads).map(|t| allowed[t % allowed.len()]).collect();
+            let first = if unbound(allowed.len()) {
+                node_rank.saturating_mul(threads)
+            } else {
+                0
+            };
+            pinned = (0..threads)
+                .map(|t| allowed[first.wrapping_add(t) % allowed.len()])
+                .collect();
             let outcomes = broadcast_on(&pool, |t| affinity::pin(pinned[t]));
             for (t, r) in outcomes.into_iter().enumerate() {
                 r.map_err(|e| {
@@ -253,7 +267,7 @@ mod tests {
 
     #[test]
     fn pinned_threads_run_where_they_are_pinned() {
-        let pool = Pool::new(2, Bind::Cores).unwrap();
+        let pool = Pool::new(2, Bind::Cores, 0).unwrap();
         if cfg!(target_os = "linux") {
             let seen = pool.broadcast(|_| affinity::current_cpu());
             let want: Vec<Option<usize>> = pool.pinned.iter().map(|&c| Some(c)).collect();
@@ -264,7 +278,7 @@ mod tests {
 
     #[test]
     fn broadcast_returns_in_thread_order() {
-        let pool = Pool::new(3, Bind::None).unwrap();
+        let pool = Pool::new(3, Bind::None, 0).unwrap();
         assert_eq!(pool.broadcast(|t| t * 10), vec![0, 10, 20]);
         assert!(pool.describe().contains("allowed"));
     }

@@ -6,9 +6,9 @@ pub mod csv;
 pub mod provenance;
 pub mod text;
 
-use crate::backend::cpu::Stores;
-use crate::backend::{BackendInfo, Kind, Staging};
-use crate::config::RunConfig;
+use crate::backend::{BackendInfo, Kind};
+use crate::comm::Launch;
+use crate::config::{RunConfig, Staging, Stores};
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
 use crate::machine::threads::Bind;
 use crate::solver::Outcome;
@@ -57,6 +57,10 @@ pub struct Record {
     pub procs: [usize; 3],
     /// Number of ranks.
     pub ranks: usize,
+    /// How the ranks were started: `single`, `mpi`, or `threads` (in-process
+    /// ranks, `--local-ranks`).
+    #[serde(default)]
+    pub launch: Launch,
     /// Sweep threads per rank.
     pub threads_per_rank: usize,
     /// `cpu` or `gpu`.
@@ -148,6 +152,8 @@ pub struct RecordInputs<'a> {
     pub ceilings: Ceilings,
     /// NUMA binding set by `scripts/bind.sh` (`HIMENO_BINDING`).
     pub binding: Option<String>,
+    /// How the ranks were started.
+    pub launch: Launch,
     /// MPI library version, if any.
     pub mpi_library: Option<String>,
 }
@@ -199,6 +205,7 @@ impl Record {
             grid: cfg.grid().n,
             procs: cfg.procs().p,
             ranks: out.ranks.len(),
+            launch: inp.launch,
             threads_per_rank: first.threads,
             backend: first.kind,
             iterations: out.iterations,

@@ -2,6 +2,7 @@
 //! decomposition, the phase table and the compute/communication split.
 
 use super::Record;
+use crate::comm::Launch;
 use crate::timing::Phase;
 use std::fmt::Write;
 
@@ -25,8 +26,13 @@ pub fn render(r: &Record) -> String {
     );
     let _ = writeln!(
         s,
-        "Process grid {pi}x{pj}x{pk} = {} ranks, {} {} thread(s) per rank, hosts: {}",
+        "Process grid {pi}x{pj}x{pk} = {} ranks{}, {} {} thread(s) per rank, hosts: {}",
         r.ranks,
+        if r.launch == Launch::Threads {
+            " (in-process threads)"
+        } else {
+            ""
+        },
         r.threads_per_rank,
         r.backend.name(),
         r.provenance.hosts.join(",")

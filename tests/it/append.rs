@@ -5,15 +5,6 @@
 
 use crate::common::*;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-
-fn temp_file(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("himeno-append-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join(name);
-    let _ = std::fs::remove_file(&f);
-    f
-}
 
 /// The smallest possible run, appending to `file` with `label`.
 fn tiny_run(file: &str, label: &str) -> std::process::Output {
@@ -26,7 +17,7 @@ fn tiny_run(file: &str, label: &str) -> std::process::Output {
 fn concurrent_jobs_append_every_record_whole() {
     const WRITERS: usize = 8;
     const RECORDS: usize = 25;
-    let file = temp_file("concurrent.jsonl");
+    let file = temp_file("append-it", "concurrent.jsonl");
     let path = file.to_str().unwrap();
     std::thread::scope(|s| {
         for w in 0..WRITERS {
@@ -56,7 +47,7 @@ fn concurrent_jobs_append_every_record_whole() {
 
 #[test]
 fn a_torn_line_from_a_killed_writer_stays_apart() {
-    let file = temp_file("torn.jsonl");
+    let file = temp_file("append-it", "torn.jsonl");
     let path = file.to_str().unwrap();
     let o = tiny_run(path, "first");
     assert!(o.status.success(), "{}", stderr(&o));
@@ -92,7 +83,7 @@ fn a_full_disk_is_exit_2_with_the_report_still_printed() {
 
 #[test]
 fn a_full_disk_under_mpirun_ends_the_job_with_exit_2() {
-    if !MPI {
+    if !mpi_or_skip("a_full_disk_under_mpirun_ends_the_job_with_exit_2") {
         return;
     }
     let o = run(mpirun(

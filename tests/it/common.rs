@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 use wait_timeout::ChildExt;
@@ -50,6 +51,59 @@ pub fn mpirun(np: usize, args: &[&str]) -> Command {
     .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
     c
+}
+
+/// Whether an MPI test can run; when it cannot, says so on stderr (shown
+/// with `cargo test -- --nocapture` or `--show-output`), naming the test.
+pub fn mpi_or_skip(test: &str) -> bool {
+    if !MPI {
+        eprintln!("skipped {test}: this test binary was built without the mpi feature");
+    }
+    MPI
+}
+
+/// How a multi-rank test starts its ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    /// Processes under a real `mpirun`.
+    Mpirun,
+    /// Threads of one process (`--local-ranks`), in every build.
+    Local,
+}
+
+/// The launchers this build can test: in-process ranks always, `mpirun`
+/// with the mpi feature.
+pub fn launchers() -> Vec<Launcher> {
+    if MPI {
+        vec![Launcher::Local, Launcher::Mpirun]
+    } else {
+        vec![Launcher::Local]
+    }
+}
+
+/// A command running the binary on `np` ranks started by `launcher`.
+/// Options go before any subcommand's own, so `args` may start with a
+/// subcommand (`selftest`, `bench stream`).
+pub fn ranks(launcher: Launcher, np: usize, args: &[&str]) -> Command {
+    match launcher {
+        Launcher::Mpirun => mpirun(np, args),
+        Launcher::Local => {
+            let n = np.to_string();
+            let mut all: Vec<&str> = args.to_vec();
+            all.extend(["--local-ranks", &n]);
+            himeno(&all)
+        }
+    }
+}
+
+/// A fresh path `name` in a folder of this test process, for results files
+/// and plots (`tag` keeps the areas' files apart).
+pub fn temp_file(tag: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("himeno-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join(name);
+    let _ = std::fs::remove_file(&f);
+    f
 }
 
 /// Runs `cmd` to completion, killing it after `limit`; a run that has to be
@@ -102,6 +156,16 @@ pub fn stdout(o: &Output) -> String {
 /// Standard error as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The lines of standard error that himeno wrote (`himeno...`), leaving
+/// out what a launcher adds around them.
+pub fn himeno_lines(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("himeno"))
+        .map(String::from)
+        .collect()
 }
 
 /// Asserts success and returns standard output.

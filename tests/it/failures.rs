@@ -36,25 +36,23 @@ fn assert_aborted(o: &Output, message: &str) {
 
 #[test]
 fn a_panic_on_one_rank_ends_the_whole_job() {
-    if !MPI {
-        return;
+    for launcher in launchers() {
+        let o = with_fault(ranks(launcher, 4, &LONG), "2:3:panic");
+        assert_aborted(&o, "injected panic on rank 2 at iteration 3");
+        assert_aborted(&o, "rank 2 panicked; aborting all ranks");
     }
-    let o = with_fault(mpirun(4, &LONG), "2:3:panic");
-    assert_aborted(&o, "injected panic on rank 2 at iteration 3");
-    assert_aborted(&o, "rank 2 panicked; aborting all ranks");
 }
 
 #[test]
 fn an_error_on_one_rank_ends_the_whole_job() {
-    if !MPI {
-        return;
+    for launcher in launchers() {
+        let o = with_fault(ranks(launcher, 4, &LONG), "1:4:error");
+        assert_aborted(
+            &o,
+            "himeno: rank 1: error: HIMENO_FAULT: injected error on rank 1 at iteration 4",
+        );
+        assert_eq!(o.status.code(), Some(2), "{launcher:?}: {}", stderr(&o));
     }
-    let o = with_fault(mpirun(4, &LONG), "1:4:error");
-    assert_aborted(
-        &o,
-        "himeno: rank 1: error: HIMENO_FAULT: injected error on rank 1 at iteration 4",
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 #[test]
@@ -73,14 +71,13 @@ fn an_error_on_a_single_rank_is_exit_2() {
 
 #[test]
 fn nan_on_one_rank_stops_every_rank_with_exit_1() {
-    if !MPI {
-        return;
+    for launcher in launchers() {
+        let o = with_fault(ranks(launcher, 4, &LONG), "3:5:nan");
+        assert_aborted(&o, "gosa is NaN at iteration 5");
+        assert_eq!(o.status.code(), Some(1), "{launcher:?}: {}", stderr(&o));
+        let said = stderr(&o).matches("verification FAILED").count();
+        assert_eq!(said, 1, "rank 0 alone reports it:\n{}", stderr(&o));
     }
-    let o = with_fault(mpirun(4, &LONG), "3:5:nan");
-    assert_aborted(&o, "gosa is NaN at iteration 5");
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let said = stderr(&o).matches("verification FAILED").count();
-    assert_eq!(said, 1, "rank 0 alone reports it:\n{}", stderr(&o));
 }
 
 #[test]
@@ -95,10 +92,7 @@ const KNOWN: [&str; 4] = ["--grid", "9x10x11", "--iterations", "50"];
 
 #[test]
 fn a_perturbed_answer_is_invalid_never_valid() {
-    let dir = std::env::temp_dir().join(format!("himeno-fail-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("perturbed.jsonl");
-    let _ = std::fs::remove_file(&file);
+    let file = temp_file("fail", "perturbed.jsonl");
     let mut args = KNOWN.to_vec();
     args.extend(["--output", file.to_str().unwrap()]);
     // Unperturbed, the same run is VALID: the fault is what fails it.
@@ -124,21 +118,19 @@ fn a_perturbed_answer_is_invalid_never_valid() {
     assert_eq!(lines[0]["verified"], true);
     assert_eq!(lines[1]["verified"], false);
     assert_eq!(lines[1]["complete"], true);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
-fn a_perturbed_rank_fails_verification_under_mpirun() {
-    if !MPI {
-        return;
-    }
+fn a_perturbed_rank_fails_verification_on_four_ranks() {
     let mut args = KNOWN.to_vec();
     args.extend(["--format", "json"]);
-    let o = with_fault(mpirun(4, &args), "3:20:perturb");
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON report");
-    assert_eq!(r["verified"], false, "{r}");
-    assert_eq!(r["verification"]["against"], "known-answer");
+    for launcher in launchers() {
+        let o = with_fault(ranks(launcher, 4, &args), "3:20:perturb");
+        assert_eq!(o.status.code(), Some(1), "{launcher:?}: {}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON report");
+        assert_eq!(r["verified"], false, "{r}");
+        assert_eq!(r["verification"]["against"], "known-answer");
+    }
 }
 
 #[test]

@@ -497,6 +497,47 @@ fn the_module_graph_has_no_cycle() {
 }
 
 #[test]
+fn the_top_level_modules_form_layers_too() {
+    // Files grouped by top-level module (`backend/cpu/mod.rs` is `backend`):
+    // the picture in the README's layout section must be a DAG as well.
+    let src = src_dir();
+    let g = Graph::build(&src);
+    let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    for (file, deps) in &g.edges {
+        let from = PathBuf::from(top(&src, file));
+        let entry = edges.entry(from.clone()).or_default();
+        for d in deps {
+            let to = PathBuf::from(top(&src, d));
+            if to != from {
+                entry.insert(to);
+            }
+        }
+    }
+    for to in edges.values().flatten().cloned().collect::<Vec<_>>() {
+        edges.entry(to).or_default();
+    }
+    let modules = Graph {
+        files: BTreeMap::new(),
+        edges,
+    };
+    let cycles: Vec<String> = modules
+        .cycles()
+        .iter()
+        .map(|c| {
+            c.iter()
+                .map(|m| m.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    assert!(
+        cycles.is_empty(),
+        "top-level modules that import each other:\n{}",
+        cycles.join("\n")
+    );
+}
+
+#[test]
 fn lower_layers_never_import_the_tools() {
     let src = src_dir();
     let g = Graph::build(&src);

@@ -10,7 +10,7 @@ mod fuzz;
 mod gpu;
 mod known_answers;
 mod layers;
-mod mpi;
+mod ranks;
 mod run;
 mod signals;
 mod stream;

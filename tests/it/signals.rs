@@ -139,14 +139,6 @@ fn children(parent: u32) -> Vec<u32> {
     out
 }
 
-fn temp_file(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("himeno-sig-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join(name);
-    let _ = std::fs::remove_file(&f);
-    f
-}
-
 /// Checks an incomplete JSON report and the matching results-file line.
 fn assert_incomplete_json(e: &Ended, file: &PathBuf) {
     assert_eq!(e.status.code(), Some(2), "stderr:\n{}", e.stderr);
@@ -178,7 +170,7 @@ fn assert_incomplete_json(e: &Ended, file: &PathBuf) {
 
 #[test]
 fn sigterm_twice_stops_a_single_rank_with_an_incomplete_report() {
-    let file = temp_file("term.jsonl");
+    let file = temp_file("sig", "term.jsonl");
     let mut args = LONG.to_vec();
     args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
     let run = Running::start(himeno(&args));
@@ -224,7 +216,7 @@ fn sigusr1_and_sigint_mark_the_text_and_csv_reports_incomplete() {
 
 #[test]
 fn a_signal_during_the_rehearsal_ends_cleanly_without_a_report() {
-    let file = temp_file("rehearsal.jsonl");
+    let file = temp_file("sig", "rehearsal.jsonl");
     let mut args = LONG.to_vec();
     // A thousand rehearsal iterations take long enough to be interrupted.
     args.extend([
@@ -245,11 +237,29 @@ fn a_signal_during_the_rehearsal_ends_cleanly_without_a_report() {
 }
 
 #[test]
+fn sigterm_stops_every_in_process_rank() {
+    let file = temp_file("sig", "local-term.jsonl");
+    let mut args = LONG.to_vec();
+    args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
+    let run = Running::start(ranks(Launcher::Local, 4, &args));
+    run.wait_for("rehearsal done");
+    kill("TERM", run.child.id());
+    let e = run.finish();
+    assert_incomplete_json(&e, &file);
+    assert_eq!(
+        e.stderr
+            .matches("stop signal: ending the run early")
+            .count(),
+        4
+    );
+}
+
+#[test]
 fn sigusr1_to_mpirun_stops_every_rank() {
-    if !MPI {
+    if !mpi_or_skip("sigusr1_to_mpirun_stops_every_rank") {
         return;
     }
-    let file = temp_file("mpirun-usr1.jsonl");
+    let file = temp_file("sig", "mpirun-usr1.jsonl");
     let mut args = LONG.to_vec();
     args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
     let run = Running::start(mpirun(4, &args));
@@ -267,10 +277,10 @@ fn sigusr1_to_mpirun_stops_every_rank() {
 
 #[test]
 fn sigterm_to_every_rank_stops_the_job_as_under_slurm() {
-    if !MPI {
+    if !mpi_or_skip("sigterm_to_every_rank_stops_the_job_as_under_slurm") {
         return;
     }
-    let file = temp_file("mpirun-term.jsonl");
+    let file = temp_file("sig", "mpirun-term.jsonl");
     let mut args = LONG.to_vec();
     args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
     let run = Running::start(mpirun(4, &args));

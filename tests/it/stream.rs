@@ -71,10 +71,16 @@ fn stream_csv_has_a_row_per_kernel_and_scope() {
     args.extend_from_slice(&SMALL);
     let out = stdout_ok(&run(himeno(&args)));
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("rank,host,threads,bind,kernel,"), "{out}");
+    assert!(
+        lines[0].starts_with("rank,host,threads,bind,kernel,"),
+        "{out}"
+    );
     // One rank: its five kernels, then the aggregate's five.
     assert_eq!(lines.len(), 1 + 2 * 5, "{out}");
-    assert!(lines[4].starts_with("0,") && lines[4].contains(",triad,24,200003,"), "{out}");
+    assert!(
+        lines[4].starts_with("0,") && lines[4].contains(",triad,24,200003,"),
+        "{out}"
+    );
     assert!(lines[10].starts_with(",all,2,none,sum13,56,"), "{out}");
 }
 
@@ -95,20 +101,19 @@ fn stream_usage_errors_exit_2() {
 }
 
 #[test]
-fn stream_under_mpi_reports_each_rank_and_the_aggregate() {
-    if !MPI {
-        return;
-    }
+fn stream_on_two_ranks_reports_each_rank_and_the_aggregate() {
     let mut args = vec!["bench", "stream", "--format", "json"];
     args.extend_from_slice(&SMALL);
-    let r = json_ok(&run(mpirun(2, &args)));
-    assert_eq!(r["ranks"], 2);
-    let ranks = r["per_rank"].as_array().unwrap();
-    assert_eq!(ranks.len(), 2);
-    assert_eq!(ranks[1]["rank"], 1);
-    assert_eq!(ranks[1]["kernels"].as_array().unwrap().len(), 5);
-    assert_eq!(ranks[1]["sum13_elements"], 3 * 8 * 200003 / 56);
-    assert!(r["sum13_gbytes_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    for launcher in launchers() {
+        let r = json_ok(&run(ranks(launcher, 2, &args)));
+        assert_eq!(r["ranks"], 2);
+        let per_rank = r["per_rank"].as_array().unwrap();
+        assert_eq!(per_rank.len(), 2);
+        assert_eq!(per_rank[1]["rank"], 1);
+        assert_eq!(per_rank[1]["kernels"].as_array().unwrap().len(), 5);
+        assert_eq!(per_rank[1]["sum13_elements"], 3 * 8 * 200003 / 56);
+        assert!(r["sum13_gbytes_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
 }
 
 #[test]

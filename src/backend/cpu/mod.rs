@@ -22,6 +22,7 @@ pub mod kernel;
 pub mod lines;
 
 use super::api::{Backend, BackendInfo, HostBuffer, Kind, pack_plane, unpack_plane};
+use crate::config::Stores;
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face, split};
@@ -33,23 +34,7 @@ use crate::machine::threads::{Bind, Pool};
 use kernel::{Inputs, Layout};
 use lines::LineWriter;
 use ndarray::{Array3, ArrayView3, ArrayViewMut3};
-use serde::{Deserialize, Serialize};
 use std::ops::Range;
-
-/// How the CPU sweep stores the new field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Stores {
-    /// Streaming when the fields of the node's ranks exceed its last-level
-    /// cache, cached otherwise.
-    Auto,
-    /// Non-temporal stores of whole cache lines: no read of the line
-    /// before it is written (4 bytes per point less memory traffic), but
-    /// the new field is not left in the cache.
-    Streaming,
-    /// Ordinary stores through the cache.
-    Cached,
-}
 
 /// What the CPU backend is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,15 +97,17 @@ pub struct CpuBackend {
 }
 
 impl CpuBackend {
-    /// Allocates and initialises the fields of `block` as `opts` asks;
-    /// `node_ranks` ranks share this node's caches.
+    /// Allocates and initialises the fields of `block` as `opts` asks, for
+    /// rank `node[0]` of the `node[1]` ranks that share this node's caches
+    /// (and, when no launcher bound them, its CPUs).
     pub fn new(
         grid: &Grid,
         block: &Block,
         opts: &CpuOptions,
-        node_ranks: usize,
+        node: [usize; 2],
     ) -> Result<CpuBackend> {
-        let pool = Pool::new(opts.threads, opts.bind)?;
+        let [node_rank, node_ranks] = node;
+        let pool = Pool::new(opts.threads, opts.bind, node_rank)?;
         let threads = pool.threads();
         let lay = Layout {
             dims: block.local_dims(),

@@ -27,7 +27,7 @@ pub mod arrays;
 pub mod kernels;
 pub mod report;
 
-use crate::comm::Comm;
+use crate::comm::{Comm, LaunchArgs};
 use crate::error::{Error, Result};
 use crate::machine::cache::LastLevel;
 use crate::machine::threads::{self, Bind, Pool};
@@ -61,6 +61,9 @@ pub struct StreamArgs {
     /// Report format on standard output.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// How the ranks are started.
+    #[command(flatten)]
+    pub launch: LaunchArgs,
 }
 
 /// Runs `himeno bench stream`.
@@ -78,7 +81,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
     let llc = llc_bytes();
     let elements = args.elements.unwrap_or_else(|| default_elements(llc));
     let sum13_elements = sum13_elements(elements);
-    let pool = Pool::new(threads, args.bind)?;
+    let pool = Pool::new(threads, args.bind, comm.node_rank())?;
     let mut arrays = Arrays::first_touch(&pool, elements, sum13_elements);
     let timings = arrays.time(&pool, comm, args.repeats, &Kernel::ALL);
     let ok = arrays.valid(&pool, args.repeats);
@@ -152,7 +155,7 @@ pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<Quick
     const REPEATS: usize = 5;
     let elements = default_elements(llc_bytes());
     let sum_elements = sum13_elements(elements);
-    let pool = Pool::new(threads, bind)?;
+    let pool = Pool::new(threads, bind, comm.node_rank())?;
     let mut arrays = Arrays::first_touch(&pool, elements, sum_elements);
     let timings = arrays.time(&pool, comm, REPEATS, &[Kernel::Triad, Kernel::Sum13]);
     let ok = arrays.triad_valid(&pool);

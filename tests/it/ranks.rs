@@ -1,0 +1,262 @@
+//! Multi-rank runs, as in-process ranks (`--local-ranks`, every build) and
+//! under a real `mpirun` (with the mpi feature): decomposition invariance
+//! of the answer, the halo self-test, process-grid errors and placement.
+//! Without the `mpi` feature, a binary started as several ranks must
+//! refuse to run.
+
+use crate::common::*;
+
+/// Process grids over 1..8 ranks that split each axis, alone and together.
+const GRIDS: [(usize, &str); 12] = [
+    (1, "1x1x1"),
+    (2, "2x1x1"),
+    (2, "1x2x1"),
+    (2, "1x1x2"),
+    (3, "3x1x1"),
+    (3, "1x1x3"),
+    (4, "2x2x1"),
+    (4, "1x2x2"),
+    (4, "2x1x2"),
+    (6, "3x2x1"),
+    (6, "1x2x3"),
+    (8, "2x2x2"),
+];
+
+/// The JSON report of `np` ranks started by `launcher` on `procs`, one
+/// sweep thread each unless `extra` says otherwise.
+fn report(launcher: Launcher, np: usize, procs: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--procs", procs, "--format", "json"];
+    args.extend_from_slice(extra);
+    if !extra.contains(&"--threads") {
+        args.extend(["--threads", "1"]);
+    }
+    json_ok(&run(ranks(launcher, np, &args)))
+}
+
+#[test]
+fn every_process_grid_gives_the_single_rank_answer() {
+    // An uneven grid, so blocks differ in size along every axis.
+    let base = ["--grid", "23x19x29", "--iterations", "12"];
+    let reference = json_ok(&run(himeno(&[
+        "--grid",
+        "23x19x29",
+        "--iterations",
+        "12",
+        "--format",
+        "json",
+        "--verify",
+    ])));
+    assert_eq!(reference["verified"], true);
+    let gosa0 = reference["gosa"].as_f64().unwrap();
+    for launcher in launchers() {
+        for (n, (np, procs)) in GRIDS.into_iter().enumerate() {
+            // Half the grids with streaming stores, whose rows carry their
+            // ghost ends: the exchange must still find them replaced; in
+            // turn one and two sweep threads per rank.
+            let stores = ["--stores", ["streaming", "cached"][n % 2]];
+            let threads = ["--threads", ["1", "2"][n / 2 % 2]];
+            let r = report(
+                launcher,
+                np,
+                procs,
+                &[&base[..], &stores[..], &threads[..]].concat(),
+            );
+            assert_eq!(r["ranks"], np);
+            assert_eq!(
+                r["p_fingerprint"], reference["p_fingerprint"],
+                "{launcher:?} {procs}"
+            );
+            let gosa = r["gosa"].as_f64().unwrap();
+            assert!(
+                ((gosa - gosa0) / gosa0).abs() <= 1e-9,
+                "{launcher:?} {procs}: {gosa} vs {gosa0}"
+            );
+            assert_eq!(r["per_rank"].as_array().unwrap().len(), np);
+            let launch = match launcher {
+                Launcher::Local => "threads",
+                Launcher::Mpirun => "mpi",
+            };
+            assert_eq!(r["launch"], launch, "{launcher:?} {procs}");
+        }
+    }
+}
+
+#[test]
+fn size_s_on_four_ranks_matches_the_known_answer_and_one_rank() {
+    let one = json_ok(&run(himeno(&[
+        "--size",
+        "S",
+        "--iterations",
+        "100",
+        "--format",
+        "json",
+    ])));
+    for launcher in launchers() {
+        let r = report(
+            launcher,
+            4,
+            "1x2x2",
+            &["--size", "S", "--iterations", "100"],
+        );
+        assert_eq!(r["verification"]["against"], "known-answer");
+        assert_eq!(r["verified"], true, "{}", r["verification"]["detail"]);
+        assert_eq!(r["p_fingerprint"], one["p_fingerprint"], "{launcher:?}");
+    }
+}
+
+#[test]
+fn local_ranks_verify_against_the_reference_run() {
+    let r = report(
+        Launcher::Local,
+        3,
+        "1x3x1",
+        &["--grid", "13x17x11", "--iterations", "4", "--verify"],
+    );
+    assert_eq!(r["verification"]["against"], "reference");
+    assert_eq!(r["verified"], true, "{}", r["verification"]["detail"]);
+    assert_eq!(r["launch"], "threads");
+    assert_eq!(r["provenance"]["mpi_library"], serde_json::Value::Null);
+}
+
+#[test]
+fn halo_self_test_passes_on_every_process_grid() {
+    for launcher in launchers() {
+        for (np, procs) in GRIDS {
+            let o = run(ranks(
+                launcher,
+                np,
+                &["selftest", "--grid", "9x8x7", "--procs", procs],
+            ));
+            assert!(
+                o.status.success(),
+                "{launcher:?} {procs}: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+            assert!(stdout(&o).contains("halo self-test passed"), "{procs}");
+        }
+    }
+}
+
+#[test]
+fn wrong_process_grid_is_a_usage_error_on_every_rank() {
+    for launcher in launchers() {
+        for procs in ["2x2x1", "4x1x1"] {
+            let o = run(ranks(
+                launcher,
+                2,
+                &["--size", "XS", "--iterations", "1", "--procs", procs],
+            ));
+            assert_eq!(o.status.code(), Some(2), "{procs}: {}", stderr(&o));
+            assert!(stderr(&o).contains("process grid"), "{}", stderr(&o));
+            assert_eq!(himeno_lines(&o).len(), 1, "{}", stderr(&o));
+            assert!(stdout(&o).is_empty());
+        }
+    }
+    if !mpi_or_skip("wrong_process_grid_is_a_usage_error_on_every_rank (mpirun part)") {
+        return;
+    }
+    // A split leaving ranks without interior points.
+    let o = run(mpirun(
+        4,
+        &["--grid", "4x40x40", "--iterations", "1", "--procs", "4x1x1"],
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no interior point"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_build_without_mpi_refuses_to_run_as_many_ranks() {
+    if MPI
+        || std::process::Command::new("mpirun")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        return;
+    }
+    let o = run(mpirun(2, &["--size", "XS", "--iterations", "1"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no MPI support"), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn unbound_ranks_share_the_node_by_default() {
+    // Oversubscribed, Open MPI binds nothing, and in-process ranks share
+    // the process's CPUs: every rank may use every CPU, so the default
+    // thread count must split them instead of multiplying.
+    for launcher in launchers() {
+        let r = json_ok(&run(ranks(
+            launcher,
+            4,
+            &["--size", "XS", "--iterations", "2", "--format", "json"],
+        )));
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = r["threads_per_rank"].as_u64().unwrap() as usize;
+        assert!(threads >= 1);
+        assert!(
+            threads * 4 <= cpus.max(4),
+            "{launcher:?}: {threads} threads x 4 ranks on {cpus} CPUs"
+        );
+    }
+}
+
+#[test]
+fn pinned_local_ranks_take_different_cpus() {
+    let r = json_ok(&run(himeno(&[
+        "--local-ranks",
+        "2",
+        "--size",
+        "XS",
+        "--iterations",
+        "1",
+        "--threads",
+        "1",
+        "--bind",
+        "cores",
+        "--format",
+        "json",
+    ])));
+    let cpus: Vec<String> = r["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let pl = p["placement"].as_str().unwrap();
+            let at = pl.find("threads on cpus ").expect("pinned cpus") + 16;
+            pl[at..].split(' ').next().unwrap().to_string()
+        })
+        .collect();
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if online >= 2 {
+        assert_ne!(cpus[0], cpus[1], "{r}");
+    }
+}
+
+#[test]
+fn bad_local_rank_counts_are_usage_errors() {
+    for n in ["0", "1025", "-2", "many"] {
+        let o = run(himeno(&[
+            "--local-ranks",
+            n,
+            "--size",
+            "XS",
+            "--iterations",
+            "1",
+        ]));
+        assert_eq!(o.status.code(), Some(2), "{n}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{n}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty());
+    }
+    // One process of several MPI ranks cannot also start threads as ranks.
+    if mpi_or_skip("bad_local_rank_counts_are_usage_errors (under mpirun)") {
+        let o = run(mpirun(
+            2,
+            &["--local-ranks", "2", "--size", "XS", "--iterations", "1"],
+        ));
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("--local-ranks"), "{}", stderr(&o));
+        assert_eq!(himeno_lines(&o).len(), 1, "{}", stderr(&o));
+    }
+}

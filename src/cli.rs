@@ -10,6 +10,7 @@ use crate::grid::Preset;
 use crate::machine::threads::{self, Bind};
 use crate::output::Format;
 use crate::problem::{Problem, ProblemArgs, Ranks};
+use crate::study::plan::PlanArgs;
 use crate::study::{ModelArgs, ReportArgs};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Predict time per iteration and the compute/communication split.
     Model(ModelArgs),
+    /// List the runs of scaling-study definitions (what scripts/sweep.sh
+    /// and the job templates run).
+    Plan(PlanArgs),
     /// Evaluation benchmarks beside the solver (memory bandwidth, MPI
     /// ping-pong, host<->device transfers).
     Bench(BenchArgs),

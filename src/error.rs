@@ -33,6 +33,14 @@ impl Error {
         Error::Runtime(msg.into())
     }
 
+    /// The message alone, without the kind's prefix (for wrapping it in
+    /// another message).
+    pub fn message(&self) -> &str {
+        match self {
+            Error::Usage(m) | Error::Runtime(m) | Error::Verification(m) => m,
+        }
+    }
+
     /// The exit code this error maps to (1 for verification, 2 otherwise).
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -69,6 +69,7 @@ pub fn main_entry() -> ExitCode {
         Some(Command::Selftest(args)) => run::selftest(&args),
         Some(Command::Report(args)) => error::exit(study::report(&args), true),
         Some(Command::Model(args)) => error::exit(study::model(&args), true),
+        Some(Command::Plan(args)) => error::exit(study::plan::plan(&args), true),
         Some(Command::Bench(args)) => bench::run(&args),
     }
 }

@@ -6,10 +6,12 @@
 //! - [`group`]: grouping into strong/weak studies, speed-up and efficiency;
 //! - [`table`]: text, CSV and JSON renderings;
 //! - [`plot`]: SVG and PNG pictures;
-//! - [`model`]: the performance model.
+//! - [`model`]: the performance model;
+//! - [`plan`]: `himeno plan`, the runs of study definitions.
 
 pub mod group;
 pub mod model;
+pub mod plan;
 pub mod plot;
 pub mod records;
 pub mod table;

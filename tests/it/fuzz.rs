@@ -110,7 +110,9 @@ proptest! {
                     Some(Command::Selftest(a)) => a.resolve(ranks).map(drop),
                     // These validate while they run (files, ranks): their
                     // bad input is covered by the bad-input table.
-                    Some(Command::Report(_) | Command::Model(_) | Command::Bench(_)) => Ok(()),
+                    Some(
+                        Command::Report(_) | Command::Model(_) | Command::Bench(_) | Command::Plan(_),
+                    ) => Ok(()),
                 };
                 if let Err(e) = outcome {
                     prop_assert!(matches!(e, Error::Usage(_)), "{argv:?}: {e}");

@@ -87,11 +87,42 @@ fn scripts_pass_bash_n_and_shellcheck() {
 }
 
 #[test]
+fn plan_resolves_the_runs_of_study_definitions() {
+    let runs = json_ok(&run(himeno(&[
+        "plan",
+        "--format",
+        "json",
+        "--max-ranks",
+        "4",
+        "inputs/studies/weak-M.env",
+    ])));
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3, "1, 2 and 4 ranks");
+    assert_eq!(runs[2]["grid"], serde_json::json!([254, 254, 256]));
+    assert_eq!(runs[2]["procs"], serde_json::json!([2, 2, 1]));
+    assert_eq!(runs[2]["kind"], "weak");
+    let dir = scratch("plan");
+    let bad = dir.join("bad.env");
+    std::fs::write(&bad, "NAME=x\nSIZES=XS\nRANKS=\"1 two\"\n").unwrap();
+    let o = run(himeno(&["plan", bad.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bad.env: line 3: rank count 'two'"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
 fn sweep_dry_run_prints_every_run_and_the_report() {
     let out = stdout_ok(&run(bash(
         "scripts/sweep.sh",
         &[
             "--dry-run",
+            "--himeno",
+            BIN,
             "--results",
             "/tmp/r.jsonl",
             "--launcher",
@@ -103,18 +134,39 @@ fn sweep_dry_run_prints_every_run_and_the_report() {
     let lines: Vec<&str> = out.lines().collect();
     // local-strong: 2 sizes x (1 + 2 + 3 process grids); local-weak: 3.
     assert_eq!(lines.len(), 12 + 3 + 1, "{out}");
-    assert!(lines[0].starts_with("mpirun -np 1 target/release/himeno --size XS --procs 1x1x1"));
-    assert!(out.contains("-np 4 target/release/himeno --size S --procs 1x2x2 --iterations 40"));
+    assert!(lines[0].starts_with(&format!("mpirun -np 1 {BIN} --size XS --procs 1x1x1")));
+    assert!(out.contains(&format!(
+        "-np 4 {BIN} --size S --procs 1x2x2 --iterations 40"
+    )));
     // Weak scaling: XS interior 30x30x62 per rank, doubled along i then j.
-    assert!(out.contains("-np 2 target/release/himeno --grid 62x32x64 --procs 2x1x1"));
-    assert!(out.contains("-np 4 target/release/himeno --grid 62x62x64 --procs 2x2x1"));
+    assert!(out.contains(&format!("-np 2 {BIN} --grid 62x32x64 --procs 2x1x1")));
+    assert!(out.contains(&format!("-np 4 {BIN} --grid 62x62x64 --procs 2x2x1")));
+    // In-process ranks need no launcher.
+    let local = stdout_ok(&run(bash(
+        "scripts/sweep.sh",
+        &[
+            "--dry-run",
+            "--himeno",
+            BIN,
+            "--launcher",
+            "local",
+            "inputs/studies/local-weak.env",
+        ],
+    )));
+    assert!(
+        local.lines().nth(2).unwrap().starts_with(&format!(
+            "{BIN} --grid 62x62x64 --procs 2x2x1 --iterations 40 --threads 1 --label local-weak \
+             --output results/local-weak.jsonl --local-ranks 4"
+        )),
+        "{local}"
+    );
     assert!(
         lines[15].contains("report /tmp/r.jsonl --plot /tmp/r-plots"),
         "{out}"
     );
     let bad = run(bash(
         "scripts/sweep.sh",
-        &["--dry-run", "no-such-study.env"],
+        &["--dry-run", "--himeno", BIN, "no-such-study.env"],
     ));
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("cannot read study definition"));
@@ -138,6 +190,7 @@ fn job_templates_dry_run_locally() {
     ] {
         let mut c = bash(script, &[]);
         c.env("DRY_RUN", "1")
+            .env("HIMENO", BIN)
             .env_remove("SLURM_NTASKS")
             .env_remove("PBS_NODEFILE");
         let out = stdout_ok(&run(c));
@@ -418,7 +471,7 @@ fn pingpong_on_two_ranks_measures_small_sizes() {
 #[test]
 fn small_real_sweep_writes_results_tables_and_plots() {
     let dir = scratch("sweep");
-    let ranks = if MPI { "1 2" } else { "1" };
+    let ranks = "1 2";
     let study = dir.join("tiny.env");
     std::fs::write(
         &study,
@@ -430,7 +483,7 @@ fn small_real_sweep_writes_results_tables_and_plots() {
     let launcher = if MPI {
         "mpirun --oversubscribe --allow-run-as-root -np %n"
     } else {
-        "env NP=%n"
+        "local"
     };
     let mut c = bash(
         "scripts/sweep.sh",

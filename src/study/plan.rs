@@ -1,0 +1,527 @@
+//! `himeno plan`: the runs of scaling studies, from their definitions.
+//!
+//! A study definition (`inputs/studies/*.env`) is data, not a script: lines
+//! `KEY=VALUE` (a value may be quoted), `#` comments and blank lines. Keys:
+//! `NAME` (the label of its runs), `KIND` (`strong`, `weak` or `shape`),
+//! `SIZES` (presets or `NIxNJxNK` grids), `RANKS` (rank counts), `PROCS`
+//! (process grids; for each rank count those whose product matches, or the
+//! automatic choice when none is given), `ITERATIONS` and `THREADS`.
+//!
+//! For a weak study each size is the block of one rank: the global grid
+//! grows with the rank count so that every rank owns exactly that interior
+//! (each prime factor of the rank count, largest first, multiplies the
+//! dimension whose global interior is smallest so far, i before j before
+//! k on ties, so blocks stay compact).
+//!
+//! The plan resolves every grid and process grid the way a run does, so
+//! `scripts/sweep.sh` and the job templates keep no copy of the presets or
+//! of the decomposition rules.
+
+use crate::error::{Error, Result};
+use crate::grid::decomp::ProcGrid;
+use crate::grid::{Grid, Preset};
+use crate::output::{self, Format};
+use crate::problem::{ProblemArgs, Ranks};
+use clap::Args;
+use serde::Serialize;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Largest rank count a study may ask for.
+pub const MAX_RANKS: usize = 1 << 20;
+
+/// Largest file a study definition may be (they are a few lines).
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Options of `himeno plan`.
+#[derive(Debug, Args, Clone)]
+pub struct PlanArgs {
+    /// Study definitions (`inputs/studies/*.env`).
+    #[arg(required = true)]
+    pub studies: Vec<PathBuf>,
+    /// Leave out runs of more ranks than this (e.g. the job's allocation).
+    #[arg(long)]
+    pub max_ranks: Option<usize>,
+    /// Report format on standard output: text is one run per line, tab
+    /// separated (name, size, ranks, process grid, then the run's options).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// What a study varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// One grid, more ranks.
+    Strong,
+    /// One block per rank, more ranks.
+    Weak,
+    /// One grid and rank count, several process grids.
+    Shape,
+}
+
+/// A study definition, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Study {
+    /// Label of the study's runs.
+    pub name: String,
+    /// What it varies.
+    pub kind: Kind,
+    /// Sizes: presets or `NIxNJxNK`.
+    pub sizes: Vec<String>,
+    /// Rank counts.
+    pub ranks: Vec<usize>,
+    /// Process grids to choose from, empty for the automatic choice.
+    pub procs: Vec<ProcGrid>,
+    /// Timed iterations per run.
+    pub iterations: u64,
+    /// Sweep threads per rank.
+    pub threads: usize,
+}
+
+/// One run of a study.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    /// The study's name (the run's `--label`).
+    pub study: String,
+    /// The study's kind.
+    pub kind: Kind,
+    /// The size as the study names it (a weak study's per-rank block).
+    pub size: String,
+    /// Ranks.
+    pub ranks: usize,
+    /// The global grid.
+    pub grid: [usize; 3],
+    /// The process grid.
+    pub procs: [usize; 3],
+    /// Timed iterations.
+    pub iterations: u64,
+    /// Sweep threads per rank.
+    pub threads: usize,
+    /// The run's options for `himeno` (no launcher, no output file).
+    pub args: Vec<String>,
+}
+
+/// Runs `himeno plan`.
+pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
+    let mut runs = Vec::new();
+    for path in &args.studies {
+        let study = Study::read(path)?;
+        for run in study.runs()? {
+            if args.max_ranks.is_some_and(|m| run.ranks > m) {
+                continue;
+            }
+            runs.push(run);
+        }
+    }
+    output::emit(&match args.format {
+        Format::Text => text(&runs),
+        Format::Json => output::json(&runs)?,
+        Format::Csv => csv(&runs),
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Study {
+    /// Reads and parses the definition in `path`.
+    pub fn read(path: &Path) -> Result<Study> {
+        let bad = |why: String| Error::usage(format!("study definition {}: {why}", path.display()));
+        let size = std::fs::metadata(path)
+            .map_err(|e| bad(format!("cannot read it: {e}")))?
+            .len();
+        if size > MAX_FILE_BYTES {
+            return Err(bad(format!("{size} bytes is not a study definition")));
+        }
+        let text =
+            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        Study::parse(&text).map_err(|e| match e {
+            Error::Usage(m) => bad(m),
+            other => other,
+        })
+    }
+
+    /// Parses a definition's text.
+    pub fn parse(text: &str) -> Result<Study> {
+        let mut name = None;
+        let mut kind = Kind::Strong;
+        let (mut sizes, mut ranks, mut procs) = (None, None, Vec::new());
+        let (mut iterations, mut threads) = (100, 1);
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let at = |why: String| Error::usage(format!("line {}: {why}", n + 1));
+            let (key, value) = line
+                .split_once('=')
+                .ok_or_else(|| at("expected KEY=VALUE".into()))?;
+            let value = unquote(value.trim()).map_err(|w| at(w.into()))?;
+            let words = || {
+                value
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            };
+            match key.trim() {
+                "NAME" => name = Some(label(value).map_err(at)?),
+                "KIND" => {
+                    kind = match value {
+                        "strong" => Kind::Strong,
+                        "weak" => Kind::Weak,
+                        "shape" => Kind::Shape,
+                        k => return Err(at(format!("KIND '{k}' must be strong, weak or shape"))),
+                    }
+                }
+                "SIZES" => {
+                    for s in words() {
+                        size_grid(&s).map_err(|e| at(e.message().to_string()))?;
+                    }
+                    sizes = Some(words());
+                }
+                "RANKS" => {
+                    let mut v = Vec::new();
+                    for w in words() {
+                        match w.parse::<usize>() {
+                            Ok(r) if (1..=MAX_RANKS).contains(&r) => v.push(r),
+                            _ => {
+                                return Err(at(format!(
+                                    "rank count '{w}' must be a whole number from 1 to {MAX_RANKS}"
+                                )));
+                            }
+                        }
+                    }
+                    ranks = Some(v);
+                }
+                "PROCS" => {
+                    procs = words()
+                        .iter()
+                        .map(|w| w.parse::<ProcGrid>())
+                        .collect::<Result<_>>()
+                        .map_err(|e| at(e.message().to_string()))?;
+                }
+                "ITERATIONS" => {
+                    iterations =
+                        value.parse().ok().filter(|&i| i >= 1).ok_or_else(|| {
+                            at(format!("ITERATIONS '{value}' must be at least 1"))
+                        })?;
+                }
+                "THREADS" => {
+                    threads = value
+                        .parse()
+                        .ok()
+                        .filter(|&t| t >= 1)
+                        .ok_or_else(|| at(format!("THREADS '{value}' must be at least 1")))?;
+                }
+                other => {
+                    return Err(at(format!(
+                        "unknown key '{other}' (NAME, KIND, SIZES, RANKS, PROCS, ITERATIONS, \
+                         THREADS)"
+                    )));
+                }
+            }
+        }
+        let missing = |k: &str| Error::usage(format!("{k} is not set"));
+        let study = Study {
+            name: name.ok_or_else(|| missing("NAME"))?,
+            kind,
+            sizes: sizes
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| missing("SIZES"))?,
+            ranks: ranks
+                .filter(|r| !r.is_empty())
+                .ok_or_else(|| missing("RANKS"))?,
+            procs,
+            iterations,
+            threads,
+        };
+        Ok(study)
+    }
+
+    /// The study's runs, in the order of its sizes, then rank counts, then
+    /// process grids.
+    pub fn runs(&self) -> Result<Vec<Run>> {
+        let mut out = Vec::new();
+        for size in &self.sizes {
+            let (base, _) = size_grid(size)?;
+            for &np in &self.ranks {
+                let layouts: Vec<(Grid, Option<ProcGrid>)> = match self.kind {
+                    Kind::Weak => {
+                        let (g, p) = weak_layout(&base, np)?;
+                        vec![(g, Some(p))]
+                    }
+                    _ if self.procs.is_empty() => vec![(base, None)],
+                    _ => self
+                        .procs
+                        .iter()
+                        .filter(|p| p.ranks() == np)
+                        .map(|&p| (base, Some(p)))
+                        .collect(),
+                };
+                for (grid, procs) in layouts {
+                    let problem = ProblemArgs {
+                        size: None,
+                        grid: Some(grid.to_string()),
+                        procs: procs.map(|p| p.to_string()),
+                    }
+                    .resolve(Preset::M, Ranks::Model(Some(np)))
+                    .map_err(|e| {
+                        Error::usage(format!(
+                            "study {}: size {size} on {np} ranks: {}",
+                            self.name,
+                            e.message()
+                        ))
+                    })?;
+                    let grid_args = if self.kind != Kind::Weak && size.parse::<Preset>().is_ok() {
+                        ["--size".to_string(), size.to_ascii_uppercase()]
+                    } else {
+                        ["--grid".to_string(), problem.grid.to_string()]
+                    };
+                    let mut args = grid_args.to_vec();
+                    args.extend([
+                        "--procs".to_string(),
+                        problem.procs.to_string(),
+                        "--iterations".to_string(),
+                        self.iterations.to_string(),
+                        "--threads".to_string(),
+                        self.threads.to_string(),
+                        "--label".to_string(),
+                        self.name.clone(),
+                    ]);
+                    out.push(Run {
+                        study: self.name.clone(),
+                        kind: self.kind,
+                        size: size.clone(),
+                        ranks: np,
+                        grid: problem.grid.n,
+                        procs: problem.procs.p,
+                        iterations: self.iterations,
+                        threads: self.threads,
+                        args,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A value without its surrounding quotes; shell syntax beyond that is
+/// refused, since the file is data.
+fn unquote(v: &str) -> std::result::Result<&str, &'static str> {
+    let inner = match v.as_bytes() {
+        [b'"', .., b'"'] | [b'\'', .., b'\''] if v.len() >= 2 => &v[1..v.len() - 1],
+        _ => v,
+    };
+    if inner.contains(['"', '\'', '$', '`', '\\', ';', '(', ')', '|', '&', '<', '>']) {
+        return Err(
+            "a value holds shell syntax (quotes, $, `, \\, ;, (, ), |, &, <, >): \
+                    definitions are data, not scripts",
+        );
+    }
+    Ok(inner)
+}
+
+/// A study name: usable as a label and in file names.
+fn label(v: &str) -> std::result::Result<String, String> {
+    if !v.is_empty()
+        && v.len() <= 64
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "NAME '{v}' must be 1 to 64 letters, digits, '.', '_' or '-'"
+        ))
+    }
+}
+
+/// The grid a study's size names: a preset or `NIxNJxNK`.
+fn size_grid(s: &str) -> Result<(Grid, String)> {
+    let args = if s.parse::<Preset>().is_ok() {
+        ProblemArgs {
+            size: Some(s.to_string()),
+            ..ProblemArgs::default()
+        }
+    } else {
+        ProblemArgs {
+            grid: Some(s.to_string()),
+            ..ProblemArgs::default()
+        }
+    };
+    let p = args.resolve(Preset::M, Ranks::Model(None))?;
+    Ok((p.grid, p.size_label))
+}
+
+/// The global grid and process grid that give each of `np` ranks the
+/// interior of `block`.
+pub fn weak_layout(block: &Grid, np: usize) -> Result<(Grid, ProcGrid)> {
+    let inner = block.interior();
+    let mut p = [1usize; 3];
+    for f in prime_factors(np).into_iter().rev() {
+        let mut best = 0;
+        for d in 1..3 {
+            if p[d] * inner[d] < p[best] * inner[best] {
+                best = d;
+            }
+        }
+        p[best] *= f;
+    }
+    let mut n = [0usize; 3];
+    for d in 0..3 {
+        n[d] = p[d]
+            .checked_mul(inner[d])
+            .and_then(|v| v.checked_add(2))
+            .ok_or_else(|| Error::usage(format!("{np} ranks of {block} is too large a grid")))?;
+    }
+    Ok((Grid::new(n)?, ProcGrid { p }))
+}
+
+/// Prime factors of `n`, ascending, with multiplicity.
+fn prime_factors(mut n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut f = 2;
+    while f * f <= n {
+        while n.is_multiple_of(f) {
+            out.push(f);
+            n /= f;
+        }
+        f += 1;
+    }
+    if n > 1 {
+        out.push(n);
+    }
+    out
+}
+
+/// One run per line: name, size, ranks, process grid, options (tabs
+/// between the first five fields, spaces between the options).
+fn text(runs: &[Run]) -> String {
+    let mut s = String::new();
+    for r in runs {
+        let [pi, pj, pk] = r.procs;
+        let _ = writeln!(
+            s,
+            "{}\t{}\t{}\t{pi}x{pj}x{pk}\t{}",
+            r.study,
+            r.size,
+            r.ranks,
+            r.args.join(" ")
+        );
+    }
+    s
+}
+
+/// CSV: one row per run.
+fn csv(runs: &[Run]) -> String {
+    let mut s = String::from("study,kind,size,ranks,ni,nj,nk,pi,pj,pk,iterations,threads\n");
+    for r in runs {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.study,
+            serde_json::to_value(r.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            output::csv_field(&r.size),
+            r.ranks,
+            r.grid[0],
+            r.grid[1],
+            r.grid[2],
+            r.procs[0],
+            r.procs[1],
+            r.procs[2],
+            r.iterations,
+            r.threads
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STRONG: &str = "# a comment\nNAME=s1\nKIND=strong\nSIZES=\"XS S\"\nRANKS='1 2 4'\n\
+                          PROCS=\"1x1x1 2x1x1 1x1x2 2x2x1\"\nITERATIONS=40\nTHREADS=2\n";
+
+    #[test]
+    fn strong_studies_keep_matching_process_grids() {
+        let runs = Study::parse(STRONG).unwrap().runs().unwrap();
+        // Per size: 1 rank (1x1x1), 2 ranks (2 grids), 4 ranks (1 grid).
+        assert_eq!(runs.len(), 8);
+        assert_eq!(
+            runs[0].args.join(" "),
+            "--size XS --procs 1x1x1 --iterations 40 --threads 2 --label s1"
+        );
+        assert_eq!(runs[7].procs, [2, 2, 1]);
+        assert_eq!(runs[7].grid, [64, 64, 128]);
+    }
+
+    #[test]
+    fn automatic_process_grids_are_resolved_as_a_run_does() {
+        let s = Study::parse("NAME=a\nSIZES=M\nRANKS=\"2 8\"\n").unwrap();
+        let runs = s.runs().unwrap();
+        assert_eq!(runs[0].procs, [1, 1, 2]);
+        assert_eq!(runs[1].procs, [2, 2, 2]);
+        assert_eq!((runs[0].iterations, runs[0].threads), (100, 1));
+    }
+
+    #[test]
+    fn weak_studies_grow_the_grid_with_the_ranks() {
+        let xs = Preset::XS.grid();
+        let layout = |n| {
+            let (g, p) = weak_layout(&xs, n).unwrap();
+            (g.n, p.p)
+        };
+        assert_eq!(layout(1), ([32, 32, 64], [1, 1, 1]));
+        assert_eq!(layout(2), ([62, 32, 64], [2, 1, 1]));
+        assert_eq!(layout(4), ([62, 62, 64], [2, 2, 1]));
+        assert_eq!(layout(8), ([62, 62, 126], [2, 2, 2]));
+        assert_eq!(layout(6), ([92, 62, 64], [3, 2, 1]));
+        let runs = Study::parse("NAME=w\nKIND=weak\nSIZES=XS\nRANKS=\"4\"\n")
+            .unwrap()
+            .runs()
+            .unwrap();
+        assert_eq!(runs[0].args[..4].join(" "), "--grid 62x62x64 --procs 2x2x1");
+        assert_eq!(prime_factors(360), [2, 2, 2, 3, 3, 5]);
+    }
+
+    #[test]
+    fn definitions_are_data() {
+        for (bad, why) in [
+            ("SIZES=XS\nRANKS=1\n", "NAME is not set"),
+            ("NAME=x\nRANKS=1\n", "SIZES is not set"),
+            ("NAME=x\nSIZES=XS\nRANKS=0\n", "rank count '0'"),
+            ("NAME=x\nSIZES=XXL\nRANKS=1\n", "unknown size"),
+            ("NAME=x\nSIZES=XS\nRANKS=1\nKIND=odd\n", "KIND 'odd'"),
+            ("NAME=$(rm -rf /)\n", "shell syntax"),
+            ("NAME=a b\n", "NAME 'a b'"),
+            ("NAME=x\nFOO=1\n", "unknown key 'FOO'"),
+            ("just words\n", "expected KEY=VALUE"),
+            ("NAME=x\nSIZES=XS\nRANKS=1\nPROCS=2x2\n", "process grid"),
+        ] {
+            let err = Study::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+        let s = Study::parse("NAME=x\nSIZES=2x3x4\nRANKS=1\n").unwrap_err();
+        assert!(s.to_string().contains("at least 3"), "{s}");
+    }
+
+    #[test]
+    fn the_shipped_studies_parse_and_name_themselves_after_their_file() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("inputs/studies");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let study = Study::read(&path).unwrap();
+            assert!(!study.runs().unwrap().is_empty(), "{}", path.display());
+            let stem = path.file_stem().unwrap().to_string_lossy();
+            assert_eq!(study.name, stem, "{}", path.display());
+            n += 1;
+        }
+        assert!(n >= 5);
+    }
+}

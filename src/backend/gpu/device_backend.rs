@@ -17,7 +17,7 @@ use crate::config::Staging;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
-use crate::grid::fields::{OMEGA, coefficient_values, p_initial};
+use crate::grid::fields::{COEFFICIENTS, FIELDS, OMEGA, coefficient_values, p_initial};
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, result,
     sys,
@@ -123,7 +123,7 @@ pub struct GpuBackend {
 pub fn device_bytes(dims: [usize; 3], partials: usize) -> u64 {
     let cells = dims.iter().map(|&d| d as u64).product::<u64>();
     let face = face_capacity(dims) as u64;
-    14 * cells * 4 + partials as u64 * 8 + face * 4 + dims[0] as u64 * 4 + 8
+    FIELDS as u64 * cells * 4 + partials as u64 * 8 + face * 4 + dims[0] as u64 * 4 + 8
 }
 
 /// Values in the largest face normal to j or k (those go through `face`).
@@ -167,7 +167,7 @@ impl GpuBackend {
         dev.check_memory(
             device_bytes(dims, partials),
             &format!(
-                "this rank's block ({}x{}x{} points with ghosts, 14 fields)",
+                "this rank's block ({}x{}x{} points with ghosts, {FIELDS} fields)",
                 dims[0], dims[1], dims[2]
             ),
         )?;
@@ -204,7 +204,7 @@ impl GpuBackend {
                 .map_err(cuda_err("allocating device memory"))
         };
         let bufs = [alloc(cells)?, alloc(cells)?];
-        let coef = (0..12).map(|_| alloc(cells)).collect::<Result<Vec<_>>>()?;
+        let coef = (0..COEFFICIENTS).map(|_| alloc(cells)).collect::<Result<Vec<_>>>()?;
         let face = alloc(face_capacity(dims))?;
         let planes: Vec<f32> = (0..dims[0])
             .map(|li| p_initial(grid, block.global(0, li)))

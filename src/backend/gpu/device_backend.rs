@@ -204,7 +204,9 @@ impl GpuBackend {
                 .map_err(cuda_err("allocating device memory"))
         };
         let bufs = [alloc(cells)?, alloc(cells)?];
-        let coef = (0..COEFFICIENTS).map(|_| alloc(cells)).collect::<Result<Vec<_>>>()?;
+        let coef = (0..COEFFICIENTS)
+            .map(|_| alloc(cells))
+            .collect::<Result<Vec<_>>>()?;
         let face = alloc(face_capacity(dims))?;
         let planes: Vec<f32> = (0..dims[0])
             .map(|li| p_initial(grid, block.global(0, li)))

@@ -139,7 +139,7 @@ mod tests {
         if MPI_ENABLED {
             assert!(err.to_string().contains("has 4 ranks"), "{err}");
         } else {
-            assert!(err.to_string().contains("no MPI support"), "{err}");
+            assert!(err.to_string().contains("--local-ranks 4"), "{err}");
         }
     }
 }

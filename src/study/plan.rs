@@ -339,7 +339,9 @@ fn label(v: &str) -> std::result::Result<String, String> {
 
 /// The grid a study's size names: a preset or `NIxNJxNK`.
 fn size_grid(s: &str) -> Result<(Grid, String)> {
-    let args = if s.parse::<Preset>().is_ok() {
+    // A grid has digits; anything else is meant as a preset (and named in
+    // the error as an unknown size).
+    let args = if !s.chars().any(|c| c.is_ascii_digit()) {
         ProblemArgs {
             size: Some(s.to_string()),
             ..ProblemArgs::default()
@@ -479,7 +481,8 @@ mod tests {
         assert_eq!(layout(1), ([32, 32, 64], [1, 1, 1]));
         assert_eq!(layout(2), ([62, 32, 64], [2, 1, 1]));
         assert_eq!(layout(4), ([62, 62, 64], [2, 2, 1]));
-        assert_eq!(layout(8), ([62, 62, 126], [2, 2, 2]));
+        // 60x60 against 62 in k: i is the smallest again.
+        assert_eq!(layout(8), ([122, 62, 64], [4, 2, 1]));
         assert_eq!(layout(6), ([92, 62, 64], [3, 2, 1]));
         let runs = Study::parse("NAME=w\nKIND=weak\nSIZES=XS\nRANKS=\"4\"\n")
             .unwrap()

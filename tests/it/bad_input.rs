@@ -164,7 +164,7 @@ fn rows() -> Vec<Row> {
         .mpirun(4),
         Row::run(
             &["--procs", "2x1x1", "--size", "XS"],
-            &["no MPI support", "--features mpi"],
+            &["--local-ranks 2", "--features mpi"],
         )
         .only_if(!MPI),
         // Memory: refused before allocating.

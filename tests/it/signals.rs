@@ -139,6 +139,25 @@ fn children(parent: u32) -> Vec<u32> {
     out
 }
 
+/// The himeno processes below `launcher`: its children under Open MPI's
+/// mpirun, its grandchildren under MPICH's mpiexec (a proxy in between).
+fn ranks_of(launcher: u32) -> Vec<u32> {
+    let mut ranks = Vec::new();
+    let mut level = vec![launcher];
+    while !level.is_empty() && ranks.is_empty() {
+        level = level.into_iter().flat_map(children).collect();
+        ranks = level
+            .iter()
+            .copied()
+            .filter(|p| {
+                std::fs::read_link(format!("/proc/{p}/exe"))
+                    .is_ok_and(|e| e == std::path::Path::new(BIN))
+            })
+            .collect();
+    }
+    ranks
+}
+
 /// Checks an incomplete JSON report and the matching results-file line.
 fn assert_incomplete_json(e: &Ended, file: &PathBuf) {
     assert_eq!(e.status.code(), Some(2), "stderr:\n{}", e.stderr);
@@ -278,8 +297,8 @@ fn sigterm_to_every_rank_stops_the_job_as_under_slurm() {
     args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
     let run = Running::start(mpirun(4, &args));
     run.wait_for("rehearsal done");
-    let ranks = children(run.child.id());
-    assert_eq!(ranks.len(), 4, "mpirun's children: {ranks:?}");
+    let ranks = ranks_of(run.child.id());
+    assert_eq!(ranks.len(), 4, "mpirun's ranks: {ranks:?}");
     for pid in ranks {
         kill("TERM", pid);
     }

@@ -1,7 +1,9 @@
 //! Scaling-study workflow: `himeno report`, `himeno model`, `himeno bench
 //! pingpong`, and the scripts (syntax, shellcheck, dry runs, a real sweep).
 
-use crate::common::{BIN, MPI, himeno, json_ok, launchers, ranks, run, stderr, stdout, stdout_ok};
+use crate::common::{
+    BIN, MPI, himeno, hydra, json_ok, launcher, launchers, ranks, run, stderr, stdout, stdout_ok,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -511,10 +513,10 @@ fn small_real_sweep_writes_results_tables_and_plots() {
     .unwrap();
     let results = dir.join("r.jsonl");
     let plots = dir.join("plots");
-    let launcher = if MPI {
-        "mpirun --oversubscribe --allow-run-as-root -np %n"
-    } else {
-        "local"
+    let launcher = match (MPI, hydra()) {
+        (false, _) => "local".to_string(),
+        (true, true) => format!("{} -n %n", launcher()),
+        (true, false) => format!("{} --oversubscribe --allow-run-as-root -np %n", launcher()),
     };
     let mut c = bash(
         "scripts/sweep.sh",
@@ -522,7 +524,7 @@ fn small_real_sweep_writes_results_tables_and_plots() {
             "--himeno",
             BIN,
             "--launcher",
-            launcher,
+            &launcher,
             "--results",
             results.to_str().unwrap(),
             "--plots",

@@ -245,6 +245,10 @@ cmd_up() {
   done
   if [[ ! $nodes =~ ^[1-9][0-9]?$ ]] || ((nodes > 60)); then die "--nodes '$nodes': use 1 to 60"; fi
   [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "--cpus '$cpus' is not a positive number"
+  if [[ ! $net =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] \
+    || ((BASH_REMATCH[1] > 255 || BASH_REMATCH[2] > 255 || BASH_REMATCH[3] > 255)); then
+    die "HIMENO_CLUSTER_NET='$net' is not the first three numbers of an IPv4 /24 (e.g. 10.77.0)"
+  fi
   need_root
   install_missing
   if [[ -e $state ]] || ip netns list 2> /dev/null | grep -q '^himeno-'; then

@@ -38,6 +38,7 @@ struct Ended {
 /// A started run whose stderr is watched for a log line.
 struct Running {
     child: Child,
+    _guard: KillOnPanic,
     lines: mpsc::Receiver<String>,
     stderr: std::thread::JoinHandle<String>,
     stdout: std::thread::JoinHandle<String>,
@@ -70,6 +71,7 @@ impl Running {
             s
         });
         Running {
+            _guard: KillOnPanic(child.id()),
             child,
             lines,
             stderr,
@@ -105,6 +107,30 @@ impl Running {
             status,
             stdout: self.stdout.join().unwrap(),
             stderr: self.stderr.join().unwrap(),
+        }
+    }
+}
+
+/// Kills a launcher and everything below it when a test fails before the
+/// run ended, so no ranks keep running after the test (a failed assertion
+/// between start and finish would otherwise leave the whole job behind).
+struct KillOnPanic(u32);
+
+impl Drop for KillOnPanic {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut tree = vec![self.0];
+        let mut i = 0;
+        while i < tree.len() {
+            tree.extend(children(tree[i]));
+            i += 1;
+        }
+        for pid in tree.iter().rev() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
     }
 }

@@ -103,20 +103,21 @@ slurm() { timeout 15 "$@"; }
 
 cmd_down() {
   need_root
-  local host pids found=0
+  local ns pids=() spaces found=0 pid
+  mapfile -t spaces < <(ip netns list 2> /dev/null | awk '$1 ~ /^himeno-/ {print $1}')
   # Every process in a host's network namespace is the cluster's: its
-  # holder, slurmd or slurmctld, job steps and what they started.
-  for ns in $(ip netns list 2> /dev/null | awk '$1 ~ /^himeno-/ {print $1}'); do
+  # holder, slurmd or slurmctld, job steps and what they started. All get
+  # SIGTERM at once, then share one grace period.
+  for ns in "${spaces[@]}"; do
     found=1
-    mapfile -t pids < <(ip netns pids "$ns" 2> /dev/null)
-    stop_pids "${pids[@]}"
-    ip netns delete "$ns" 2> /dev/null || true
+    mapfile -t -O "${#pids[@]}" pids < <(ip netns pids "$ns" 2> /dev/null)
   done
   if [[ -d $state ]]; then
     found=1
-    local pid
-    if pid=$(alive "$state/munge/munged.pid" munged); then stop_pids "$pid"; fi
+    if pid=$(alive "$state/munge/munged.pid" munged); then pids+=("$pid"); fi
   fi
+  stop_pids "${pids[@]}"
+  for ns in "${spaces[@]}"; do ip netns delete "$ns" 2> /dev/null || true; done
   if ip link show "$bridge" > /dev/null 2>&1; then
     found=1
     ip link delete "$bridge"
@@ -125,10 +126,10 @@ cmd_down() {
     rm -f "$system_conf"
   fi
   rm -rf "$state"
+  if ip netns list 2> /dev/null | grep -q '^himeno-'; then
+    die "down: namespaces are left: $(ip netns list | grep '^himeno-' | xargs)"
+  fi
   if ((found)); then say "down: namespaces, daemons and $state removed"; else say "down: nothing was up"; fi
-  for host in $(ip netns list 2> /dev/null | awk '$1 ~ /^himeno-/ {print $1}'); do
-    die "namespace $host is still there"
-  done
 }
 
 cmd_status() {

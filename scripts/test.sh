@@ -70,7 +70,7 @@ if [[ $mpi != openmpi ]]; then
   MPICC=mpicc.mpich HIMENO_MPIRUN=mpiexec.mpich \
     CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/mpich" \
     cargo test --release --features mpi --test it -- \
-    mpi:: signals:: failures:: append:: c_peer:: bad_input:: stream:: study:: \
+    ranks:: signals:: failures:: append:: c_peer:: bad_input:: stream:: study:: \
     cluster::mpirun cluster::srun cluster::pingpong
   took "the MPI tests (MPICH)"
 fi

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Installs what building and testing himeno needs on Debian/Ubuntu: a C
-# toolchain, OpenMPI (mpicc at build time, mpirun at run time), libclang
-# (rsmpi generates its bindings with it) and the tools the test suite uses.
-# Installs only what is missing; without root or apt it says what to install.
+# Installs what building and testing himeno needs on Debian/Ubuntu; installs
+# only what is missing; without root or apt it says what to install.
+#
+# Usage: scripts/install-deps.sh [build] [cluster] [mpich]
+#   build    (the default) a C toolchain, OpenMPI (mpicc at build time,
+#            mpirun at run time), libclang (rsmpi generates its bindings with
+#            it), the tools the test suite uses, and checks for cargo
+#   cluster  what scripts/local-cluster.sh needs: Slurm (slurmctld, slurmd,
+#            client), munge, PMIx, iproute2 and util-linux (nsenter, unshare)
+#   mpich    MPICH (mpicc.mpich, mpiexec.mpich), beside Open MPI, which stays
+#            the default MPI (scripts/test.sh selects MPICH with MPI=mpich)
 set -euo pipefail
 
-need=()
-command -v cc >/dev/null 2>&1 || need+=(build-essential)
-command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
-command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+groups=("$@")
+((${#groups[@]})) || groups=(build)
+
 # bindgen loads libclang.so or libclang-N.so; libclang-cpp (pulled in by other
 # LLVM tools) is a different library and does not count.
 have_libclang() {
@@ -19,13 +25,45 @@ have_libclang() {
   done
   return 1
 }
-have_libclang || need+=(libclang-dev)
-command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
-command -v numactl >/dev/null 2>&1 || need+=(numactl)
-command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
-# Plots (himeno report --plot) render text with a TrueType font.
-[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+
+have_lib() { ldconfig -p 2> /dev/null | grep -q "$1"; }
+
+need=()
+services=0
+for group in "${groups[@]}"; do
+  case $group in
+    build)
+      command -v cc >/dev/null 2>&1 || need+=(build-essential)
+      command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
+      command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+      have_libclang || need+=(libclang-dev)
+      command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+      command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+      command -v numactl >/dev/null 2>&1 || need+=(numactl)
+      command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
+      # Plots (himeno report --plot) render text with a TrueType font.
+      [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+      ;;
+    cluster)
+      command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld)
+      command -v slurmd >/dev/null 2>&1 || need+=(slurmd)
+      command -v sbatch >/dev/null 2>&1 || need+=(slurm-client)
+      command -v munged >/dev/null 2>&1 || need+=(munge)
+      have_lib libpmix.so.2 || need+=(libpmix2)
+      command -v ip >/dev/null 2>&1 || need+=(iproute2)
+      command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+      services=1
+      ;;
+    mpich)
+      command -v mpicc.mpich >/dev/null 2>&1 || need+=(libmpich-dev)
+      command -v mpiexec.mpich >/dev/null 2>&1 || need+=(mpich)
+      ;;
+    *)
+      echo "install-deps.sh: unknown group '$group' (build, cluster or mpich)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
@@ -39,12 +77,21 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "himeno: no apt-get here; install the equivalents of: ${need[*]}" >&2
     exit 2
   fi
+  # Debian starts munge and Slurm's daemons on install; scripts/local-cluster.sh
+  # runs its own, so keep the system's stopped while installing (unless the
+  # machine already has a policy).
+  policy=/usr/sbin/policy-rc.d
+  if ((services)) && [ ! -e "$policy" ]; then
+    trap '$sudo rm -f "$policy"' EXIT
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+  fi
   echo "himeno: installing ${need[*]}" >&2
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-if ! command -v cargo >/dev/null 2>&1; then
+if [[ " ${groups[*]} " == *" build "* ]] && ! command -v cargo >/dev/null 2>&1; then
   echo "himeno: cargo not found: install Rust (https://rustup.rs) and re-run" >&2
   exit 2
 fi

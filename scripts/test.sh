@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then checks formatting and
 # lints, and runs the tests of the fallback build and the full build.
+#
+# MPI=openmpi (default), mpich or all: the MPI libraries the MPI tests run
+# against. Open MPI is Debian's default MPI; MPICH builds in its own target
+# folder (${CARGO_TARGET_DIR:-target}/mpich) with MPICC=mpicc.mpich and runs
+# under HIMENO_MPIRUN=mpiexec.mpich.
+# As root, the multi-host and Slurm tests run on a virtual cluster that this
+# script brings up (scripts/local-cluster.sh) and takes down at the end;
+# without root they skip, saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+mpi=${MPI:-openmpi}
+case $mpi in
+  openmpi|mpich|all) ;;
+  *) echo "test.sh: MPI='$mpi': use openmpi, mpich or all" >&2; exit 2 ;;
+esac
+groups=(build)
+[[ $mpi == openmpi ]] || groups+=(mpich)
+((EUID == 0)) && groups+=(cluster)
+scripts/install-deps.sh "${groups[@]}"
 # NVRTC from PyPI lets the kernel-compilation test run without a GPU.
 if [ -z "${HIMENO_SKIP_NVRTC:-}" ]; then
   python3 -m pip install -q nvidia-cuda-nvrtc-cu12 >/dev/null 2>&1 \
@@ -11,13 +27,50 @@ if [ -z "${HIMENO_SKIP_NVRTC:-}" ]; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# Prints how long the step named $1 took since the previous call.
+step_start=$SECONDS
+took() {
+  echo "test.sh: $1 took $((SECONDS - step_start)) s" >&2
+  step_start=$SECONDS
+}
+
 cargo fmt --all -- --check
 for features in "" "--features mpi" "--features cuda" "--features mpi,cuda"; do
   # shellcheck disable=SC2086
   cargo clippy --release --all-targets $features -- -D warnings
 done
-# The single-node fallback (no MPI, no CUDA), then the full build: real
-# mpirun runs, and every GPU-side check that needs no GPU (NVRTC compiles
-# the kernels; device tests skip with a printed reason).
+took "formatting and lints"
+# The single-node fallback (no MPI, no CUDA).
 cargo test --release
-cargo test --release --features mpi,cuda
+took "the fallback build's tests"
+
+# The virtual cluster for the multi-host tests: reuse one that is up,
+# else bring one up and take it down however this script ends.
+if ((EUID == 0)); then
+  export HIMENO_CLUSTER_DIR=${HIMENO_CLUSTER_DIR:-/run/himeno-cluster}
+  if ! scripts/local-cluster.sh status > /dev/null 2>&1; then
+    trap 'scripts/local-cluster.sh down' EXIT
+    scripts/local-cluster.sh up
+  fi
+  took "bringing the virtual cluster up"
+fi
+
+# The full build with Open MPI: real mpirun runs, the multi-host and Slurm
+# tests, and every GPU-side check that needs no GPU (NVRTC compiles the
+# kernels; device tests skip with a printed reason).
+if [[ $mpi != mpich ]]; then
+  cargo test --release --features mpi,cuda
+  took "the full build's tests (Open MPI)"
+fi
+
+# The MPI tests against MPICH: every test that starts ranks under a
+# launcher, and the multi-host runs (the Slurm job tests, which check the
+# templates and Slurm rather than the MPI library, ran above).
+if [[ $mpi != openmpi ]]; then
+  MPICC=mpicc.mpich HIMENO_MPIRUN=mpiexec.mpich \
+    CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/mpich" \
+    cargo test --release --features mpi --test it -- \
+    ranks:: signals:: failures:: append:: c_peer:: bad_input:: stream:: study:: \
+    cluster::mpirun cluster::srun cluster::pingpong
+  took "the MPI tests (MPICH)"
+fi

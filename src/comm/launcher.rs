@@ -3,7 +3,10 @@
 //! host name.
 
 /// The number of ranks a launcher (mpirun, srun, hydra) says this process
-/// belongs to, read from the variables launchers set.
+/// belongs to, read from the variables launchers set. The launcher that
+/// started this process sets its own variable, but a process can also
+/// inherit another's (mpirun inside a Slurm job step passes Slurm's on), so
+/// the MPI libraries' own variables come before Slurm's.
 pub fn launcher_size() -> Option<usize> {
     const VARS: [&str; 5] = [
         "OMPI_COMM_WORLD_SIZE",
@@ -14,8 +17,7 @@ pub fn launcher_size() -> Option<usize> {
     ];
     VARS.iter()
         .filter_map(|v| std::env::var(v).ok())
-        .filter_map(|s| s.trim().parse::<usize>().ok())
-        .max()
+        .find_map(|s| s.trim().parse::<usize>().ok())
 }
 
 /// This process's rank as a launcher announced it, before MPI starts (so

@@ -27,6 +27,16 @@ pub fn init() -> Result<Box<dyn Comm>> {
     let (universe, _level) = mpi::initialize_with_threading(Threading::Funneled)
         .ok_or_else(|| Error::runtime("MPI was already initialised"))?;
     let world = universe.world();
+    // A launcher whose process-management interface the MPI library does
+    // not speak (MPICH under `srun --mpi=pmix`) starts N singletons that
+    // would each run the whole benchmark and append a record.
+    if let Some(n) = super::launcher::launcher_size().filter(|&n| n > 1 && world.size() == 1) {
+        return Err(Error::usage(format!(
+            "the launcher started {n} ranks but MPI sees each as a job of 1: the launcher \
+             and this MPI library do not talk; under srun pick the plugin the library \
+             supports (Open MPI: --mpi=pmix, MPICH: --mpi=pmi2), or use its own mpirun"
+        )));
+    }
     let node = world.split_shared(world.rank());
     let node_rank = node.rank() as usize;
     let node_size = node.size() as usize;

@@ -28,6 +28,9 @@ pub struct RankRecord {
     pub rank: usize,
     /// Host name.
     pub host: String,
+    /// Rank number among the ranks on its host (picks the GPU).
+    #[serde(default)]
+    pub node_rank: usize,
     /// Process coordinates.
     pub coords: [usize; 3],
     /// Owned interior points per dimension.
@@ -187,6 +190,7 @@ impl Record {
             .map(|r| RankRecord {
                 rank: r.rank,
                 host: r.host.clone(),
+                node_rank: r.node_rank,
                 coords: r.coords,
                 points: r.points,
                 loop_s: r.loop_s,

@@ -10,8 +10,10 @@
 //!    contains `weak` (any case), or when they span several grids and
 //!    several rank counts while the interior points per rank agree within
 //!    5%. Otherwise they are split by grid into **strong-scaling** groups.
-//! 4. Within a group, runs with the same rank count, process grid and grid
-//!    form one row showing the best (highest MFLOPS) run and the run count.
+//! 4. Within a group, runs with the same rank count, host count, process
+//!    grid and grid form one row showing the best (highest MFLOPS) run and
+//!    the run count: 4 ranks on one host and 4 ranks over two hosts are
+//!    different rows, since only the second sends halos over the network.
 //!
 //! Speed-up is a ratio of rates, `S = MFLOPS / MFLOPS_base`, where the base
 //! is the best row at the group's smallest rank count `n0`; efficiency is
@@ -42,6 +44,8 @@ pub enum Kind {
 pub struct Row {
     /// Number of ranks.
     pub ranks: usize,
+    /// Number of hosts the ranks ran on (0: not recorded).
+    pub hosts: usize,
     /// Process grid.
     pub procs: [usize; 3],
     /// Global grid.
@@ -238,10 +242,9 @@ fn make_group(
 ) -> Group {
     let mut rows: Vec<Row> = Vec::new();
     for r in runs {
-        if let Some(row) = rows
-            .iter_mut()
-            .find(|x| x.ranks == r.ranks && x.procs == r.procs && x.grid == r.grid)
-        {
+        if let Some(row) = rows.iter_mut().find(|x| {
+            x.ranks == r.ranks && x.hosts == r.hosts() && x.procs == r.procs && x.grid == r.grid
+        }) {
             row.runs += 1;
             if r.mflops > row.mflops {
                 *row = Row {
@@ -253,7 +256,7 @@ fn make_group(
             rows.push(row_of(r));
         }
     }
-    rows.sort_by_key(|a| (a.ranks, a.procs, a.grid));
+    rows.sort_by_key(|a| (a.ranks, a.hosts, a.procs, a.grid));
     let base_ranks = rows.first().map_or(1, |r| r.ranks);
     let base = rows
         .iter()
@@ -296,6 +299,7 @@ pub fn speedup_efficiency(
 fn row_of(r: &RunRecord) -> Row {
     Row {
         ranks: r.ranks,
+        hosts: r.hosts(),
         procs: r.procs,
         grid: r.grid,
         runs: 1,
@@ -392,6 +396,29 @@ mod tests {
         ]));
         assert_eq!(study.groups.len(), 1);
         assert_eq!(study.groups[0].kind, Kind::Weak);
+    }
+
+    #[test]
+    fn rows_split_by_host_count() {
+        let g = [34, 34, 34];
+        let two_hosts = |mflops: f64| {
+            line("s", g, [2, 1, 1], mflops).replace(
+                r#""per_rank":[{"#,
+                r#""per_rank":[{"rank":1,"host":"other","loop_s":1.0},{"#,
+            )
+        };
+        let study = group(&records(&[
+            line("s", g, [1, 1, 1], 100.0),
+            two_hosts(150.0),
+            line("s", g, [2, 1, 1], 180.0),
+            two_hosts(160.0),
+        ]));
+        let rows: Vec<(usize, usize, usize, f64)> = study.groups[0]
+            .rows
+            .iter()
+            .map(|r| (r.ranks, r.hosts, r.runs, r.mflops))
+            .collect();
+        assert_eq!(rows, [(1, 1, 1, 100.0), (2, 1, 1, 180.0), (2, 2, 2, 160.0)]);
     }
 
     #[test]

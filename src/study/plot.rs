@@ -3,6 +3,12 @@
 //! prediction when asked for), and stacked bars of the slowest rank's time
 //! per phase. Each is written as SVG and PNG.
 //!
+//! As HPC scaling plots are read: ranks on a log2 axis with a tick at each
+//! rank count measured (1, 2, 4, 8, ...), speed-up on a log2 axis (the
+//! ideal is the diagonal), and the number of hosts named on the efficiency
+//! points, the phase bars and the captions, since halos that cross hosts
+//! cost more than halos within one.
+//!
 //! Text in both formats is laid out with a TrueType font that plotters'
 //! `ab_glyph` backend reads from memory, so no font library is linked; the
 //! font file is looked up at run time (`HIMENO_FONT`, then common system
@@ -12,7 +18,9 @@ use super::group::{Group, Kind, Row};
 use crate::error::{Error, Result};
 use crate::timing::Phase;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -150,10 +158,73 @@ fn best_per_ranks(rows: &[Row], f: impl Fn(&Row) -> f64) -> Vec<(f64, f64)> {
             None => out.push((x, y)),
         }
     }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
     out
 }
 
+/// The rank axis, in log2 of the rank count: its range (half a doubling
+/// beyond the smallest and largest count) and one tick per count measured.
+fn rank_axis(rows: &[Row]) -> (Range<f64>, Vec<f64>) {
+    let mut ticks: Vec<f64> = rows.iter().map(|r| (r.ranks as f64).log2()).collect();
+    ticks.sort_by(f64::total_cmp);
+    ticks.dedup();
+    let lo = ticks.first().copied().unwrap_or(0.0);
+    let hi = ticks.last().copied().unwrap_or(0.0);
+    (lo - 0.5..hi + 0.5, ticks)
+}
+
+/// The label of a tick at `x` on a log2 axis: the value 2^x (1, 2, 4, ...,
+/// and 0.5, 0.25, ... below 1).
+fn pow2_label(x: &f64) -> String {
+    let v = 2f64.powf(*x);
+    if v >= 1.0 {
+        format!("{}", v.round())
+    } else {
+        format!("{}", 2f64.powi(x.round() as i32))
+    }
+}
+
+/// A log2 value axis spanning the positive ones of `values`: its range and
+/// ticks at whole powers of two, at most about ten of them.
+fn pow2_axis(values: impl Iterator<Item = f64>) -> (Range<f64>, Vec<f64>) {
+    let (lo, hi) = values
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .map(f64::log2)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 0.0) };
+    let (first, last) = (lo.floor() as i32, hi.ceil() as i32);
+    let step = ((last - first) / 10 + 1) as usize;
+    let ticks = (first..=last).step_by(step).map(f64::from).collect();
+    (lo - 0.3..hi + 0.3, ticks)
+}
+
+/// The hosts a group's rows ran on, for captions: "on 2 hosts",
+/// "on 1-2 hosts", or nothing when the records do not say.
+fn hosts_phrase(rows: &[Row]) -> String {
+    let known = rows.iter().map(|r| r.hosts).filter(|&h| h > 0);
+    match (known.clone().min(), known.max()) {
+        (Some(1), Some(1)) => ", on 1 host".to_string(),
+        (Some(a), Some(b)) if a == b => format!(", on {a} hosts"),
+        (Some(a), Some(b)) => format!(", on {a}-{b} hosts"),
+        _ => String::new(),
+    }
+}
+
+/// "1 host", "2 hosts".
+fn hosts_label(h: usize) -> String {
+    if h == 1 {
+        "1 host".to_string()
+    } else {
+        format!("{h} hosts")
+    }
+}
+
 /// Speed-up (or efficiency) against rank count: measured, ideal, model.
+/// Ranks are on a log2 axis with a tick at each count measured; speed-up
+/// is on a log2 axis too (the ideal is the diagonal), efficiency on a
+/// linear one, with each point marked with the hosts it ran on.
 fn curve<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     g: &Group,
@@ -171,10 +242,8 @@ where
         .filter(|r| r.ranks == g.base_ranks)
         .map(|r| r.mflops)
         .fold(0.0, f64::max);
-    let measured = best_per_ranks(
-        &g.rows,
-        |r| if efficiency { r.efficiency } else { r.speedup },
-    );
+    let value = |r: &Row| if efficiency { r.efficiency } else { r.speedup };
+    let measured = best_per_ranks(&g.rows, value);
     let model: Vec<(f64, f64)> = if base_mflops > 0.0 {
         best_per_ranks(
             &g.rows
@@ -196,13 +265,35 @@ where
     };
     let xmax = g.rows.iter().map(|r| r.ranks).max().unwrap_or(1) as f64;
     let ideal = |x: f64| if efficiency { 1.0 } else { x / n0 };
-    let ymax = measured
-        .iter()
-        .chain(&model)
-        .map(|p| p.1)
-        .chain([ideal(xmax)])
-        .fold(0.0, f64::max)
-        * 1.15;
+    // Points in chart coordinates: x = log2 ranks; y = log2 speed-up or
+    // the efficiency itself. A speed-up of 0 (no base rate) has no place
+    // on a log axis and is left out.
+    let to_chart = |(x, y): (f64, f64)| -> Option<(f64, f64)> {
+        if efficiency {
+            Some((x.log2(), y))
+        } else {
+            (y > 0.0).then(|| (x.log2(), y.log2()))
+        }
+    };
+    let (xrange, xticks) = rank_axis(&g.rows);
+    let (yrange, yticks) = if efficiency {
+        let top = g
+            .rows
+            .iter()
+            .map(value)
+            .chain(model.iter().map(|p| p.1))
+            .fold(1.0, f64::max)
+            * 1.15;
+        (0.0..top, Vec::new())
+    } else {
+        pow2_axis(
+            g.rows
+                .iter()
+                .map(value)
+                .chain(model.iter().map(|p| p.1))
+                .chain([ideal(n0), ideal(xmax)]),
+        )
+    };
     let kind = match g.kind {
         Kind::Strong => "speed-up",
         Kind::Weak => "scaled speed-up",
@@ -212,17 +303,44 @@ where
     } else {
         kind
     };
+    let caption = format!("{ylabel}: {}{}", g.title(), hosts_phrase(&g.rows));
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("{ylabel}: {}", g.title()), ("sans-serif", 20))
+        .caption(caption, ("sans-serif", 18))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..xmax * 1.08 + 0.5, 0.0..ymax.max(0.1))
+        .build_cartesian_2d(
+            Ticked {
+                range: xrange,
+                ticks: xticks,
+            },
+            Ticked {
+                ticks: if efficiency {
+                    linear_ticks(&yrange)
+                } else {
+                    yticks
+                },
+                range: yrange,
+            },
+        )
         .map_err(e)?;
+    let ylabels = |y: &f64| {
+        if efficiency {
+            format!("{y:.1}")
+        } else {
+            pow2_label(y)
+        }
+    };
     chart
         .configure_mesh()
-        .x_desc("ranks")
-        .y_desc(ylabel)
+        .x_desc("ranks (log2 scale)")
+        .y_desc(if efficiency {
+            ylabel.to_string()
+        } else {
+            format!("{ylabel} (log2 scale)")
+        })
+        .x_label_formatter(&pow2_label)
+        .y_label_formatter(&ylabels)
         .label_style(("sans-serif", 15))
         .draw()
         .map_err(e)?;
@@ -231,12 +349,15 @@ where
     let blue = PHASE_COLOURS[0];
     let lines = [
         (
-            vec![(n0, ideal(n0)), (xmax, ideal(xmax))],
+            [(n0, ideal(n0)), (xmax, ideal(xmax))]
+                .into_iter()
+                .filter_map(to_chart)
+                .collect::<Vec<_>>(),
             grey.stroke_width(5),
             "ideal",
         ),
         (
-            measured,
+            measured.iter().copied().filter_map(to_chart).collect(),
             blue.stroke_width(2),
             "measured (best run per rank count)",
         ),
@@ -251,21 +372,34 @@ where
     let all: Vec<(f64, f64)> = g
         .rows
         .iter()
-        .map(|r| {
-            (
-                r.ranks as f64,
-                if efficiency { r.efficiency } else { r.speedup },
-            )
-        })
+        .filter_map(|r| to_chart((r.ranks as f64, value(r))))
         .collect();
     chart
         .draw_series(all.iter().map(|&p| Circle::new(p, 4, blue.filled())))
         .map_err(e)?;
+    if efficiency {
+        // Each (ranks, hosts) pair's best point says how many hosts it used.
+        let mut marks: Vec<(usize, usize, f64)> = Vec::new();
+        for r in g.rows.iter().filter(|r| r.hosts > 0) {
+            match marks.iter_mut().find(|m| m.0 == r.ranks && m.1 == r.hosts) {
+                Some(m) => m.2 = m.2.max(r.efficiency),
+                None => marks.push((r.ranks, r.hosts, r.efficiency)),
+            }
+        }
+        let style = TextStyle::from(("sans-serif", 13)).color(&BLACK);
+        chart
+            .draw_series(marks.iter().map(|&(ranks, hosts, eff)| {
+                EmptyElement::at(((ranks as f64).log2(), eff))
+                    + Text::new(hosts_label(hosts), (6, -16), style.clone())
+            }))
+            .map_err(e)?;
+    }
     if !model.is_empty() {
         let red = PHASE_COLOURS[3];
+        let points: Vec<(f64, f64)> = model.iter().copied().filter_map(to_chart).collect();
         chart
             .draw_series(DashedLineSeries::new(
-                model.iter().copied(),
+                points.iter().copied(),
                 8,
                 5,
                 red.stroke_width(2),
@@ -275,13 +409,63 @@ where
             .legend(line_key(red.stroke_width(2)));
         chart
             .draw_series(
-                model
+                points
                     .iter()
                     .map(|&p| TriangleMarker::new(p, 5, red.filled())),
             )
             .map_err(e)?;
     }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft)
+    legend(
+        &mut chart,
+        if efficiency {
+            SeriesLabelPosition::LowerLeft
+        } else {
+            SeriesLabelPosition::UpperLeft
+        },
+    )
+}
+
+/// A linear axis whose ticks are exactly `ticks` (plotters' own choice of
+/// round numbers would put fractional rank counts on a log2 axis).
+struct Ticked {
+    range: Range<f64>,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for Ticked {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        let f = if span > 0.0 {
+            (v - self.range.start) / span
+        } else {
+            0.5
+        };
+        limit.0 + (f * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.range.clone()
+    }
+}
+
+/// Ticks every 0.1 or 0.2 over a linear efficiency range starting at 0.
+fn linear_ticks(range: &Range<f64>) -> Vec<f64> {
+    let step = if range.end > 1.5 { 0.2 } else { 0.1 };
+    (0..)
+        .map(|i| f64::from(i) * step)
+        .take_while(|v| *v <= range.end)
+        .collect()
 }
 
 /// Draws the chart's legend box at `position`.
@@ -322,7 +506,17 @@ where
     let labels: Vec<String> = g
         .rows
         .iter()
-        .map(|r| format!("{} ({}x{}x{})", r.ranks, r.procs[0], r.procs[1], r.procs[2]))
+        .map(|r| {
+            let on = if r.hosts > 0 {
+                format!(", {}", hosts_label(r.hosts))
+            } else {
+                String::new()
+            };
+            format!(
+                "{} ({}x{}x{}){on}",
+                r.ranks, r.procs[0], r.procs[1], r.procs[2]
+            )
+        })
         .collect();
     let ymax = g
         .rows
@@ -338,7 +532,11 @@ where
     };
     let mut chart = ChartBuilder::on(area)
         .caption(
-            format!("time per iteration by phase (slowest rank): {}", g.title()),
+            format!(
+                "time per iteration by phase (slowest rank): {}{}",
+                g.title(),
+                hosts_phrase(&g.rows)
+            ),
             ("sans-serif", 16),
         )
         .margin(15)
@@ -350,11 +548,12 @@ where
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_desc("ranks (process grid)")
+        .x_desc("ranks (process grid), hosts")
         .y_desc("ms per iteration")
         .x_labels(n)
         .x_label_formatter(&fmt)
-        .label_style(("sans-serif", 15))
+        .x_label_style(("sans-serif", if n > 4 { 12 } else { 15 }))
+        .y_label_style(("sans-serif", 15))
         .draw()
         .map_err(e)?;
     for (pi, phase) in Phase::ALL.iter().enumerate() {
@@ -382,4 +581,62 @@ where
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.filled()));
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::study::group::group;
+    use crate::study::records::tests::line;
+    use crate::study::records::{Loaded, parse};
+
+    fn rows(procs: &[[usize; 3]]) -> Vec<Row> {
+        let lines: Vec<String> = procs
+            .iter()
+            .map(|&p| line("s", [34, 34, 34], p, 100.0))
+            .collect();
+        let mut l = Loaded::default();
+        parse("t", &lines.join("\n"), &mut l);
+        group(&l.records).groups.remove(0).rows
+    }
+
+    #[test]
+    fn ranks_axis_is_log2_with_a_tick_per_measured_count() {
+        let r = rows(&[[1, 1, 1], [2, 1, 1], [4, 1, 1], [2, 2, 1], [8, 1, 1]]);
+        let (range, ticks) = rank_axis(&r);
+        assert_eq!(ticks, [0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(range, -0.5..3.5);
+        let labels: Vec<String> = ticks.iter().map(pow2_label).collect();
+        assert_eq!(labels, ["1", "2", "4", "8"]);
+        // Counts that are not powers of two keep their own tick and label.
+        let (_, ticks) = rank_axis(&rows(&[[3, 1, 1], [6, 1, 1]]));
+        let labels: Vec<String> = ticks.iter().map(pow2_label).collect();
+        assert_eq!(labels, ["3", "6"]);
+    }
+
+    #[test]
+    fn speedup_axis_ticks_at_powers_of_two() {
+        let (range, ticks) = pow2_axis([0.3, 1.0, 8.0, 0.0].into_iter());
+        assert_eq!(ticks, [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]);
+        assert!(range.start < 0.3f64.log2() && range.end > 3.0);
+        let labels: Vec<String> = ticks.iter().map(pow2_label).collect();
+        assert_eq!(labels, ["0.25", "0.5", "1", "2", "4", "8"]);
+        // Many doublings: about ten ticks, still whole powers.
+        let (_, ticks) = pow2_axis([1.0, 2f64.powi(30)].into_iter());
+        assert!(ticks.len() <= 11 && ticks.iter().all(|t| t.fract() == 0.0));
+    }
+
+    #[test]
+    fn captions_name_the_hosts() {
+        assert_eq!(hosts_phrase(&rows(&[[1, 1, 1], [2, 1, 1]])), ", on 1 host");
+        let mut r = rows(&[[1, 1, 1], [2, 1, 1]]);
+        r[1].hosts = 2;
+        assert_eq!(hosts_phrase(&r), ", on 1-2 hosts");
+        r[0].hosts = 2;
+        assert_eq!(hosts_phrase(&r), ", on 2 hosts");
+        r.iter_mut().for_each(|x| x.hosts = 0);
+        assert_eq!(hosts_phrase(&r), "");
+        assert_eq!(hosts_label(1), "1 host");
+        assert_eq!(hosts_label(3), "3 hosts");
+    }
 }

@@ -124,6 +124,15 @@ impl RunRecord {
             .product()
     }
 
+    /// Number of distinct hosts the ranks ran on (0 when the record has no
+    /// per-rank data).
+    pub fn hosts(&self) -> usize {
+        let mut h: Vec<&str> = self.per_rank.iter().map(|r| r.host.as_str()).collect();
+        h.sort_unstable();
+        h.dedup();
+        h.len()
+    }
+
     /// Seconds per iteration of the timed loop.
     pub fn seconds_per_iteration(&self) -> f64 {
         self.wall_s / self.iterations as f64

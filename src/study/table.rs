@@ -38,7 +38,7 @@ fn group_text(s: &mut String, g: &Group) {
     let weak = g.kind == Kind::Weak;
     let model = g.rows.iter().any(|r| r.model.is_some());
     let _ = writeln!(s, "== {} ==", g.title());
-    let _ = write!(s, " {:>5} {:>9}", "ranks", "procs");
+    let _ = write!(s, " {:>5} {:>5} {:>9}", "ranks", "hosts", "procs");
     if weak {
         let _ = write!(s, " {:>14}", "grid");
     }
@@ -55,7 +55,7 @@ fn group_text(s: &mut String, g: &Group) {
     }
     let _ = writeln!(s);
     for r in &g.rows {
-        let _ = write!(s, " {:>5} {:>9}", r.ranks, triple(r.procs));
+        let _ = write!(s, " {:>5} {:>5} {:>9}", r.ranks, r.hosts, triple(r.procs));
         if weak {
             let _ = write!(s, " {:>14}", triple(r.grid));
         }
@@ -94,7 +94,7 @@ fn group_text(s: &mut String, g: &Group) {
 /// CSV: one line per row, with the group's columns repeated.
 pub fn csv(study: &Study) -> String {
     let mut s = String::from(
-        "kind,label,backend,threads_per_rank,ranks,pi,pj,pk,ni,nj,nk,runs,mflops,\
+        "kind,label,backend,threads_per_rank,ranks,hosts,pi,pj,pk,ni,nj,nk,runs,mflops,\
          seconds_per_iteration,speedup,efficiency,compute_share,comm_share",
     );
     for p in Phase::ALL {
@@ -109,11 +109,12 @@ pub fn csv(study: &Study) -> String {
             };
             let _ = write!(
                 s,
-                "{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_field(&g.label),
                 csv_field(&g.backend),
                 g.threads_per_rank,
                 r.ranks,
+                r.hosts,
                 r.procs[0],
                 r.procs[1],
                 r.procs[2],

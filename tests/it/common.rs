@@ -6,6 +6,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
@@ -35,21 +36,42 @@ pub fn himeno(args: &[&str]) -> Command {
     c
 }
 
-/// A command running the binary on `np` ranks under mpirun (oversubscribed,
-/// allowed as root, as the test machines need).
+/// The MPI launcher the tests run: `HIMENO_MPIRUN` (`mpiexec.mpich` for a
+/// build against MPICH, see scripts/test.sh), else `mpirun`.
+pub fn launcher() -> String {
+    std::env::var("HIMENO_MPIRUN").unwrap_or_else(|_| "mpirun".to_string())
+}
+
+/// Whether the launcher is MPICH's Hydra, whose options differ from Open
+/// MPI's mpirun (and which oversubscribes and runs as root unasked).
+pub fn hydra() -> bool {
+    static HYDRA: OnceLock<bool> = OnceLock::new();
+    *HYDRA.get_or_init(|| {
+        Command::new(launcher())
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("HYDRA"))
+    })
+}
+
+/// A command running the binary on `np` ranks under the MPI launcher
+/// (oversubscribed and allowed as root, as the test machines need).
 pub fn mpirun(np: usize, args: &[&str]) -> Command {
-    let mut c = Command::new("mpirun");
-    c.args([
-        "--oversubscribe",
-        "--allow-run-as-root",
-        "-np",
-        &np.to_string(),
-    ])
-    .arg(BIN)
-    .args(args)
-    // Keep OpenMPI quiet and local on the single test machine.
-    .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-    .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    let mut c = Command::new(launcher());
+    if hydra() {
+        c.args(["-n", &np.to_string()]);
+    } else {
+        c.args([
+            "--oversubscribe",
+            "--allow-run-as-root",
+            "-np",
+            &np.to_string(),
+        ])
+        // Keep OpenMPI quiet and local on the single test machine.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    }
+    c.arg(BIN).args(args);
     c
 }
 

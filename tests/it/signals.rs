@@ -38,6 +38,7 @@ struct Ended {
 /// A started run whose stderr is watched for a log line.
 struct Running {
     child: Child,
+    _guard: KillOnPanic,
     lines: mpsc::Receiver<String>,
     stderr: std::thread::JoinHandle<String>,
     stdout: std::thread::JoinHandle<String>,
@@ -70,6 +71,7 @@ impl Running {
             s
         });
         Running {
+            _guard: KillOnPanic(child.id()),
             child,
             lines,
             stderr,
@@ -109,6 +111,30 @@ impl Running {
     }
 }
 
+/// Kills a launcher and everything below it when a test fails before the
+/// run ended, so no ranks keep running after the test (a failed assertion
+/// between start and finish would otherwise leave the whole job behind).
+struct KillOnPanic(u32);
+
+impl Drop for KillOnPanic {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut tree = vec![self.0];
+        let mut i = 0;
+        while i < tree.len() {
+            tree.extend(children(tree[i]));
+            i += 1;
+        }
+        for pid in tree.iter().rev() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
 /// Sends `sig` (e.g. "TERM") to process `pid`.
 fn kill(sig: &str, pid: u32) {
     let ok = Command::new("kill")
@@ -137,6 +163,25 @@ fn children(parent: u32) -> Vec<u32> {
         }
     }
     out
+}
+
+/// The himeno processes below `launcher`: its children under Open MPI's
+/// mpirun, its grandchildren under MPICH's mpiexec (a proxy in between).
+fn ranks_of(launcher: u32) -> Vec<u32> {
+    let mut ranks = Vec::new();
+    let mut level = vec![launcher];
+    while !level.is_empty() && ranks.is_empty() {
+        level = level.into_iter().flat_map(children).collect();
+        ranks = level
+            .iter()
+            .copied()
+            .filter(|p| {
+                std::fs::read_link(format!("/proc/{p}/exe"))
+                    .is_ok_and(|e| e == std::path::Path::new(BIN))
+            })
+            .collect();
+    }
+    ranks
 }
 
 /// Checks an incomplete JSON report and the matching results-file line.
@@ -278,8 +323,8 @@ fn sigterm_to_every_rank_stops_the_job_as_under_slurm() {
     args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
     let run = Running::start(mpirun(4, &args));
     run.wait_for("rehearsal done");
-    let ranks = children(run.child.id());
-    assert_eq!(ranks.len(), 4, "mpirun's children: {ranks:?}");
+    let ranks = ranks_of(run.child.id());
+    assert_eq!(ranks.len(), 4, "mpirun's ranks: {ranks:?}");
     for pid in ranks {
         kill("TERM", pid);
     }

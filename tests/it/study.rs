@@ -1,7 +1,9 @@
 //! Scaling-study workflow: `himeno report`, `himeno model`, `himeno bench
 //! pingpong`, and the scripts (syntax, shellcheck, dry runs, a real sweep).
 
-use crate::common::{BIN, MPI, himeno, json_ok, launchers, ranks, run, stderr, stdout, stdout_ok};
+use crate::common::{
+    BIN, MPI, himeno, hydra, json_ok, launcher, launchers, ranks, run, stderr, stdout, stdout_ok,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -174,16 +176,30 @@ fn sweep_dry_run_prints_every_run_and_the_report() {
 
 #[test]
 fn job_templates_dry_run_locally() {
-    for (script, launcher, study) in [
-        ("scripts/slurm/strong.sbatch", "srun --ntasks=8", "--size L"),
+    // One template per scheduler; STUDY chooses the study, whose file name
+    // names the results.
+    for (script, study, launcher, args) in [
         (
-            "scripts/slurm/weak.sbatch",
+            "scripts/slurm/study.sbatch",
+            "inputs/studies/strong-L.env",
+            "srun --ntasks=8",
+            "--size L",
+        ),
+        (
+            "scripts/slurm/study.sbatch",
+            "inputs/studies/weak-M.env",
             "srun --ntasks=4",
             "--grid 254x254x256 --procs 2x2x1",
         ),
-        ("scripts/pbs/strong.pbs", "mpiexec -n 16", "--size L"),
         (
-            "scripts/pbs/weak.pbs",
+            "scripts/pbs/study.pbs",
+            "inputs/studies/strong-L.env",
+            "mpiexec -n 16",
+            "--size L",
+        ),
+        (
+            "scripts/pbs/study.pbs",
+            "inputs/studies/weak-M.env",
             "mpiexec -n 2",
             "--grid 254x128x256 --procs 2x1x1",
         ),
@@ -191,19 +207,36 @@ fn job_templates_dry_run_locally() {
         let mut c = bash(script, &[]);
         c.env("DRY_RUN", "1")
             .env("HIMENO", BIN)
+            .env("STUDY", study)
             .env_remove("SLURM_NTASKS")
-            .env_remove("PBS_NODEFILE");
+            .env_remove("SLURM_JOB_ID")
+            .env_remove("PBS_JOBID")
+            .env_remove("PBS_NODEFILE")
+            .env_remove("RESULTS");
         let out = stdout_ok(&run(c));
         assert!(
             out.lines()
-                .any(|l| l.contains(launcher) && l.contains(study)),
-            "{script}: no '{launcher} ... {study}' in\n{out}"
+                .any(|l| l.contains(launcher) && l.contains(args)),
+            "{script} {study}: no '{launcher} ... {args}' in\n{out}"
         );
         assert!(
             out.contains("bind.sh --policy local --layout roundrobin --"),
             "{out}"
         );
+        let name = study
+            .trim_start_matches("inputs/studies/")
+            .trim_end_matches(".env");
+        assert!(
+            out.contains(&format!("--output results/{name}-local.jsonl")),
+            "{script}: results not named after {name}:\n{out}"
+        );
     }
+    // Without a study there is nothing to run.
+    let mut c = bash("scripts/slurm/study.sbatch", &[]);
+    c.env("DRY_RUN", "1").env("STUDY", " ");
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("STUDY is empty"), "{}", stderr(&o));
 }
 
 #[test]
@@ -480,10 +513,10 @@ fn small_real_sweep_writes_results_tables_and_plots() {
     .unwrap();
     let results = dir.join("r.jsonl");
     let plots = dir.join("plots");
-    let launcher = if MPI {
-        "mpirun --oversubscribe --allow-run-as-root -np %n"
-    } else {
-        "local"
+    let launcher = match (MPI, hydra()) {
+        (false, _) => "local".to_string(),
+        (true, true) => format!("{} -n %n", launcher()),
+        (true, false) => format!("{} --oversubscribe --allow-run-as-root -np %n", launcher()),
     };
     let mut c = bash(
         "scripts/sweep.sh",
@@ -491,7 +524,7 @@ fn small_real_sweep_writes_results_tables_and_plots() {
             "--himeno",
             BIN,
             "--launcher",
-            launcher,
+            &launcher,
             "--results",
             results.to_str().unwrap(),
             "--plots",

@@ -1,0 +1,558 @@
+//! Multi-host runs on the virtual cluster of `scripts/local-cluster.sh`:
+//! hosts that are network namespaces with their own names and addresses, a
+//! real slurmctld and one real slurmd per host. Halos between hosts travel
+//! over TCP; the tests check that a run over two hosts is VALID and bitwise
+//! equal to one rank under mpirun and under srun, that node-local ranks
+//! are right, that ping-pong marks inter-node pairs, and that the shipped
+//! Slurm template runs a study that `himeno report` splits by hosts, stops
+//! with an incomplete record before its time limit, and shares a results
+//! file with a concurrent job.
+//!
+//! The cluster: the one at `HIMENO_CLUSTER_DIR` when that is set (scripts/
+//! test.sh brings it up and takes it down), else the one at the default
+//! folder if it is up, else one these tests bring up and take down when the
+//! test process exits. They skip, saying why, only where no cluster can
+//! exist: a build without MPI, or not root.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Default state folder of `scripts/local-cluster.sh`.
+const DEFAULT_DIR: &str = "/run/himeno-cluster";
+
+/// Longest a batch job of these tests may take, queueing included.
+const JOB_LIMIT: Duration = Duration::from_secs(300);
+
+/// A virtual cluster that is up.
+struct Cluster {
+    /// Its state folder (slurm.conf, hostfile).
+    dir: PathBuf,
+}
+
+impl Cluster {
+    /// A command of `scripts/local-cluster.sh`.
+    fn script(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(root().join("scripts/local-cluster.sh"));
+        c.args(args).env("HIMENO_CLUSTER_DIR", &self.dir);
+        c
+    }
+
+    /// A Slurm client command (sbatch, salloc, scontrol) of this cluster,
+    /// run from the repository root as the templates expect.
+    fn slurm(&self, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(program);
+        c.args(args)
+            .current_dir(root())
+            .env("SLURM_CONF", self.dir.join("slurm.conf"))
+            // Ranks outnumber the cores: let waiting ones yield.
+            .env("OMPI_MCA_mpi_yield_when_idle", "1");
+        c
+    }
+}
+
+/// The repository root.
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The cluster, or `None` (with the reason printed) where none can exist.
+fn cluster() -> Option<&'static Cluster> {
+    static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
+    CLUSTER.get_or_init(bring_up).as_ref()
+}
+
+fn bring_up() -> Option<Cluster> {
+    if !MPI {
+        eprintln!("skipping the cluster tests: this build has no MPI (--features mpi)");
+        return None;
+    }
+    let given = std::env::var_os("HIMENO_CLUSTER_DIR");
+    let dir = PathBuf::from(given.clone().unwrap_or_else(|| DEFAULT_DIR.into()));
+    let c = Cluster { dir };
+    let status = run_with_limit(c.script(&["status"]), Duration::from_secs(60));
+    if status.status.success() {
+        return Some(c);
+    }
+    if given.is_some() {
+        panic!(
+            "HIMENO_CLUSTER_DIR={} names a cluster that is not up:\n{}{}",
+            c.dir.display(),
+            stdout(&status),
+            stderr(&status)
+        );
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "skipping the cluster tests: a virtual cluster needs root (namespaces, a bridge, \
+             daemons); run scripts/local-cluster.sh up as root and set HIMENO_CLUSTER_DIR"
+        );
+        return None;
+    }
+    let up = run_with_limit(c.script(&["up"]), Duration::from_secs(600));
+    assert!(
+        up.status.success(),
+        "scripts/local-cluster.sh up failed:\n{}",
+        stderr(&up)
+    );
+    // This process brought it up: it takes it down when it exits, after
+    // every test (also failed ones) has finished.
+    extern "C" fn take_down() {
+        let _ = Command::new(root().join("scripts/local-cluster.sh"))
+            .arg("down")
+            .env("HIMENO_CLUSTER_DIR", DEFAULT_DIR)
+            .status();
+    }
+    // SAFETY: registering a plain function with no arguments.
+    unsafe { libc::atexit(take_down) };
+    Some(c)
+}
+
+/// A folder for one test's files on the shared file system (the hosts
+/// have private /tmp folders, as cluster nodes do).
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cluster-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch folder");
+    d
+}
+
+/// srun's MPI plugin for the MPI library of this build, and the other one.
+/// Debian's Open MPI speaks PMIx only; Debian's MPICH speaks PMI-2 only.
+fn pmi_plugins() -> (&'static str, &'static str) {
+    if hydra() {
+        ("pmi2", "pmix")
+    } else {
+        ("pmix", "pmi2")
+    }
+}
+
+/// A verified run whose answer is stored in inputs/known_answers.json.
+const CHECKED: [&str; 8] = [
+    "--size",
+    "S",
+    "--iterations",
+    "100",
+    "--threads",
+    "1",
+    "--format",
+    "json",
+];
+
+/// The field fingerprint of a one-rank run of `CHECKED`.
+fn one_rank_fingerprint() -> String {
+    static FP: OnceLock<String> = OnceLock::new();
+    FP.get_or_init(|| {
+        let r = json_ok(&run(himeno(&CHECKED)));
+        assert_eq!(r["verified"], true, "{r}");
+        r["p_fingerprint"].as_str().unwrap().to_string()
+    })
+    .clone()
+}
+
+/// Checks a 4-rank report from two hosts: VALID, bitwise equal to one
+/// rank, two ranks per host with node-local ranks 0 and 1.
+fn assert_two_hosts_valid(r: &Value) {
+    assert_eq!(r["ranks"], 4, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(
+        r["p_fingerprint"].as_str().unwrap(),
+        one_rank_fingerprint(),
+        "the field over two hosts differs from one rank's"
+    );
+    assert_eq!(
+        r["provenance"]["hosts"],
+        serde_json::json!(["node1", "node2"])
+    );
+    for host in ["node1", "node2"] {
+        let mut local: Vec<u64> = r["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["host"] == host)
+            .map(|p| p["node_rank"].as_u64().unwrap())
+            .collect();
+        local.sort_unstable();
+        assert_eq!(local, [0, 1], "node-local ranks on {host}: {r}");
+    }
+}
+
+#[test]
+fn mpirun_over_two_hosts_is_valid_and_bitwise_equal_to_one_rank() {
+    let Some(c) = cluster() else { return };
+    let mut args = vec!["-n", "4", BIN, "--procs", "2x1x2"];
+    args.extend(CHECKED);
+    let mut cmd = c.script(&["mpirun"]);
+    cmd.args(&args).env("OMPI_MCA_mpi_yield_when_idle", "1");
+    assert_two_hosts_valid(&json_ok(&run(cmd)));
+    if !hydra() {
+        // Shared memory cannot reach the other host: without the TCP
+        // transport Open MPI has no way to send the halos at all.
+        let mut cmd = c.script(&["mpirun", "--mca", "btl", "self,vader"]);
+        cmd.args(&args);
+        let o = run(cmd);
+        assert!(!o.status.success(), "ran without TCP: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn srun_in_an_allocation_is_valid_with_the_pmi_plugin_of_this_mpi() {
+    let Some(c) = cluster() else { return };
+    let (good, bad) = pmi_plugins();
+    let mpi = format!("--mpi={good}");
+    let mut args = vec![
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--ntasks-per-node=2",
+        "--time=5",
+        "srun",
+        &mpi,
+        BIN,
+        "--procs",
+        "2x2x1",
+    ];
+    args.extend(CHECKED);
+    assert_two_hosts_valid(&json_ok(&run_with_limit(
+        c.slurm("salloc", &args),
+        JOB_LIMIT,
+    )));
+    // The other plugin does not start a job of this MPI library: the run
+    // must fail, never run as independent single ranks.
+    let mpi = format!("--mpi={bad}");
+    let mut args = vec!["-N", "2", "-n", "2", "--time=5", &mpi, BIN];
+    args.extend(TINY_RUN);
+    let o = run_with_limit(c.slurm("srun", &args), JOB_LIMIT);
+    assert!(!o.status.success(), "--mpi={bad} ran: {}", stdout(&o));
+    assert!(stdout(&o).is_empty(), "no report: {}", stdout(&o));
+}
+
+#[test]
+fn pingpong_marks_and_measures_inter_node_pairs() {
+    let Some(c) = cluster() else { return };
+    // Three ranks: the hostfile's order puts two on node1, one on node2.
+    let mut cmd = c.script(&[
+        "mpirun",
+        "-n",
+        "3",
+        BIN,
+        "bench",
+        "pingpong",
+        "--max-bytes",
+        "64KiB",
+        "--format",
+        "json",
+    ]);
+    cmd.env("OMPI_MCA_mpi_yield_when_idle", "1");
+    let r = json_ok(&run(cmd));
+    assert_eq!(r["hosts"], serde_json::json!(["node1", "node1", "node2"]));
+    let pairs = r["pairs"].as_array().unwrap();
+    let pair = |b: u64| pairs.iter().find(|p| p["b"] == b).unwrap();
+    assert_eq!(pair(1)["intra_node"], true, "{r}");
+    assert_eq!(pair(2)["intra_node"], false, "{r}");
+    assert_eq!(
+        (pair(2)["host_a"].clone(), pair(2)["host_b"].clone()),
+        ("node1".into(), "node2".into())
+    );
+    for p in pairs {
+        for s in p["sizes"].as_array().unwrap() {
+            assert!(s["latency_us"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+}
+
+/// Writes a study definition into `dir` and returns its path.
+fn study(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let f = dir.join(format!("{name}.env"));
+    std::fs::write(&f, format!("NAME={name}\n{body}")).unwrap();
+    f
+}
+
+/// The study template's environment: this build, the study, the results
+/// file and the srun plugin of this MPI.
+fn template_env(cmd: &mut Command, study: &Path, results: &Path) {
+    cmd.env("STUDY", study)
+        .env("HIMENO", BIN)
+        .env("RESULTS", results)
+        .env("SRUN_ARGS", format!("--mpi={}", pmi_plugins().0));
+}
+
+/// The records of a results file.
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Job output: the one file in `dir` whose name starts with `prefix`.
+fn job_output(dir: &Path, prefix: &str) -> String {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect();
+    assert_eq!(files.len(), 1, "job output {prefix}* in {}", dir.display());
+    std::fs::read_to_string(&files[0]).unwrap()
+}
+
+fn ok_or_show(o: &Output, what: &str, dir: &Path) {
+    if !o.status.success() {
+        let outs: String = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "out"))
+            .map(|p| std::fs::read_to_string(&p).unwrap_or_default())
+            .collect();
+        panic!(
+            "{what}: exit {:?}\n{}{}\njob output:\n{outs}",
+            o.status.code(),
+            stdout(o),
+            stderr(o)
+        );
+    }
+}
+
+#[test]
+fn slurm_template_runs_strong_and_weak_studies_over_two_hosts() {
+    let Some(c) = cluster() else { return };
+    let dir = scratch("template");
+    let out = format!("--output={}/%x-%j.out", dir.display());
+    let strong = study(
+        &dir,
+        "cluster-strong",
+        "KIND=strong\nSIZES=S\nRANKS=\"1 2 4\"\nITERATIONS=30\nTHREADS=1\n",
+    );
+    let weak = study(
+        &dir,
+        "cluster-weak",
+        "KIND=weak\nSIZES=XS\nRANKS=\"1 2 4\"\nITERATIONS=30\nTHREADS=1\n",
+    );
+    let (strong_results, weak_results) = (dir.join("strong.jsonl"), dir.join("weak.jsonl"));
+    // As a user submits it: sbatch on the template, the study in STUDY.
+    let alloc = ["-N", "2", "-n", "4", "--ntasks-per-node=2", "--time=5"];
+    let mut args = vec!["--wait"];
+    args.extend(alloc);
+    args.extend([out.as_str(), "scripts/slurm/study.sbatch"]);
+    let mut sbatch = c.slurm("sbatch", &args);
+    template_env(&mut sbatch, &strong, &strong_results);
+    ok_or_show(&run_with_limit(sbatch, JOB_LIMIT), "sbatch strong", &dir);
+    // Run as a script, the template submits itself named after the study.
+    let mut args = vec!["scripts/slurm/study.sbatch", "--wait"];
+    args.extend(alloc);
+    args.push(out.as_str());
+    let mut submit = c.slurm("bash", &args);
+    template_env(&mut submit, &weak, &weak_results);
+    ok_or_show(
+        &run_with_limit(submit, JOB_LIMIT),
+        "study.sbatch weak",
+        &dir,
+    );
+    assert!(job_output(&dir, "himeno-study-").contains("3 run(s), 0 failed"));
+    let weak_out = job_output(&dir, "himeno-cluster-weak-");
+    assert!(weak_out.contains("weak scaling"), "{weak_out}");
+
+    for (results, hosts) in [(&strong_results, [1, 2, 2]), (&weak_results, [1, 2, 2])] {
+        let recs = records(results);
+        assert_eq!(recs.len(), 3, "{}", results.display());
+        for (r, h) in recs.iter().zip(hosts) {
+            assert_eq!(r["complete"], true, "{r}");
+            let on: std::collections::BTreeSet<&str> = r["per_rank"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["host"].as_str().unwrap())
+                .collect();
+            assert_eq!(on.len(), h, "hosts of {} ranks: {on:?}", r["ranks"]);
+        }
+    }
+
+    let plots = dir.join("plots");
+    let report = json_ok(&run(himeno(&[
+        "report",
+        strong_results.to_str().unwrap(),
+        weak_results.to_str().unwrap(),
+        "--format",
+        "json",
+        "--plot",
+        plots.to_str().unwrap(),
+    ])));
+    let groups = report["groups"].as_array().unwrap();
+    let kinds: Vec<&str> = groups.iter().map(|g| g["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["strong", "weak"], "{report}");
+    for g in groups {
+        let rows = g["rows"].as_array().unwrap();
+        let shape: Vec<(u64, u64)> = rows
+            .iter()
+            .map(|r| (r["ranks"].as_u64().unwrap(), r["hosts"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(shape, [(1, 1), (2, 2), (4, 2)], "{g}");
+        // The phase split: over two hosts the slowest rank waits on halos
+        // (comm, index 3) and on the allreduce (index 5).
+        for r in &rows[1..] {
+            let phases = r["slowest_phases"].as_array().unwrap();
+            assert!(phases[3].as_f64().unwrap() > 0.0, "{r}");
+            assert!(phases[5].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let text = stdout_ok(&run(himeno(&["report", strong_results.to_str().unwrap()])));
+    assert!(text.contains(" ranks hosts     procs"), "{text}");
+    // The plots: ranks on a log2 axis ticked at the counts measured, hosts named.
+    let svg = |kind: &str, grid: &str| {
+        std::fs::read_to_string(plots.join(format!("{kind}-cpu-t1-{grid}.svg")))
+            .unwrap_or_else(|e| panic!("{kind} {grid}: {e}"))
+    };
+    // The texts of an SVG picture.
+    let texts = |svg: String| -> Vec<String> {
+        svg.split("</text>")
+            .filter_map(|t| t.rsplit_once('>').map(|(_, x)| x.trim().to_string()))
+            .collect()
+    };
+    let speedup = texts(svg("strong-cluster-strong-64x64x128", "speedup"));
+    for tick in ["1", "2", "4"] {
+        assert!(
+            speedup.iter().any(|t| t == tick),
+            "no tick {tick}: {speedup:?}"
+        );
+    }
+    for between in ["1.5", "2.5", "3", "3.5"] {
+        assert!(
+            !speedup.iter().any(|t| t == between),
+            "tick {between}: {speedup:?}"
+        );
+    }
+    let efficiency = texts(svg("strong-cluster-strong-64x64x128", "efficiency"));
+    assert!(efficiency.iter().any(|t| t == "2 hosts"), "{efficiency:?}");
+    let phases = texts(svg("strong-cluster-strong-64x64x128", "phases"));
+    assert!(
+        phases
+            .iter()
+            .any(|t| t.starts_with("4 (") && t.ends_with("), 2 hosts")),
+        "{phases:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_job_at_its_time_limit_leaves_an_incomplete_record() {
+    let Some(c) = cluster() else { return };
+    let dir = scratch("limit");
+    let long = study(
+        &dir,
+        "cluster-limit",
+        "KIND=strong\nSIZES=S\nRANKS=2\nITERATIONS=1000000000\nTHREADS=1\n",
+    );
+    let results = dir.join("limit.jsonl");
+    let out = format!("--output={}/%x-%j.out", dir.display());
+    // Slurm sends the warning up to a minute early (its check runs every
+    // 30 s and looks a minute ahead): with 2 minutes and 30 s of warning,
+    // SIGUSR1 comes 30 to 60 s after the start, well before the limit.
+    let mut sbatch = c.slurm(
+        "sbatch",
+        &[
+            "--wait",
+            "-N",
+            "2",
+            "-n",
+            "2",
+            "--ntasks-per-node=1",
+            "--exclusive=user",
+            "--time=2",
+            "--signal=USR1@30",
+            "--parsable",
+            &out,
+            "scripts/slurm/study.sbatch",
+        ],
+    );
+    template_env(&mut sbatch, &long, &results);
+    let o = run_with_limit(sbatch, JOB_LIMIT);
+    // The stopped run exits 2, so the sweep (and the job) fails.
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let job = stdout(&o).trim().to_string();
+    let recs = records(&results);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let r = &recs[0];
+    assert_eq!(r["complete"], false, "{r}");
+    let done = r["iterations"].as_u64().unwrap();
+    assert!(done > 0 && done < 1_000_000_000, "{r}");
+    // Ended by the warning, not killed at the limit.
+    let show = stdout(&run(c.slurm("scontrol", &["show", "job", &job])));
+    assert!(show.contains("JobState=FAILED"), "{show}");
+    assert!(job_output(&dir, "himeno-study-").contains("FAILED (exit 2"));
+    let report = stdout_ok(&run(himeno(&["report", results.to_str().unwrap()])));
+    assert!(report.contains("incomplete (stopped early)"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_jobs_append_to_one_results_file_concurrently() {
+    let Some(c) = cluster() else { return };
+    let dir = scratch("concurrent");
+    // Six runs per job, each on both hosts, one CPU per host per job: the
+    // two jobs fit on the cluster together and append at the same time.
+    let s = study(
+        &dir,
+        "cluster-shared",
+        "KIND=shape\nSIZES=S\nRANKS=2\nPROCS=\"2x1x1 1x2x1 1x1x2 2x1x1 1x2x1 1x1x2\"\nITERATIONS=40\nTHREADS=1\n",
+    );
+    let results = dir.join("shared.jsonl");
+    let out = format!("--output={}/%x-%j.out", dir.display());
+    let submit = || {
+        let mut sbatch = c.slurm(
+            "sbatch",
+            &[
+                "--wait",
+                "--parsable",
+                "-N",
+                "2",
+                "-n",
+                "2",
+                "--ntasks-per-node=1",
+                "--exclusive=user",
+                "--time=5",
+                &out,
+                "scripts/slurm/study.sbatch",
+            ],
+        );
+        template_env(&mut sbatch, &s, &results);
+        std::thread::spawn(move || run_with_limit(sbatch, JOB_LIMIT))
+    };
+    let (a, b) = (submit(), submit());
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    ok_or_show(&a, "job a", &dir);
+    ok_or_show(&b, "job b", &dir);
+    // They did run at the same time.
+    let window = |o: &Output| {
+        let job = stdout(o).trim().to_string();
+        let show = stdout(&run(c.slurm("scontrol", &["show", "job", &job])));
+        let field = |k: &str| {
+            show.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .unwrap_or_else(|| panic!("no {k} in {show}"))
+                .to_string()
+        };
+        (field("StartTime="), field("EndTime="))
+    };
+    let ((sa, ea), (sb, eb)) = (window(&a), window(&b));
+    assert!(
+        sa <= eb && sb <= ea,
+        "jobs did not overlap: {sa}..{ea} and {sb}..{eb}"
+    );
+    let recs = records(&results);
+    assert_eq!(recs.len(), 12, "two jobs of six runs each");
+    assert!(
+        recs.iter()
+            .all(|r| r["complete"] == true && r["ranks"] == 2)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -270,6 +270,7 @@ impl Backend for CpuBackend {
                 },
                 self.pool.describe()
             )),
+            gpu_software: None,
         }
     }
 

@@ -379,6 +379,7 @@ impl Backend for GpuBackend {
                 self.arch,
                 if self.overlap { "on" } else { "off" }
             )),
+            gpu_software: None,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use crate::backend::Staging;
 use crate::backend::cpu::Stores;
+use crate::backend::gpu::launch::Occupancy;
 use crate::bench::BenchArgs;
 use crate::config::{BackendKind, RunConfig, RunLength, StreamMeasure};
 use crate::error::{Error, Result};
@@ -115,6 +116,11 @@ pub struct RunArgs {
     /// Overlap the interior sweep with the halo exchange (GPU backend).
     #[arg(long)]
     pub overlap: bool,
+    /// GPU sweep kernel variant: the thread blocks per multiprocessor it is
+    /// compiled to fit (auto: the compiler's register choice; 4 or 5 cap
+    /// the registers for more resident blocks). Results are identical.
+    #[arg(long, value_enum, default_value_t = Occupancy::Auto)]
+    pub gpu_occupancy: Occupancy,
     /// How the CPU sweep writes the new field: streaming (non-temporal
     /// stores, no read of each line before writing it), cached, or auto
     /// (streaming when the node's fields exceed its last-level cache).
@@ -238,6 +244,7 @@ impl RunArgs {
             staging: self.staging,
             device: self.device,
             overlap: self.overlap,
+            gpu_occupancy: self.gpu_occupancy,
             stores: self.stores,
             stream_gbs: self.stream_gbs,
             stream: self.stream,

@@ -4,6 +4,7 @@
 
 use crate::backend::api::Staging;
 use crate::backend::cpu::{CpuOptions, Stores};
+use crate::backend::gpu::launch::Occupancy;
 use crate::grid::Grid;
 use crate::grid::decomp::ProcGrid;
 use crate::machine::threads::Bind;
@@ -71,6 +72,8 @@ pub struct RunConfig {
     pub device: Option<usize>,
     /// Overlap the interior sweep with the halo exchange (GPU).
     pub overlap: bool,
+    /// GPU sweep kernel variant (blocks per multiprocessor it fits).
+    pub gpu_occupancy: Occupancy,
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
     /// Stream triad bandwidth of this machine in GB/s given by the user, to

@@ -4,7 +4,7 @@
 use super::compile;
 use super::device_backend::{GpuBackend, Kernels, Opened};
 use super::driver::{self, Device, cuda_err};
-use super::launch::{self, Occupancy, SweepPlan};
+use super::launch::{self, SweepPlan};
 use super::memcheck::{self, Report};
 use crate::backend::api::Backend;
 use crate::comm::Comm;
@@ -95,7 +95,7 @@ fn open(cfg: &RunConfig, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swee
         software = %probe.describe(),
         "GPU chosen"
     );
-    let compiled = compile::compile(probe.nvrtc, dev.cc, Occupancy::Auto)?;
+    let compiled = compile::compile(probe.nvrtc, dev.cc, cfg.gpu_occupancy)?;
     let module = dev.ctx.load_module(compiled.ptx.clone()).map_err(|e| {
         let newer = probe.nvrtc.version.0 > probe.driver.0;
         Error::runtime(format!(

@@ -9,6 +9,7 @@ mod failures;
 mod fuzz;
 mod gpu;
 mod gpu_emu;
+mod gpu_emu_check;
 mod gpu_emu_driver;
 mod known_answers;
 mod layers;

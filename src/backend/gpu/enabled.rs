@@ -79,11 +79,13 @@ fn open(cfg: &RunConfig, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swee
     let probe = driver::probe().map_err(Error::usage)?;
     let count = probe.devices;
     let ordinal = driver::choose(cfg.device, comm.node_rank(), count)?;
-    if cfg.device.is_none() && comm.node_rank() >= count {
-        tracing::info!(
-            node_rank = comm.node_rank(),
+    // Said once per node (by its first rank without a GPU of its own):
+    // in-process ranks on one GPU share it by design.
+    if cfg.device.is_none() && comm.node_rank() == count {
+        tracing::warn!(
+            ranks = comm.node_size(),
             devices = count,
-            "more ranks than GPUs on this node: ranks share GPU {ordinal}"
+            "more ranks than GPUs on this node: ranks share GPUs (node-local rank modulo {count})"
         );
     }
     let plan = SweepPlan::of(block)?;

@@ -33,20 +33,26 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// The folder holding the stub `libcuda.so.1`, built once.
+/// The folder holding the stub `libcuda.so.1`, built once per test run
+/// into the target folder (compiled under a private name, then renamed
+/// into place, so concurrent runs never see half a library).
 fn stub_driver() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = scratch("stub");
-        let src = dir.join("stub.c");
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("stub-cuda");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join(format!("stub-{}.c", std::process::id()));
+        let tmp = dir.join(format!("libcuda-{}.so", std::process::id()));
         std::fs::write(&src, STUB).unwrap();
         let o = Command::new("cc")
             .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-            .arg(dir.join("libcuda.so.1"))
+            .arg(&tmp)
             .arg(&src)
             .output()
             .expect("a C compiler (cc) is installed: scripts/install-deps.sh installs one");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::rename(&tmp, dir.join("libcuda.so.1")).unwrap();
+        let _ = std::fs::remove_file(src);
         dir
     })
 }

@@ -4,7 +4,7 @@
 
 use crate::bench::BenchArgs;
 use crate::comm::LaunchArgs;
-use crate::config::{BackendKind, RunConfig, RunLength, Staging, Stores, StreamMeasure};
+use crate::config::{BackendKind, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure};
 use crate::error::{Error, Result};
 use crate::grid::Preset;
 use crate::machine::threads::{self, Bind};
@@ -124,6 +124,11 @@ pub struct RunArgs {
     /// Overlap the interior sweep with the halo exchange (GPU backend).
     #[arg(long)]
     pub overlap: bool,
+    /// GPU sweep kernel variant: the thread blocks per multiprocessor it is
+    /// compiled to fit (auto: the compiler's register choice; 4 or 5 cap
+    /// the registers for more resident blocks). Results are identical.
+    #[arg(long, value_enum, default_value_t = Occupancy::Auto)]
+    pub gpu_occupancy: Occupancy,
     /// How the CPU sweep writes the new field: streaming (non-temporal
     /// stores, no read of each line before writing it), cached, or auto
     /// (streaming when the node's fields exceed its last-level cache).
@@ -247,6 +252,7 @@ impl RunArgs {
             staging: self.staging,
             device: self.device,
             overlap: self.overlap,
+            gpu_occupancy: self.gpu_occupancy,
             stores: self.stores,
             stream_gbs: self.stream_gbs,
             stream: self.stream,

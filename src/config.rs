@@ -57,6 +57,52 @@ impl Staging {
     }
 }
 
+/// How many thread blocks per multiprocessor the sweep kernel is compiled
+/// to fit (`__launch_bounds__`), which caps its registers. More resident
+/// blocks keep more loads in flight; fewer registers may cost
+/// instructions. Results are bitwise the same for every variant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum Occupancy {
+    /// No minimum: the compiler chooses the registers (72 on sm_90 with
+    /// NVRTC 12.9 and 13.0, so 3 blocks of 256 threads per SM).
+    #[default]
+    #[value(name = "auto")]
+    #[serde(rename = "auto")]
+    Auto,
+    /// At least 4 blocks per SM (at most 64 registers, 50 % occupancy).
+    #[value(name = "4")]
+    #[serde(rename = "4")]
+    Blocks4,
+    /// At least 5 blocks per SM (at most 48 registers, 62.5 % occupancy;
+    /// meant for Hopper: on sm_80 the sweep spills registers).
+    #[value(name = "5")]
+    #[serde(rename = "5")]
+    Blocks5,
+}
+
+impl Occupancy {
+    /// Every variant, for the compile checks.
+    pub const ALL: [Occupancy; 3] = [Occupancy::Auto, Occupancy::Blocks4, Occupancy::Blocks5];
+
+    /// The minimum blocks per SM, 0 for none.
+    pub fn min_blocks(self) -> u32 {
+        match self {
+            Occupancy::Auto => 0,
+            Occupancy::Blocks4 => 4,
+            Occupancy::Blocks5 => 5,
+        }
+    }
+
+    /// The name as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Occupancy::Auto => "auto",
+            Occupancy::Blocks4 => "4",
+            Occupancy::Blocks5 => "5",
+        }
+    }
+}
+
 /// Whether a run measures the stream bandwidths itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -104,6 +150,8 @@ pub struct RunConfig {
     pub device: Option<usize>,
     /// Overlap the interior sweep with the halo exchange (GPU).
     pub overlap: bool,
+    /// GPU sweep kernel variant (blocks per multiprocessor it fits).
+    pub gpu_occupancy: Occupancy,
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
     /// Stream triad bandwidth of this machine in GB/s given by the user, to

@@ -33,6 +33,7 @@ impl Backend for PatternBackend {
             threads: 1,
             device: None,
             detail: Some("halo self-test pattern".into()),
+            gpu_software: None,
         }
     }
     fn reset(&mut self) -> Result<()> {

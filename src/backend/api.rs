@@ -80,6 +80,21 @@ pub struct BackendInfo {
     pub device: Option<String>,
     /// Thread placement or staging details worth recording.
     pub detail: Option<String>,
+    /// The GPU software a GPU backend ran with (absent for CPU backends and
+    /// in records written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_software: Option<GpuSoftware>,
+}
+
+/// Versions of the GPU software a rank ran with, for the record.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuSoftware {
+    /// CUDA version the driver supports, `major.minor` (e.g. `13.0`).
+    pub cuda_driver: String,
+    /// NVRTC version, `major.minor`.
+    pub nvrtc: String,
+    /// The NVRTC library file loaded.
+    pub nvrtc_library: String,
 }
 
 /// Local work of one rank. Calls block until their work is complete, so the

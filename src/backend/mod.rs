@@ -16,7 +16,7 @@ pub mod api;
 pub mod cpu;
 pub mod gpu;
 
-pub use api::{Backend, BackendInfo, HostBuffer, Kind, pack_plane, unpack_plane};
+pub use api::{Backend, BackendInfo, GpuSoftware, HostBuffer, Kind, pack_plane, unpack_plane};
 
 use crate::comm::Comm;
 use crate::config::{BackendKind, RunConfig};

@@ -2,6 +2,7 @@
 //! library, hosts, devices, command line), so a number in a report can be
 //! traced back and reproduced.
 
+use crate::backend::GpuSoftware;
 use crate::solver::RankSummary;
 use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -21,6 +22,10 @@ pub struct Provenance {
     pub hosts: Vec<String>,
     /// Distinct devices used (GPU backends).
     pub devices: Vec<String>,
+    /// Distinct GPU software the ranks ran with: CUDA driver and NVRTC
+    /// versions, NVRTC library (absent for CPU runs and older records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_software: Vec<GpuSoftware>,
     /// The command line of rank 0.
     pub command: Vec<String>,
 }
@@ -30,7 +35,13 @@ impl Provenance {
     pub fn collect(ranks: &[RankSummary], mpi_library: Option<String>) -> Provenance {
         let mut hosts: Vec<String> = Vec::new();
         let mut devices: Vec<String> = Vec::new();
+        let mut gpu_software: Vec<GpuSoftware> = Vec::new();
         for r in ranks {
+            if let Some(g) = &r.backend.gpu_software
+                && !gpu_software.contains(g)
+            {
+                gpu_software.push(g.clone());
+            }
             if !hosts.contains(&r.host) {
                 hosts.push(r.host.clone());
             }
@@ -47,6 +58,7 @@ impl Provenance {
             mpi_library,
             hosts,
             devices,
+            gpu_software,
             command: std::env::args().collect(),
         }
     }

@@ -257,6 +257,7 @@ impl Backend for CpuBackend {
                 },
                 self.pool.describe()
             )),
+            gpu_software: None,
         }
     }
 

@@ -1,69 +1,94 @@
 //! Finding the CUDA libraries and a device: probes that never panic, the
-//! device choice per rank, the device's description for the report, and the
-//! memory preflight.
+//! device choice per rank, and the device's description for the report.
 //!
-//! cudarc loads `libcuda` and `libnvrtc` on first use and *panics* when
-//! they are missing, so every entry point of the GPU backend calls
-//! [`probe`] first and turns a missing library into a one-line error.
+//! cudarc loads `libcuda` on first use and *panics* when it is missing, so
+//! every entry point of the GPU backend calls [`probe`] first and turns a
+//! missing library into a one-line error. NVRTC is loaded by `nvrtc`, not
+//! by cudarc (see `locate`).
 
+use super::locate::Search;
+use super::nvrtc::{Nvrtc, load_error};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, result, sys};
 use std::sync::{Arc, OnceLock};
 
-/// Environment variable naming the NVRTC library file to use, e.g. the
-/// `libnvrtc.so.12` of the `nvidia-cuda-nvrtc-cu12` Python wheel.
-pub const NVRTC_ENV: &str = "HIMENO_NVRTC_LIB";
+/// What a successful probe found.
+#[derive(Clone, Copy)]
+pub struct Probe {
+    /// CUDA devices the driver sees.
+    pub devices: usize,
+    /// The CUDA version the driver supports, e.g. (13, 0).
+    pub driver: (i32, i32),
+    /// The NVRTC library in use.
+    pub nvrtc: &'static Nvrtc,
+}
 
-/// Loads the library named by [`NVRTC_ENV`], if set, and keeps it loaded.
-fn preload_nvrtc() -> std::result::Result<(), String> {
-    static PRELOADED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    PRELOADED
-        .get_or_init(|| match std::env::var_os(NVRTC_ENV) {
-            Some(path) => load_nvrtc_from(std::path::Path::new(&path))
-                .map_err(|e| format!("{NVRTC_ENV}: {e}")),
-            None => Ok(()),
+impl Probe {
+    /// `CUDA driver 13.0, NVRTC 13.0 (/path/libnvrtc.so.13)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "CUDA driver {}.{}, NVRTC {} ({})",
+            self.driver.0,
+            self.driver.1,
+            self.nvrtc.version_string(),
+            self.nvrtc.path
+        )
+    }
+}
+
+/// Makes the driver library loadable for cudarc: through the loader's
+/// search by its names (cudarc's own check), else from the folders where
+/// drivers live outside that search, loaded by path and kept, so that
+/// cudarc's later load of `libcuda.so.1` by name finds it. The error lists
+/// what was tried.
+fn find_driver() -> std::result::Result<(), String> {
+    static FOUND: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            // SAFETY: these only try to dlopen candidate file names.
+            if unsafe { sys::is_culib_present() } {
+                return Ok(());
+            }
+            let mut tried = vec!["libcuda.so, libcuda.so.1 (loader search): not found".to_string()];
+            for f in Search::here().driver_files() {
+                // SAFETY: loading the driver runs only its initialisers.
+                match unsafe { libloading::Library::new(&f) } {
+                    Ok(lib) => {
+                        std::mem::forget(lib);
+                        // SAFETY: as above.
+                        if unsafe { sys::is_culib_present() } {
+                            return Ok(());
+                        }
+                        tried.push(format!("{}: loaded, but not under its name", f.display()));
+                    }
+                    Err(e) => tried.push(format!("{}: {}", f.display(), load_error(&e))),
+                }
+            }
+            Err(format!(
+                "no CUDA driver found (tried {}): run on a machine with an NVIDIA driver, or \
+                 use --backend cpu",
+                tried.join("; ")
+            ))
         })
         .clone()
 }
 
-/// Loads the NVRTC library file at `path` and keeps it loaded for the life
-/// of the process. The dynamic loader then resolves cudarc's later load of
-/// `libnvrtc.so.12` by its soname to this copy.
-pub fn load_nvrtc_from(path: &std::path::Path) -> std::result::Result<(), String> {
-    // SAFETY: loading NVRTC runs only its library initialisers.
-    match unsafe { libloading::Library::new(path) } {
-        Ok(lib) => {
-            std::mem::forget(lib);
-            Ok(())
-        }
-        Err(e) => Err(format!(
-            "{} cannot be loaded ({e}): point it at libnvrtc.so.12",
-            path.display()
-        )),
-    }
-}
-
 /// Checks that the CUDA driver and NVRTC libraries can be loaded, that the
-/// driver initialises and that it sees at least one device. Returns the
-/// number of devices, or a one-line explanation with the fix.
-pub fn probe() -> std::result::Result<usize, String> {
-    preload_nvrtc()?;
-    // SAFETY: these only try to dlopen candidate file names.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(
-            "no CUDA driver found (libcuda.so cannot be loaded): run on a machine \
-                    with an NVIDIA driver, or use --backend cpu"
-                .into(),
-        );
-    }
-    // SAFETY: as above.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(format!(
-            "the NVRTC library (libnvrtc.so.12) cannot be loaded: install the CUDA toolkit \
-             or `pip install nvidia-cuda-nvrtc-cu12`, then add its lib directory to \
-             LD_LIBRARY_PATH or set {NVRTC_ENV}=/path/to/libnvrtc.so.12"
-        ));
-    }
+/// driver initialises and that it sees at least one device. Returns what
+/// it found, or a one-line explanation with the fix.
+pub fn probe() -> std::result::Result<Probe, String> {
+    find_driver()?;
+    let mut version = 0;
+    // SAFETY: one out-parameter; needs no initialised driver.
+    let driver = match unsafe { sys::cuDriverGetVersion(&mut version) } {
+        sys::CUresult::CUDA_SUCCESS => (version / 1000, version % 1000 / 10),
+        e => {
+            return Err(format!(
+                "the CUDA driver does not report its version ({e:?})"
+            ));
+        }
+    };
+    let nvrtc = Nvrtc::get(u32::try_from(driver.0).ok())?;
     result::init().map_err(|e| {
         format!("the CUDA driver failed to initialise ({e:?}): check the driver installation")
     })?;
@@ -76,7 +101,11 @@ pub fn probe() -> std::result::Result<usize, String> {
                 .into(),
         );
     }
-    Ok(count as usize)
+    Ok(Probe {
+        devices: count as usize,
+        driver,
+        nvrtc,
+    })
 }
 
 /// The device ordinal this rank uses: `--device` if given, otherwise the
@@ -114,6 +143,10 @@ pub struct Device {
     pub cc: (i32, i32),
     /// One-line description: ordinal, name, PCI bus id, UUID.
     pub description: String,
+    /// The device's identity across processes: its UUID, or its PCI bus id
+    /// when the driver gives no UUID (ranks of one host sharing it share
+    /// its memory).
+    pub identity: String,
 }
 
 /// Maps a driver error to a runtime error saying what was being done.
@@ -146,7 +179,9 @@ impl Device {
         let uuid = ctx
             .uuid()
             .map(|u| format_uuid(&u.bytes.map(|b| b as u8)))
-            .unwrap_or_else(|_| "uuid unknown".into());
+            .ok();
+        let identity = uuid.clone().unwrap_or_else(|| format!("PCI {bus}"));
+        let uuid = uuid.unwrap_or_else(|| "uuid unknown".into());
         let total = ctx.total_mem().unwrap_or(0) as f64 / (1u64 << 30) as f64;
         let description = format!(
             "GPU {ordinal}: {name} (sm_{}{}, {total:.0} GiB, PCI {bus}, {uuid})",
@@ -156,27 +191,17 @@ impl Device {
             ctx,
             cc,
             description,
+            identity,
         })
     }
 
-    /// Refuses to start when the device has less free memory than `need`
-    /// bytes; `what` names the request in the message.
-    pub fn check_memory(&self, need: u64, what: &str) -> Result<()> {
-        let (free, _total) = self
+    /// Free and total device memory in bytes.
+    pub fn memory(&self) -> Result<(u64, u64)> {
+        let (free, total) = self
             .ctx
             .mem_get_info()
             .map_err(cuda_err("reading free memory"))?;
-        if (free as u64) < need {
-            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-            return Err(Error::usage(format!(
-                "{what} needs {:.2} GiB of device memory but {} has {:.2} GiB free: \
-                 use more ranks (smaller blocks) or a smaller grid",
-                gib(need),
-                self.description,
-                gib(free as u64)
-            )));
-        }
-        Ok(())
+        Ok((free as u64, total as u64))
     }
 }
 

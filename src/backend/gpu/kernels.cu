@@ -10,20 +10,45 @@
 //
 // Layout: every field has the block's local extents d0 x d1 x d2 (k = d2
 // fastest). Offsets are 64-bit: a single rank's field may exceed 2^31 values.
+//
+// Launch constants come from src/backend/gpu/launch.rs as -D definitions
+// (launch::defines), the one place they are set; the host-side replay of
+// this file's index math (tests/it/gpu_emu.rs) reads the same constants.
 
-#define MAX_WARPS 32
+#if !defined(HIMENO_WARP) || !defined(HIMENO_SWEEP_THREADS) || \
+    !defined(HIMENO_SWEEP_MIN_BLOCKS) || !defined(HIMENO_MAX_WARPS)
+#error "compile with the -D definitions of launch::defines (src/backend/gpu/launch.rs)"
+#endif
 
-// Sums `v` over the thread block in a fixed order (warp shuffles, then the
-// warp sums in warp order), so the result does not vary between runs.
-// Every thread of the block must call it; the block sum is returned to
-// thread 0.
+static_assert(HIMENO_WARP == 32, "the shuffle masks below name 32 lanes");
+static_assert(HIMENO_SWEEP_THREADS % HIMENO_WARP == 0, "sweep blocks are whole warps");
+static_assert(HIMENO_SWEEP_THREADS / HIMENO_WARP <= HIMENO_MAX_WARPS, "block_sum's array");
+
+// The sweep's register budget: at least HIMENO_SWEEP_MIN_BLOCKS blocks of
+// HIMENO_SWEEP_THREADS per multiprocessor when that is set (the
+// --gpu-occupancy variants), else the compiler's own choice (no bounds: a
+// maximum thread count alone lets it take more registers, 79 instead of 72
+// with NVRTC 12.9 and 13.0 for sm_90, for the same 3 resident blocks).
+#if HIMENO_SWEEP_MIN_BLOCKS > 0
+#define SWEEP_BOUNDS __launch_bounds__(HIMENO_SWEEP_THREADS, HIMENO_SWEEP_MIN_BLOCKS)
+#else
+#define SWEEP_BOUNDS
+#endif
+
+// Sums `v` over the thread block in a fixed order, so the result does not
+// vary between runs: a shuffle tree within each warp (lane l adds lane
+// l + off, off halving from half a warp down to 1), then the same tree
+// over the warp sums in warp order. Threads are numbered threadIdx.y *
+// blockDim.x + threadIdx.x. Every thread of the block must call it; the
+// block sum is returned to thread 0.
 __device__ double block_sum(double v)
 {
-    __shared__ double warp_sums[MAX_WARPS];
-    const unsigned lane = (threadIdx.y * blockDim.x + threadIdx.x) & 31u;
-    const unsigned warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
-    const unsigned warps = (blockDim.x * blockDim.y + 31u) >> 5;
-    for (int off = 16; off > 0; off >>= 1) {
+    __shared__ double warp_sums[HIMENO_MAX_WARPS];
+    const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+    const unsigned lane = t % HIMENO_WARP;
+    const unsigned warp = t / HIMENO_WARP;
+    const unsigned warps = (blockDim.x * blockDim.y + HIMENO_WARP - 1) / HIMENO_WARP;
+    for (int off = HIMENO_WARP / 2; off > 0; off >>= 1) {
         v += __shfl_down_sync(0xffffffffu, v, off);
     }
     if (lane == 0) {
@@ -33,7 +58,7 @@ __device__ double block_sum(double v)
     double s = 0.0;
     if (warp == 0) {
         s = lane < warps ? warp_sums[lane] : 0.0;
-        for (int off = 16; off > 0; off >>= 1) {
+        for (int off = HIMENO_WARP / 2; off > 0; off >>= 1) {
             s += __shfl_down_sync(0xffffffffu, s, off);
         }
     }
@@ -43,13 +68,14 @@ __device__ double block_sum(double v)
 // One Jacobi sweep over a box of owned points: local indices
 // [i0, i0+ni) x [j0, j0+nj) x [k0, k0+nk). A thread block covers a tile of
 // blockDim.x k-values by blockDim.y j-values and marches through `planes`
-// consecutive i-planes, so consecutive warps read consecutive memory and p's
-// i-neighbours stay in registers. Each block writes its sum of squared
-// residuals to partial[blockIdx.x].
+// consecutive i-planes, so p's i-neighbours stay in registers. The tile is
+// a warp wide in k where the box allows (coalesced rows); thin boxes get
+// tiles of other shapes with the same thread count (launch::tile). Each
+// block writes its sum of squared residuals to partial[blockIdx.x].
 //
 // The grid is one-dimensional: block b covers k-tile b % nkb, j-tile
 // (b / nkb) % njb and i-chunk b / (nkb * njb).
-extern "C" __global__ void sweep(
+extern "C" __global__ void SWEEP_BOUNDS sweep(
     const float* __restrict__ p, float* __restrict__ out,
     const float* __restrict__ a0, const float* __restrict__ a1,
     const float* __restrict__ a2, const float* __restrict__ a3,

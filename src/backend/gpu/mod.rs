@@ -3,17 +3,29 @@
 //! Without the feature, [`disabled`] has the same functions, which explain
 //! how to get GPU support, so callers need no `#[cfg]`.
 //!
-//! - `enabled`: whether a GPU is usable, and creating a rank's backend;
-//! - `driver`: probing the libraries (cudarc panics without them), device
-//!   choice by node-local rank, the device description, memory preflight;
-//! - `compile`: NVRTC compilation of `kernels.cu` for the device's own
-//!   architecture, without FMA contraction;
+//! In every build:
+//! - `launch`: the launch constants, the sweep's launch plan, the face
+//!   copies' geometry and every kernel's argument list (plain arithmetic,
+//!   replayed on the host by the `gpu_emu_*` tests);
 //! - `regions`: the boxes one sweep launch covers (boundary slabs first
 //!   under `--overlap`);
+//! - `sample`: what a transfer measurement returns.
+//!
+//! With `cuda`:
+//! - `enabled`: whether a GPU is usable, and creating a rank's backend;
+//! - `locate`, `nvrtc`: finding and loading NVRTC 12 or 13 (and the
+//!   driver) on machines with either CUDA;
+//! - `driver`: probing the libraries (cudarc panics without them), device
+//!   choice by node-local rank, the device description;
+//! - `compile`: NVRTC compilation of `kernels.cu` for the device's own
+//!   architecture, without FMA contraction;
+//! - `memcheck`: the device memory check of all ranks sharing a GPU;
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
 //! - `transfer`: host<->device copy measurements, returned as [`sample`]s.
 
+pub mod launch;
+pub mod regions;
 pub mod sample;
 
 #[cfg(feature = "cuda")]
@@ -25,7 +37,11 @@ pub mod driver;
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
-pub mod regions;
+pub mod locate;
+#[cfg(feature = "cuda")]
+pub mod memcheck;
+#[cfg(feature = "cuda")]
+pub mod nvrtc;
 #[cfg(feature = "cuda")]
 pub mod staging;
 #[cfg(feature = "cuda")]

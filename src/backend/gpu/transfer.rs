@@ -20,14 +20,28 @@ use std::time::Instant;
 const BYTES_PER_SIZE: usize = 1 << 30;
 /// Fewest and most copies timed per size.
 const COPIES: (usize, usize) = (5, 200);
+/// Bytes in a GiB, for messages.
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// Measures copies of every size in `sizes` (bytes) on device `device`.
+/// Too large a size is a usage error (exit 2) before anything is
+/// allocated: two device buffers and a pinned and a pageable host buffer
+/// of the largest size. The caller checks the host's available memory.
 pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
-    let count = driver::probe().map_err(Error::usage)?;
+    let count = driver::probe().map_err(Error::usage)?.devices;
     let ordinal = driver::choose(Some(device), 0, count)?;
     let dev = Device::open(ordinal)?;
     let max = sizes.iter().copied().max().unwrap_or(8);
-    dev.check_memory(2 * max as u64, "bench transfer (two device buffers)")?;
+    let (free, _total) = dev.memory()?;
+    if free < 2 * max as u64 {
+        return Err(Error::usage(format!(
+            "bench transfer --max-bytes {max} needs {:.2} GiB of device memory (two buffers) \
+             but {} has {:.2} GiB free: use a smaller --max-bytes",
+            2.0 * max as f64 / GIB,
+            dev.description,
+            free as f64 / GIB
+        )));
+    }
     let st = dev
         .ctx
         .new_stream()
@@ -35,8 +49,16 @@ pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
     let a: CudaSlice<u8> = st.alloc_zeros(max).map_err(cuda_err("allocating"))?;
     let b: CudaSlice<u8> = st.alloc_zeros(max).map_err(cuda_err("allocating"))?;
     let mut pinned = PinnedBuffer::new(&dev.ctx, max.div_ceil(4))?;
+    let mut pageable: Vec<u8> = Vec::new();
+    pageable.try_reserve_exact(max).map_err(|_| {
+        Error::usage(format!(
+            "bench transfer --max-bytes {max}: cannot allocate {:.2} GiB of host memory: use a \
+             smaller --max-bytes",
+            max as f64 / GIB
+        ))
+    })?;
     // Touched so that its pages exist before timing.
-    let mut pageable = vec![1u8; max];
+    pageable.resize(max, 1);
     let (pa, pb) = (addr(&a, &st), addr(&b, &st));
 
     let mut samples = Vec::new();

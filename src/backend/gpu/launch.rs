@@ -1,0 +1,470 @@
+//! How the GPU kernels are launched, in every build: the launch constants
+//! (passed to NVRTC as `-D` definitions, so `kernels.cu` has no copy of
+//! them), the sweep's launch plan over a block, the face copies' geometry
+//! and each kernel's argument list.
+//!
+//! Everything here is plain arithmetic on numbers and device addresses,
+//! with no CUDA call, so that the `gpu_emu_*` tests can replay the kernels'
+//! index math on the host in builds and on machines without a GPU: the
+//! backend launches exactly the configurations and arguments these
+//! functions return.
+
+use super::regions::{self, Region};
+use crate::error::{Error, Result};
+use crate::grid::decomp::{Block, Face};
+use crate::grid::fields::{COEFFICIENTS, NAMES, OMEGA};
+
+/// The CUDA C source of every kernel.
+pub const SOURCE: &str = include_str!("kernels.cu");
+
+/// Threads per warp.
+pub const WARP: u32 = 32;
+/// Threads per sweep thread block (its tile shape varies, its size not).
+pub const SWEEP_THREADS: u32 = 256;
+/// i-planes each sweep thread marches through.
+pub const PLANES: usize = 16;
+/// Most warps a block reduction handles (the size of its shared array).
+pub const MAX_WARPS: u32 = 32;
+/// Threads of the one-block reduction of the sweep's per-block sums.
+pub const REDUCE_THREADS: u32 = 1024;
+/// Threads per block of the element-wise kernels (pack, unpack, fill).
+pub const FLAT_THREADS: u32 = 256;
+/// Most blocks of an element-wise kernel (each thread then strides).
+pub const FLAT_MAX_BLOCKS: u32 = 65_535;
+
+/// Names of the kernels the backend loads.
+pub const KERNELS: [&str; 6] = [
+    "sweep",
+    "reduce_partials",
+    "pack_face",
+    "unpack_face",
+    "fill",
+    "fill_planes",
+];
+
+pub use crate::config::Occupancy;
+
+/// The `-D` definitions `kernels.cu` needs (it refuses to compile
+/// without them), for the sweep variant `occ`.
+pub fn defines(occ: Occupancy) -> Vec<String> {
+    [
+        ("HIMENO_WARP", WARP),
+        ("HIMENO_SWEEP_THREADS", SWEEP_THREADS),
+        ("HIMENO_SWEEP_MIN_BLOCKS", occ.min_blocks()),
+        ("HIMENO_MAX_WARPS", MAX_WARPS),
+    ]
+    .iter()
+    .map(|(k, v)| format!("-D{k}={v}"))
+    .collect()
+}
+
+/// A launch shape: blocks of the grid and threads of a block, per axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// `gridDim`.
+    pub grid: [u32; 3],
+    /// `blockDim`.
+    pub block: [u32; 3],
+}
+
+/// The thread tile of a sweep launch over a box of extents `n`: `[x, y]`
+/// threads along k and j, `x * y = SWEEP_THREADS`. A warp spans k (one
+/// coalesced row) where the box is at least a warp wide; a box narrower
+/// than a warp in k (the one-wide k slab of `--overlap`) puts the spare
+/// lanes on j, and a box thinner than the default tile in j (the one-wide
+/// j slab) puts them on k, so that lanes are not left idle.
+pub fn tile(n: [usize; 3]) -> [u32; 2] {
+    let t = SWEEP_THREADS as usize;
+    let w = WARP as usize;
+    let [x, y] = if n[2] < w {
+        let x = n[2].max(1).next_power_of_two();
+        [x, t / x]
+    } else if n[1] < t / w {
+        let y = n[1].max(1).next_power_of_two();
+        [t / y, y]
+    } else {
+        [w, t / w]
+    };
+    [x as u32, y as u32]
+}
+
+/// One launch of the sweep kernel over a box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepLaunch {
+    /// The box of owned points (local indices).
+    pub region: Region,
+    /// Threads along k and j of each block ([`tile`]).
+    pub tile: [u32; 2],
+    /// k-tiles and j-tiles per i-chunk.
+    pub tiles: [u32; 2],
+    /// Thread blocks in all (k-tiles x j-tiles x i-chunks of [`PLANES`]).
+    pub blocks: u32,
+    /// Index of this launch's first per-block partial sum.
+    pub first_partial: usize,
+}
+
+impl SweepLaunch {
+    /// Plans launches over the non-empty boxes of `regions`, numbering
+    /// their partial sums from `first`. Returns the launches and the next
+    /// free partial index.
+    pub fn plan(regions: &[Region], mut first: usize) -> Result<(Vec<SweepLaunch>, usize)> {
+        let mut out = Vec::new();
+        for r in regions.iter().filter(|r| !r.is_empty()) {
+            let tile = tile(r.n);
+            let nkb = r.n[2].div_ceil(tile[0] as usize);
+            let njb = r.n[1].div_ceil(tile[1] as usize);
+            let nib = r.n[0].div_ceil(PLANES);
+            let too_large = || {
+                Error::usage(format!(
+                    "a block of {}x{}x{} points is too large for one GPU launch: use more ranks",
+                    r.n[0], r.n[1], r.n[2]
+                ))
+            };
+            // The kernel indexes with 32-bit ints within a plane and its
+            // grid is one-dimensional (at most 2^31 - 1 blocks).
+            let fits = |v: usize| i32::try_from(v).is_ok();
+            if !(0..3).all(|d| fits(r.lo[d] + r.n[d] + 1)) {
+                return Err(too_large());
+            }
+            let blocks = nkb
+                .checked_mul(njb)
+                .and_then(|b| b.checked_mul(nib))
+                .and_then(|b| u32::try_from(b).ok())
+                .filter(|&b| b < i32::MAX as u32)
+                .ok_or_else(too_large)?;
+            out.push(SweepLaunch {
+                region: *r,
+                tile,
+                tiles: [nkb as u32, njb as u32],
+                blocks,
+                first_partial: first,
+            });
+            first += blocks as usize;
+        }
+        Ok((out, first))
+    }
+
+    /// The launch shape: a one-dimensional grid of [`SweepLaunch::blocks`].
+    pub fn shape(&self) -> Shape {
+        Shape {
+            grid: [self.blocks, 1, 1],
+            block: [self.tile[0], self.tile[1], 1],
+        }
+    }
+
+    /// The partial-sum slot just past this launch's.
+    pub fn end_partial(&self) -> usize {
+        self.first_partial + self.blocks as usize
+    }
+}
+
+/// Every sweep launch of a block: the whole block in one go, or, with
+/// `--overlap`, the boundary slabs (what the halo exchange sends) before
+/// the interior. The two sets share one partial-sum buffer of
+/// [`SweepPlan::partials`] slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepPlan {
+    /// Without overlap: the whole block.
+    pub whole: Vec<SweepLaunch>,
+    /// With overlap: the boundary slabs first ...
+    pub boundary: Vec<SweepLaunch>,
+    /// ... then the interior.
+    pub interior: Vec<SweepLaunch>,
+    /// Partial-sum slots the larger of the two sets needs (at least 1).
+    pub partials: usize,
+}
+
+impl SweepPlan {
+    /// Plans the launches of `block`.
+    pub fn of(block: &Block) -> Result<SweepPlan> {
+        let (whole, n_whole) = SweepLaunch::plan(&[regions::whole(block)], 0)?;
+        let (slabs, inner) = regions::boundary_and_interior(block);
+        let (boundary, next) = SweepLaunch::plan(&slabs, 0)?;
+        let (interior, n_overlap) = SweepLaunch::plan(&[inner], next)?;
+        Ok(SweepPlan {
+            whole,
+            boundary,
+            interior,
+            partials: n_whole.max(n_overlap).max(1),
+        })
+    }
+
+    /// The partial-sum slots one sweep writes, `0..used(overlap)`.
+    pub fn used(&self, overlap: bool) -> usize {
+        let launches: Vec<&SweepLaunch> = if overlap {
+            self.boundary.iter().chain(&self.interior).collect()
+        } else {
+            self.whole.iter().collect()
+        };
+        launches.iter().map(|l| l.end_partial()).max().unwrap_or(0)
+    }
+}
+
+/// The launch shape of an element-wise kernel over `n` values.
+pub fn flat(n: usize) -> Shape {
+    let blocks = n
+        .div_ceil(FLAT_THREADS as usize)
+        .clamp(1, FLAT_MAX_BLOCKS as usize) as u32;
+    Shape {
+        grid: [blocks, 1, 1],
+        block: [FLAT_THREADS, 1, 1],
+    }
+}
+
+/// The launch shape of the partial-sum reduction: one block.
+pub fn reduce_shape() -> Shape {
+    Shape {
+        grid: [1, 1, 1],
+        block: [REDUCE_THREADS, 1, 1],
+    }
+}
+
+/// How a face of the new field moves between the device and a host buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaceCopy {
+    /// Dimension normal to the face.
+    pub dim: usize,
+    /// Local index of the plane copied (the sent plane when packing, the
+    /// ghost plane when unpacking).
+    pub plane: usize,
+    /// Values in the face.
+    pub len: usize,
+    /// Values along the faster of the two dimensions the face spans.
+    pub nb: usize,
+    /// For faces normal to i, which are contiguous: the offset of their
+    /// first value in the field, copied directly; `None` for the others,
+    /// which go through the device face buffer and a pack/unpack kernel.
+    pub contiguous: Option<usize>,
+}
+
+impl FaceCopy {
+    /// The copy of `face` of a field with local extents `dims`: its sent
+    /// plane when `send`, its ghost plane otherwise.
+    pub fn of(face: Face, dims: [usize; 3], send: bool) -> FaceCopy {
+        let plane = if send {
+            face.send_plane(dims)
+        } else {
+            face.ghost_plane(dims)
+        };
+        let nb = if face.dim == 2 { dims[1] } else { dims[2] };
+        FaceCopy {
+            dim: face.dim,
+            plane,
+            len: face.len(dims),
+            nb,
+            contiguous: (face.dim == 0).then_some(plane * dims[1] * dims[2]),
+        }
+    }
+}
+
+/// Values of the largest face normal to j or k (those go through the
+/// device face buffer).
+pub fn face_capacity(dims: [usize; 3]) -> usize {
+    (dims[0] * dims[2]).max(dims[0] * dims[1])
+}
+
+/// Granularity of device allocations from the driver's memory pool:
+/// each allocation is counted rounded up to it.
+pub const ALLOCATION_GRANULE: u64 = 2 << 20;
+
+/// Device memory the backend allocates for a block with local extents
+/// `dims` and `partials` partial-sum slots, in bytes: the fourteen fields,
+/// the face buffer, the initial value of each i-plane, the partial sums and
+/// gosa, each allocation rounded up to [`ALLOCATION_GRANULE`].
+pub fn device_bytes(dims: [usize; 3], partials: usize) -> u64 {
+    let cells = dims.iter().map(|&d| d as u64).product::<u64>();
+    let round = |b: u64| b.div_ceil(ALLOCATION_GRANULE) * ALLOCATION_GRANULE;
+    NAMES.len() as u64 * round(cells * 4)
+        + round(face_capacity(dims) as u64 * 4)
+        + round(dims[0] as u64 * 4)
+        + round(partials as u64 * 8)
+        + round(8)
+}
+
+/// One kernel argument's value, as the kernel's parameter type holds it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A device address (any pointer parameter).
+    Ptr(u64),
+    /// `int`.
+    I32(i32),
+    /// `long long`.
+    I64(i64),
+    /// `float`.
+    F32(f32),
+}
+
+/// One kernel argument: the parameter's name in `kernels.cu` and its value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Arg {
+    /// Parameter name.
+    pub name: &'static str,
+    /// Value.
+    pub value: Value,
+}
+
+/// Shorthand for an argument.
+fn arg(name: &'static str, value: Value) -> Arg {
+    Arg { name, value }
+}
+
+/// A local extent or index as the kernels' 64-bit `long long`.
+fn i64_of(v: usize) -> i64 {
+    i64::try_from(v).expect("extents fit 64 bits")
+}
+
+/// A local extent or index as a kernel `int` (checked by the plan).
+fn i32_of(v: usize) -> i32 {
+    i32::try_from(v).expect("the launch plan checked that indices fit 32 bits")
+}
+
+/// Device addresses of a sweep's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepBuffers {
+    /// The current field, read.
+    pub p: u64,
+    /// The new field, written.
+    pub out: u64,
+    /// The coefficients in [`crate::grid::fields::coef`] order.
+    pub coef: [u64; COEFFICIENTS],
+    /// The partial-sum buffer's first slot.
+    pub partial: u64,
+}
+
+/// The arguments of `sweep` for launch `l` of a block with local extents
+/// `dims`.
+pub fn sweep_args(b: &SweepBuffers, dims: [usize; 3], l: &SweepLaunch) -> Vec<Arg> {
+    let r = &l.region;
+    let mut a = vec![arg("p", Value::Ptr(b.p)), arg("out", Value::Ptr(b.out))];
+    for (c, &addr) in b.coef.iter().enumerate() {
+        a.push(arg(NAMES[2 + c], Value::Ptr(addr)));
+    }
+    a.extend([
+        arg("omega", Value::F32(OMEGA)),
+        arg("d1", Value::I64(i64_of(dims[1]))),
+        arg("d2", Value::I64(i64_of(dims[2]))),
+        arg("i0", Value::I32(i32_of(r.lo[0]))),
+        arg("j0", Value::I32(i32_of(r.lo[1]))),
+        arg("k0", Value::I32(i32_of(r.lo[2]))),
+        arg("ni", Value::I32(i32_of(r.n[0]))),
+        arg("nj", Value::I32(i32_of(r.n[1]))),
+        arg("nk", Value::I32(i32_of(r.n[2]))),
+        arg("planes", Value::I32(i32_of(PLANES))),
+        arg("nkb", Value::I32(i32_of(l.tiles[0] as usize))),
+        arg("njb", Value::I32(i32_of(l.tiles[1] as usize))),
+        arg(
+            "partial",
+            Value::Ptr(b.partial + 8 * l.first_partial as u64),
+        ),
+    ]);
+    a
+}
+
+/// The arguments of `reduce_partials`: the first `n` slots of `partial`
+/// summed into `out`.
+pub fn reduce_args(partial: u64, n: usize, out: u64) -> Vec<Arg> {
+    vec![
+        arg("partial", Value::Ptr(partial)),
+        arg("n", Value::I64(i64_of(n))),
+        arg("out", Value::Ptr(out)),
+    ]
+}
+
+/// The arguments of `pack_face` (field `f` to buffer `buf`) or
+/// `unpack_face` (the reverse), which share their parameter list.
+pub fn face_args(f: u64, buf: u64, c: &FaceCopy, dims: [usize; 3]) -> Vec<Arg> {
+    vec![
+        arg("f", Value::Ptr(f)),
+        arg("buf", Value::Ptr(buf)),
+        arg("dim", Value::I32(i32_of(c.dim))),
+        arg("plane", Value::I64(i64_of(c.plane))),
+        arg("nb", Value::I64(i64_of(c.nb))),
+        arg("n", Value::I64(i64_of(c.len))),
+        arg("d1", Value::I64(i64_of(dims[1]))),
+        arg("d2", Value::I64(i64_of(dims[2]))),
+    ]
+}
+
+/// The arguments of `fill`: `n` values of `f` set to `v`.
+pub fn fill_args(f: u64, n: usize, v: f32) -> Vec<Arg> {
+    vec![
+        arg("f", Value::Ptr(f)),
+        arg("n", Value::I64(i64_of(n))),
+        arg("v", Value::F32(v)),
+    ]
+}
+
+/// The arguments of `fill_planes`: every i-plane of `f` (of `plane_len`
+/// values, `n` in all) set to its entry of `by_plane`.
+pub fn fill_planes_args(f: u64, by_plane: u64, plane_len: usize, n: usize) -> Vec<Arg> {
+    vec![
+        arg("f", Value::Ptr(f)),
+        arg("by_plane", Value::Ptr(by_plane)),
+        arg("plane_len", Value::I64(i64_of(plane_len))),
+        arg("n", Value::I64(i64_of(n))),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_keep_their_size_and_fill_thin_boxes() {
+        for n in [
+            [40, 40, 40],
+            [1, 300, 1],
+            [5, 1, 300],
+            [7, 3, 20],
+            [1, 1, 1],
+        ] {
+            let t = tile(n);
+            assert_eq!(t[0] * t[1], SWEEP_THREADS, "{n:?}");
+            assert!(t[0].is_power_of_two() && t[1].is_power_of_two());
+        }
+        assert_eq!(tile([40, 40, 40]), [32, 8]);
+        // The one-wide k slab: every lane on its own j.
+        assert_eq!(tile([9, 100, 1]), [1, 256]);
+        // The one-wide j slab: whole warps along k.
+        assert_eq!(tile([9, 1, 100]), [256, 1]);
+    }
+
+    #[test]
+    fn defines_carry_every_constant() {
+        let d = defines(Occupancy::Blocks4);
+        assert!(
+            d.contains(&"-DHIMENO_SWEEP_THREADS=256".to_string()),
+            "{d:?}"
+        );
+        assert!(
+            d.contains(&"-DHIMENO_SWEEP_MIN_BLOCKS=4".to_string()),
+            "{d:?}"
+        );
+        for name in ["HIMENO_WARP", "HIMENO_MAX_WARPS"] {
+            assert!(d.iter().any(|x| x.starts_with(&format!("-D{name}="))));
+            assert!(SOURCE.contains(name), "kernels.cu does not use {name}");
+        }
+        // Threads of any block fit the block reduction's shared array.
+        assert!(SWEEP_THREADS.div_ceil(WARP) <= MAX_WARPS);
+        assert!(REDUCE_THREADS.div_ceil(WARP) <= MAX_WARPS);
+    }
+
+    #[test]
+    fn device_bytes_count_every_allocation_rounded() {
+        // 14 fields of 1000 cells, face, planes, partials, gosa: 18
+        // allocations of at most one granule each.
+        assert_eq!(device_bytes([10, 10, 10], 5), 18 * ALLOCATION_GRANULE);
+        let xl = device_bytes([514, 514, 1026], 1);
+        let fields = 14 * 514 * 514 * 1026 * 4u64;
+        assert!(xl > fields && xl < fields + 20 * ALLOCATION_GRANULE, "{xl}");
+    }
+
+    #[test]
+    fn too_large_boxes_are_a_usage_error() {
+        let r = Region {
+            lo: [1, 1, 1],
+            n: [1 << 31, 4, 4],
+        };
+        assert!(matches!(SweepLaunch::plan(&[r], 0), Err(Error::Usage(_))));
+    }
+}

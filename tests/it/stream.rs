@@ -71,10 +71,16 @@ fn stream_csv_has_a_row_per_kernel_and_scope() {
     args.extend_from_slice(&SMALL);
     let out = stdout_ok(&run(himeno(&args)));
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("rank,host,threads,bind,kernel,"), "{out}");
+    assert!(
+        lines[0].starts_with("rank,host,threads,bind,kernel,"),
+        "{out}"
+    );
     // One rank: its five kernels, then the aggregate's five.
     assert_eq!(lines.len(), 1 + 2 * 5, "{out}");
-    assert!(lines[4].starts_with("0,") && lines[4].contains(",triad,24,200003,"), "{out}");
+    assert!(
+        lines[4].starts_with("0,") && lines[4].contains(",triad,24,200003,"),
+        "{out}"
+    );
     assert!(lines[10].starts_with(",all,2,none,sum13,56,"), "{out}");
 }
 

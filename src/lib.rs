@@ -49,14 +49,19 @@ pub fn main_entry() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             // Every rank parses the same arguments: let one of them speak.
-            if comm::launcher_rank().unwrap_or(0) == 0 {
-                if e.use_stderr() {
-                    eprintln!("himeno: {}", cli::one_line(&e));
-                } else {
-                    let _ = e.print();
-                }
+            if comm::launcher_rank().unwrap_or(0) != 0 {
+                return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
             }
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            if e.use_stderr() {
+                error::tell(&format!("himeno: {}", cli::one_line(&e)));
+                return ExitCode::from(2);
+            }
+            // --help and --version: the text is the output, and a standard
+            // output that cannot take it is an error like any report's.
+            return error::exit(
+                output::emit(&e.render().to_string()).map(|()| ExitCode::SUCCESS),
+                true,
+            );
         }
     };
     init_logging(cli.verbose);

@@ -1,6 +1,12 @@
 //! One output policy for every command: the report goes to standard output
 //! as text, JSON or CSV (`--format`), written in one piece; logs and errors
-//! go to standard error.
+//! go to standard error (`crate::error::tell`, which never panics).
+//!
+//! A standard output that cannot take the report (a closed pipe, as in
+//! `himeno | true`, or a full disk) is an error like any other: one
+//! `himeno:` line on stderr and exit code 2, never a panic. A closed pipe
+//! is not passed over in silence as some Unix filters do: a batch script
+//! must be able to tell a delivered report from a lost one by the exit code.
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -40,7 +46,7 @@ pub fn emit(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| Error::runtime(format!("cannot write the report: {e}")))
+        .map_err(|e| Error::runtime(format!("cannot write the report to standard output: {e}")))
 }
 
 #[cfg(test)]

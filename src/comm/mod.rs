@@ -51,7 +51,7 @@ pub fn with_comm(job: impl FnOnce(&dyn Comm) -> Result<ExitCode>) -> ExitCode {
             crate::error::exit(Err(e), comm.rank() == 0)
         }
         Err(e) => {
-            eprintln!("himeno: rank {}: {e}", comm.rank());
+            crate::error::tell(&format!("himeno: rank {}: {e}", comm.rank()));
             if comm.size() > 1 {
                 comm.abort(i32::from(e.exit_code()));
             }

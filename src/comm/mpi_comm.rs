@@ -42,7 +42,7 @@ pub fn init() -> Result<Box<dyn Comm>> {
 fn install_abort_hook(rank: i32) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        eprintln!("himeno: rank {rank} panicked; aborting all ranks");
+        crate::error::tell(&format!("himeno: rank {rank} panicked; aborting all ranks"));
         default(info);
         SimpleCommunicator::world().abort(2);
     }));

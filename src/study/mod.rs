@@ -14,7 +14,7 @@ pub mod plot;
 pub mod records;
 pub mod table;
 
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::grid::decomp::ProcGrid;
 use crate::grid::{FLOPS_PER_POINT, Grid, Preset};
 use crate::output::{self, Format};
@@ -61,7 +61,7 @@ pub struct ReportArgs {
 pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     let loaded = records::load(&args.files)?;
     for m in &loaded.malformed {
-        eprintln!("himeno report: skipped {}: {}", m.source, m.why);
+        error::tell(&format!("himeno report: skipped {}: {}", m.source, m.why));
     }
     let mut study = group::group(&loaded.records);
     let net = match (
@@ -79,10 +79,10 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     if let Some(net) = net {
         for g in &mut study.groups {
             if !attach_model(g, args.model_rate, &net) {
-                eprintln!(
+                error::tell(&format!(
                     "himeno report: no model for \"{}\": it has no 1-rank run; pass --model-rate MFLOPS",
                     g.title()
-                );
+                ));
             }
         }
     }
@@ -107,11 +107,11 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     output::emit(&out)?;
     if let Some(dir) = &args.plot {
         let written = plot::write_all(&study.groups, dir)?;
-        eprintln!(
+        error::tell(&format!(
             "himeno report: wrote {} plot files into {}",
             written.len(),
             dir.display()
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

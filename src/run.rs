@@ -12,7 +12,7 @@ use crate::bench::stream;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
 use crate::config::{RunConfig, StreamMeasure};
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
@@ -106,9 +106,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let outcome = outcome?;
     if outcome.iterations == 0 {
         if comm.rank() == 0 {
-            eprintln!(
+            error::tell(
                 "himeno: stopped by a signal during the rehearsal: no iteration was timed, \
-                 so there is no report"
+                 so there is no report",
             );
         }
         return Ok(ExitCode::from(2));
@@ -155,28 +155,52 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 mpi_library: comm.library(),
             },
         );
-        print_record(&record, cfg.format)?;
+        let printed = print_record(&record, cfg.format);
         if code == 1 {
-            eprintln!(
+            error::tell(&format!(
                 "himeno: verification FAILED: {}",
                 record.verification.detail
-            );
+            ));
         }
         if code == 2 {
-            eprintln!(
+            error::tell(&format!(
                 "himeno: stopped by a signal after {} of {} iterations; the report is marked incomplete",
                 record.iterations, record.planned_iterations
-            );
+            ));
         }
-        // Last, so that a failed write (full disk) still leaves the report
-        // and the verdict on the terminal; the write error then sets exit 2.
-        if let Some(path) = &cfg.output {
-            let line = serde_json::to_string(&record)
-                .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
-            report::append::append_line(path, &line)?;
+        // Whatever became of the report on stdout (a closed pipe, a full
+        // disk), the record is appended: it is what studies are made of.
+        let appended = match &cfg.output {
+            Some(path) => append_record(path, &record),
+            None => Ok(()),
+        };
+        // Each failure is told on its own line. Both are rank 0's alone and
+        // come after the last collective, so rank 0 ends with exit 2 (or 1:
+        // a wrong answer outranks a lost report) without aborting the job.
+        let mut failed = false;
+        for e in [printed.err(), appended.err()].into_iter().flatten() {
+            error::tell(&format!("himeno: {e}"));
+            failed = true;
+        }
+        if failed && code != 1 {
+            return Ok(ExitCode::from(2));
         }
     }
     Ok(ExitCode::from(code as u8))
+}
+
+/// Appends `record` to the results file at `path` as one JSON line. When
+/// that fails, the error carries the line, so that the record survives in
+/// the job's log and can be appended by hand.
+fn append_record(path: &std::path::Path, record: &Record) -> Result<()> {
+    let line = serde_json::to_string(record)
+        .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
+    report::append::append_line(path, &line).map_err(|e| {
+        Error::runtime(format!(
+            "{}; the record was not appended, here it is: {line}",
+            e.message()
+        ))
+    })
 }
 
 /// Checks on rank 0 that the results file is writable and shares the

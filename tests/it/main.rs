@@ -8,6 +8,7 @@ mod common;
 mod failures;
 mod fuzz;
 mod gpu;
+mod hostile;
 mod known_answers;
 mod layers;
 mod mpi;

@@ -1,0 +1,213 @@
+//! Hostile conditions, class by class: a standard output that fails, a
+//! memory limit, numbers and files that would make work unbounded, blocked
+//! writers, ranks that disagree, a broken MPI start. Every case must end
+//! within its time limit with exit 2 (or 1 for a wrong answer), one
+//! `himeno:` line per error on stderr, no panic, and exactly the records
+//! it should have appended.
+
+use crate::common::*;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
+use wait_timeout::ChildExt;
+
+/// A fresh, empty scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("himeno-hostile-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// What a run with a chosen standard output left behind.
+struct Ended {
+    status: ExitStatus,
+    stderr: String,
+}
+
+/// Where the run's standard output goes.
+enum Out {
+    /// A file opened for writing (e.g. `/dev/full`).
+    File(&'static str),
+    /// A pipe whose reading end is closed before the run writes (`| true`).
+    ClosedPipe,
+}
+
+/// The writing end of a pipe whose reading end is already closed: every
+/// write to it fails with EPIPE, as in `himeno | true` once `true` exits.
+fn closed_pipe() -> Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe() fills both descriptors on success; each is owned once.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Stdio::from(write)
+}
+
+/// Runs `cmd` with its standard output at `out` and stderr captured, with
+/// a time limit; a run that has to be killed fails the test.
+fn run_out(mut cmd: Command, out: Out, limit: Duration) -> Ended {
+    cmd.stdin(Stdio::null()).stderr(Stdio::piped());
+    match out {
+        Out::File(path) => {
+            let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            cmd.stdout(f);
+        }
+        Out::ClosedPipe => {
+            cmd.stdout(closed_pipe());
+        }
+    }
+    let mut child = cmd.spawn().expect("the command starts");
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = match child.wait_timeout(limit).unwrap() {
+        Some(s) => s,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+    };
+    Ended {
+        status,
+        stderr: reader.join().unwrap(),
+    }
+}
+
+/// Asserts exit code `code`, exactly `lines` `himeno:` lines on stderr
+/// (each containing its word), and no panic.
+fn assert_told(e: &Ended, code: i32, words: &[&str]) {
+    let ours: Vec<&str> = e
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("himeno:"))
+        .collect();
+    assert_eq!(e.status.code(), Some(code), "stderr:\n{}", e.stderr);
+    assert_eq!(ours.len(), words.len(), "stderr:\n{}", e.stderr);
+    for (line, word) in ours.iter().zip(words) {
+        assert!(line.contains(word), "'{line}' lacks '{word}'");
+    }
+    assert!(!e.stderr.contains("panicked"), "{}", e.stderr);
+    assert!(!e.stderr.contains("RUST_BACKTRACE"), "{}", e.stderr);
+}
+
+/// The records of a results file.
+fn records(file: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a whole record"))
+        .collect()
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+// ---- Class 4: a standard output that fails --------------------------------
+
+#[test]
+fn a_closed_stdout_still_appends_the_record() {
+    let dir = scratch("closed-stdout");
+    let file = dir.join("r.jsonl");
+    let f = file.to_str().unwrap();
+    for format in ["text", "json", "csv"] {
+        let cmd = himeno(&[
+            "--grid",
+            "9x9x9",
+            "--iterations",
+            "5",
+            "--format",
+            format,
+            "--output",
+            f,
+        ]);
+        let e = run_out(cmd, Out::ClosedPipe, LIMIT);
+        assert_told(&e, 2, &["cannot write the report to standard output"]);
+    }
+    let recs = records(&file);
+    assert_eq!(recs.len(), 3, "one record per run");
+    assert!(recs.iter().all(|r| r["complete"] == true));
+}
+
+#[test]
+fn a_full_stdout_with_a_wrong_answer_is_still_exit_1_and_recorded() {
+    let dir = scratch("full-invalid");
+    let file = dir.join("r.jsonl");
+    let mut cmd = himeno(&[
+        "--grid",
+        "9x10x11",
+        "--iterations",
+        "50",
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    cmd.env("HIMENO_FAULT", "0:50:perturb");
+    let e = run_out(cmd, Out::File("/dev/full"), LIMIT);
+    assert_told(&e, 1, &["verification FAILED", "standard output"]);
+    let recs = records(&file);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["verified"], false);
+}
+
+#[test]
+fn every_command_turns_a_failed_stdout_into_exit_2() {
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["--grid", "5x5x5", "--iterations", "1"],
+        vec!["selftest", "--grid", "5x5x5"],
+        vec![
+            "model",
+            "--grid",
+            "12x12x12",
+            "--rate-mflops",
+            "100",
+            "--ranks",
+            "1",
+        ],
+        vec!["bench", "stream", "--elements", "1000", "--repeats", "2"],
+        vec!["--help"],
+        vec!["--version"],
+        vec!["report", "--help"],
+    ];
+    for args in &commands {
+        for out in [Out::File("/dev/full"), Out::ClosedPipe] {
+            let e = run_out(himeno(args), out, LIMIT);
+            assert_told(&e, 2, &["standard output"]);
+        }
+    }
+}
+
+#[test]
+fn a_full_stderr_is_no_panic() {
+    // Both streams full: nothing can be told, but the exit code still says
+    // what happened, and nothing panics (eprintln! would).
+    let mut cmd = himeno(&["--grid", "5x5x5", "--iterations", "1"]);
+    cmd.stderr(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    )
+    .stdout(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    );
+    let mut child = cmd.spawn().unwrap();
+    let status = child.wait_timeout(LIMIT).unwrap().expect("ends");
+    assert_eq!(status.code(), Some(2));
+    let mut cmd = himeno(&["--grid", "2x5x5"]);
+    cmd.stderr(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    );
+    let status = cmd.status().unwrap();
+    assert_eq!(status.code(), Some(2));
+}

@@ -38,7 +38,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
         let problem = args.resolve(comm.size())?;
         let block = Block::of(&problem.grid, &problem.procs, comm.rank());
         preflight::check_need(
-            &problem.grid,
+            &format!("grid {}", problem.grid),
             preflight::host_bytes(&block, false, None),
             comm,
         )?;
@@ -97,7 +97,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         halo: &mut halo,
         grid,
         block,
-        stop,
+        stop: stop.clone(),
         fault,
         progress: Some(&mut |done, planned| progress.update(done, planned)),
     }
@@ -122,7 +122,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 gosa: outcome.gosa,
                 p_fingerprint: outcome.fingerprint,
             };
-            verify::decide(&grid, outcome.iterations, &got, cfg.verify)
+            verify::decide(&grid, outcome.iterations, &got, cfg.verify, &stop)?
         } else {
             Verdict {
                 verified: None,
@@ -139,7 +139,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     };
     let code = comm.broadcast(match verdict.verified {
         Some(false) => 1,
-        _ if !outcome.complete => 2,
+        _ if !outcome.complete || verdict.interrupted() => 2,
         _ => 0,
     });
 
@@ -162,7 +162,12 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 record.verification.detail
             ));
         }
-        if code == 2 {
+        if code == 2 && record.verification.interrupted() {
+            error::tell(
+                "himeno: stopped by a signal during the reference run: the run is complete \
+                 but not verified",
+            );
+        } else if code == 2 {
             error::tell(&format!(
                 "himeno: stopped by a signal after {} of {} iterations; the report is marked incomplete",
                 record.iterations, record.planned_iterations

@@ -39,6 +39,12 @@ impl StopFlag {
         StopFlag(Arc::new(AtomicBool::new(false)))
     }
 
+    /// Raises the flag as a stop signal would (a failing place that must
+    /// end the run the same way, and tests).
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
     /// Whether a stop was asked for.
     pub fn raised(&self) -> bool {
         self.0.load(Ordering::Relaxed)

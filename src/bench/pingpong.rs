@@ -165,9 +165,15 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
              e.g. `mpirun -np 2 himeno bench pingpong`",
         ));
     }
+    crate::preflight::check_need(
+        &format!("ping-pong messages of {} bytes", args.max_bytes),
+        u128::from(args.max_bytes),
+        comm,
+    )?;
     let hosts = comm.gather(comm.host().as_bytes());
     let sizes = sizes(args.min_bytes, args.max_bytes);
-    let mut buf = vec![0u8; args.max_bytes as usize];
+    let mut buf: Vec<u8> =
+        crate::machine::alloc::zeroed(args.max_bytes as usize, "the ping-pong message buffer")?;
     let mut mine: Vec<PairResult> = Vec::new();
     for (a, b) in pair_list(args.pairs, comm.size()) {
         let mut results = Vec::with_capacity(sizes.len());

@@ -188,6 +188,11 @@ fn cell(s: &mut String, v: Option<f64>, decimals: usize) {
 /// Runs the benchmark and prints its report.
 pub fn run(args: &TransferArgs) -> Result<ExitCode> {
     let sizes = args.sizes()?;
+    // Host side: a page-locked and a pageable buffer of the largest copy.
+    crate::preflight::check_local(
+        &format!("bench transfer of up to {} bytes", args.max_bytes),
+        2 * args.max_bytes as u128,
+    )?;
     let measured = crate::backend::gpu::measure_transfers(args.device, &sizes)?;
     let report = TransferReport::new(crate::comm::hostname(), measured.device, measured.samples);
     output::emit(&match args.format {

@@ -211,3 +211,89 @@ fn a_full_stderr_is_no_panic() {
     let status = cmd.status().unwrap();
     assert_eq!(status.code(), Some(2));
 }
+
+// ---- Class 1: memory limits refused before allocating ---------------------
+
+/// A command whose process (and so every child: mpirun's ranks) gets an
+/// address-space limit of `bytes`, as `ulimit -v` sets it.
+fn with_address_limit(mut cmd: Command, bytes: u64) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the
+    // child between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd
+}
+
+#[test]
+fn an_address_space_limit_is_refused_before_allocating() {
+    let dir = scratch("ulimit");
+    let file = dir.join("r.jsonl");
+    let f = file.to_str().unwrap();
+    const TWO_GB: u64 = 2_000_000 * 1024;
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--size", "L", "--iterations", "1", "--output", f],
+            "grid 256x256x512",
+        ),
+        (
+            vec!["selftest", "--grid", "1000x1000x1000"],
+            "grid 1000x1000x1000",
+        ),
+        (
+            vec!["bench", "stream", "--elements", "100000000"],
+            "bench stream",
+        ),
+        (
+            vec!["--grid", "300x300x300", "--iterations", "1", "--verify"],
+            "grid 300x300x300",
+        ),
+    ];
+    for (args, what) in cases {
+        let o = run_with_limit(with_address_limit(himeno(&args), TWO_GB), LIMIT);
+        let e = Ended {
+            status: o.status,
+            stderr: stderr(&o),
+        };
+        assert_told(&e, 2, &[what]);
+        assert!(e.stderr.contains("ulimit -v"), "{}", e.stderr);
+        assert!(o.stdout.is_empty());
+    }
+    assert!(!file.exists(), "nothing ran, nothing is recorded");
+    if MPI {
+        let mut cmd = mpirun(2, &["--size", "L", "--procs", "1x1x2", "--iterations", "1"]);
+        cmd.env_remove("HIMENO_FAULT");
+        let o = run_with_limit(with_address_limit(cmd, TWO_GB / 2), LIMIT);
+        let e = Ended {
+            status: o.status,
+            stderr: stderr(&o),
+        };
+        assert_told(&e, 2, &["ulimit -v"]);
+    }
+}
+
+#[test]
+fn stream_and_pingpong_sizes_beyond_memory_are_refused() {
+    for args in [
+        &["bench", "stream", "--elements", "100000000000"][..],
+        &["bench", "stream", "--elements", "18446744073709551615"],
+    ] {
+        let o = run_with_limit(himeno(args), LIMIT);
+        let e = Ended {
+            status: o.status,
+            stderr: stderr(&o),
+        };
+        assert_told(&e, 2, &["elements"]);
+    }
+}

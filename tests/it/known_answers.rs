@@ -6,6 +6,7 @@
 
 use crate::common::*;
 use himeno::grid::Grid;
+use himeno::signals::StopFlag;
 use himeno::verify::{KnownAnswer, fingerprint_hex, known_answers, reference_run};
 
 /// The cases kept: the presets the issue names, at fixed iteration counts.
@@ -25,7 +26,9 @@ fn reference_kernel_reproduces_the_stored_answers() {
     let computed: Vec<KnownAnswer> = CASES
         .iter()
         .map(|&(n, it)| {
-            let a = reference_run(&Grid::new(n).unwrap(), it);
+            let a = reference_run(&Grid::new(n).unwrap(), it, &StopFlag::never())
+                .expect("memory for the reference kernel")
+                .expect("never stopped");
             KnownAnswer {
                 grid: n,
                 iterations: it,

@@ -36,7 +36,7 @@ pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
     let b: CudaSlice<u8> = st.alloc_zeros(max).map_err(cuda_err("allocating"))?;
     let mut pinned = PinnedBuffer::new(&dev.ctx, max.div_ceil(4))?;
     // Touched so that its pages exist before timing.
-    let mut pageable = vec![1u8; max];
+    let mut pageable = crate::machine::alloc::filled(max, 1u8, "the pageable host buffer")?;
     let (pa, pb) = (addr(&a, &st), addr(&b, &st));
 
     let mut samples = Vec::new();

@@ -9,7 +9,7 @@ use crate::config::{BackendKind, RunConfig, RunLength, StreamMeasure};
 use crate::error::{Error, Result};
 use crate::grid::Preset;
 use crate::machine::threads::{self, Bind};
-use crate::output::Format;
+use crate::output::{self, Format};
 use crate::problem::{Problem, ProblemArgs, Ranks};
 use crate::study::{ModelArgs, ReportArgs};
 use clap::{Args, Parser, Subcommand};
@@ -179,6 +179,8 @@ pub fn one_line(e: &clap::Error) -> String {
 const MAX_ITERATIONS: u64 = 1_000_000_000;
 /// Largest accepted target duration, one week.
 const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// Accepted `--stream-gbs`, in GB/s: a megabyte per second to an exabyte.
+const STREAM_GBS: (f64, f64) = (1e-3, 1e9);
 
 impl RunArgs {
     /// Validates the options into the final configuration of a job of
@@ -199,8 +201,9 @@ impl RunArgs {
                 let s = self.seconds;
                 if !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS) {
                     return Err(Error::usage(format!(
-                        "--seconds {s} must be a number of seconds above 0 and at most \
-                         {MAX_SECONDS} (one week): give such a target, or --iterations N"
+                        "--seconds {} must be a number of seconds above 0 and at most \
+                         {MAX_SECONDS} (one week): give such a target, or --iterations N",
+                        output::number(s)
                     )));
                 }
                 RunLength::Seconds(s)
@@ -219,10 +222,14 @@ impl RunArgs {
             )));
         }
         if let Some(g) = self.stream_gbs
-            && !(g.is_finite() && g > 0.0)
+            && !(g.is_finite() && (STREAM_GBS.0..=STREAM_GBS.1).contains(&g))
         {
+            // Beyond these the fraction of it printed is 0% or inf%.
             return Err(Error::usage(format!(
-                "--stream-gbs {g} must be a bandwidth in GB/s above 0"
+                "--stream-gbs {} must be a bandwidth in GB/s above 0, from {} to {:e}",
+                output::number(g),
+                STREAM_GBS.0,
+                STREAM_GBS.1
             )));
         }
         Ok(RunConfig {

@@ -41,6 +41,18 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
+/// `v` as a message shows a number the user gave: as written for everyday
+/// magnitudes, in exponent form for the tiny and huge (`1e-320`, not three
+/// hundred zeros).
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() || a == 0.0 || (1e-4..1e15).contains(&a) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// Writes `text` to standard output and flushes it.
 pub fn emit(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -52,6 +64,16 @@ pub fn emit(text: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_in_messages_stay_short() {
+        assert_eq!(number(60.0), "60");
+        assert_eq!(number(0.5), "0.5");
+        assert_eq!(number(-5.0), "-5");
+        assert_eq!(number(f64::NAN), "NaN");
+        assert_eq!(number(1e-320), "1e-320");
+        assert_eq!(number(1e300), "1e300");
+    }
 
     #[test]
     fn csv_fields_are_quoted_only_when_needed() {

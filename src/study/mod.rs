@@ -126,7 +126,7 @@ pub fn attach_model(g: &mut group::Group, rate: Option<f64>, net: &Network) -> b
             .map(|r| r.mflops)
             .reduce(f64::max)
     });
-    let Some(rate) = rate.filter(|&r| r > 0.0) else {
+    let Some(rate) = rate.filter(|&r| model::check_rate(r, "rate").is_ok()) else {
         return false;
     };
     for row in &mut g.rows {
@@ -182,10 +182,18 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
         (_, Some(s), _) => {
             if !(s.is_finite() && s > 0.0) {
                 return Err(Error::usage(format!(
-                    "--seconds-per-iteration {s} must be above 0"
+                    "--seconds-per-iteration {} must be above 0",
+                    output::number(s)
                 )));
             }
             let r = grid.interior_points() as f64 * FLOPS_PER_POINT / s / 1e6;
+            let r = model::check_rate(
+                r,
+                &format!(
+                    "--seconds-per-iteration {} on grid {grid} gives a rate of",
+                    output::number(s)
+                ),
+            )?;
             (r, format!("{s} s/iteration on one rank"))
         }
         (_, _, Some(path)) => rate_from_results(path, &grid)?,
@@ -208,6 +216,12 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
         }
     };
     let p = model::predict(&grid, &procs, rate, &net);
+    if !p.is_finite() {
+        return Err(Error::runtime(format!(
+            "the model's prediction is not a finite number ({p:?}): the rates given are \
+             out of proportion with grid {grid}"
+        )));
+    }
     let text = match args.format {
         Format::Json => output::json(&serde_json::json!({
             "grid": grid.n, "size": size, "procs": procs.p, "ranks": procs.ranks(),
@@ -288,7 +302,9 @@ fn rate_from_results(path: &std::path::Path, grid: &Grid) -> Result<(f64, String
     let ok: Vec<&RunRecord> = loaded
         .records
         .iter()
-        .filter(|r| r.ranks == 1 && r.flag().is_none() && r.mflops > 0.0)
+        .filter(|r| {
+            r.ranks == 1 && r.flag().is_none() && model::check_rate(r.mflops, "rate").is_ok()
+        })
         .collect();
     let best = |same_grid: bool| {
         ok.iter()

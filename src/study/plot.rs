@@ -19,6 +19,9 @@ use std::sync::OnceLock;
 /// Picture size in pixels.
 const SIZE: (u32, u32) = (900, 600);
 
+/// Largest font file read.
+const MAX_FONT_BYTES: u64 = 64 << 20;
+
 /// Font files tried in order after `HIMENO_FONT`.
 const FONT_CANDIDATES: [&str; 10] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -53,7 +56,9 @@ fn ensure_font() -> Result<()> {
         }
         tried.extend(FONT_CANDIDATES.iter().map(PathBuf::from));
         for path in &tried {
-            if let Ok(bytes) = std::fs::read(path) {
+            // A font is a few MiB; a wrong HIMENO_FONT (a device, a disk
+            // image) is passed over instead of read whole.
+            if let Ok(bytes) = super::records::read_capped_bytes(path, MAX_FONT_BYTES) {
                 // The font table keeps a 'static reference: the bytes live
                 // as long as the process, loaded at most once.
                 let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -140,17 +145,45 @@ impl Picture {
     }
 }
 
-/// For each rank count, the row with the highest value of `f`.
+/// For each rank count, in increasing order, the highest value of `f`
+/// among its rows.
 fn best_per_ranks(rows: &[Row], f: impl Fn(&Row) -> f64) -> Vec<(f64, f64)> {
-    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut best: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
     for r in rows {
-        let (x, y) = (r.ranks as f64, f(r));
-        match out.iter_mut().find(|p| p.0 == x) {
-            Some(p) => p.1 = p.1.max(y),
-            None => out.push((x, y)),
-        }
+        let y = f(r);
+        best.entry(r.ranks)
+            .and_modify(|b| *b = b.max(y))
+            .or_insert(y);
     }
-    out
+    best.into_iter().map(|(x, y)| (x as f64, y)).collect()
+}
+
+/// The group's title for a caption, at most [`CAPTION_CHARS`] characters
+/// (a label may be as long as a command line; the picture is 900 pixels).
+fn caption(g: &Group) -> String {
+    let t = g.title();
+    if t.chars().count() <= CAPTION_CHARS {
+        t
+    } else {
+        let mut s: String = t.chars().take(CAPTION_CHARS - 1).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// Longest caption drawn.
+const CAPTION_CHARS: usize = 110;
+
+/// Checks that an axis range is finite before it reaches the plotting
+/// library, which loops without end over a non-finite range. Records are
+/// checked when read (`records`), so this only guards against arithmetic
+/// that still overflows.
+fn finite_axis(name: &str, lo: f64, hi: f64) -> std::result::Result<(), String> {
+    if lo.is_finite() && hi.is_finite() && lo < hi {
+        Ok(())
+    } else {
+        Err(format!("the {name} axis would run from {lo} to {hi}"))
+    }
 }
 
 /// Speed-up (or efficiency) against rank count: measured, ideal, model.
@@ -212,8 +245,10 @@ where
     } else {
         kind
     };
+    finite_axis("rank", 0.0, xmax * 1.08 + 0.5)?;
+    finite_axis(ylabel, 0.0, ymax.max(0.1))?;
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("{ylabel}: {}", g.title()), ("sans-serif", 20))
+        .caption(format!("{ylabel}: {}", caption(g)), ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
@@ -336,9 +371,10 @@ where
         }
         SegmentValue::Last => String::new(),
     };
+    finite_axis("time", 0.0, ymax.max(1e-6))?;
     let mut chart = ChartBuilder::on(area)
         .caption(
-            format!("time per iteration by phase (slowest rank): {}", g.title()),
+            format!("time per iteration by phase (slowest rank): {}", caption(g)),
             ("sans-serif", 16),
         )
         .margin(15)

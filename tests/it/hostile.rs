@@ -297,3 +297,92 @@ fn stream_and_pingpong_sizes_beyond_memory_are_refused() {
         assert_told(&e, 2, &["elements"]);
     }
 }
+
+// ---- Class 2: work bounded whatever the numbers and files -----------------
+
+/// One real record line, from a short labelled run.
+fn real_record(dir: &Path, label: &str, procs: &str, np: usize) -> String {
+    let file = dir.join(format!("rec-{np}.jsonl"));
+    let _ = std::fs::remove_file(&file);
+    let args = [
+        "--grid",
+        "12x12x12",
+        "--procs",
+        procs,
+        "--iterations",
+        "2",
+        "--threads",
+        "1",
+        "--label",
+        label,
+        "--format",
+        "json",
+        "--output",
+        file.to_str().unwrap(),
+    ];
+    let cmd = if np > 1 {
+        mpirun(np, &args)
+    } else {
+        himeno(&args)
+    };
+    json_ok(&run(cmd));
+    std::fs::read_to_string(&file).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_record_with_huge_numbers_is_skipped_and_the_plots_still_drawn() {
+    let dir = scratch("plot-huge");
+    let good = real_record(&dir, "huge", "1x1x1", 1);
+    let mut huge: serde_json::Value = serde_json::from_str(&good).unwrap();
+    huge["per_rank"][0]["phases_s"]["compute"] = 1e308.into();
+    let mut overflow: serde_json::Value = serde_json::from_str(&good).unwrap();
+    overflow["procs"] = serde_json::json!([4294967296u64, 4294967296u64, 2]);
+    overflow["ranks"] = 0.into();
+    let file = dir.join("r.jsonl");
+    std::fs::write(&file, format!("{good}\n{huge}\n{overflow}\n[1,2,3]\n")).unwrap();
+    let plots = dir.join("plots");
+    let o = run_with_limit(
+        himeno(&[
+            "report",
+            file.to_str().unwrap(),
+            "--plot",
+            plots.to_str().unwrap(),
+        ]),
+        LIMIT,
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let f = file.to_str().unwrap();
+    for line in [2, 3, 4] {
+        assert!(err.contains(&format!("skipped {f}:{line}")), "{err}");
+    }
+    assert!(err.contains("compute 1e308"), "{err}");
+    assert!(stdout(&o).contains("3 line(s) skipped"), "{}", stdout(&o));
+    let pictures = std::fs::read_dir(&plots).unwrap().count();
+    assert_eq!(pictures, 6, "three pictures, SVG and PNG");
+}
+
+#[test]
+fn the_model_of_sixteen_million_ranks_is_immediate() {
+    let o = run_with_limit(
+        himeno(&[
+            "model",
+            "--grid",
+            "1000000x1000000x1000",
+            "--ranks",
+            "16777216",
+            "--rate-mflops",
+            "100",
+            "--latency-us",
+            "1",
+            "--bandwidth-gbs",
+            "1",
+            "--format",
+            "json",
+        ]),
+        Duration::from_secs(20),
+    );
+    let v = json_ok(&o);
+    assert_eq!(v["ranks"], 16777216);
+    assert!(v["prediction"]["total_s"].as_f64().unwrap() > 0.0);
+}

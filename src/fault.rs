@@ -11,7 +11,10 @@
 //! - `nan`: one ghost plane of the rank's `p` becomes NaN, so gosa is NaN at
 //!   that iteration on every rank (the NaN guard must stop the run, exit 1);
 //! - `perturb`: one ghost value of the rank's `p` is changed slightly, so the
-//!   run finishes with finite but wrong numbers (verification must fail).
+//!   run finishes with finite but wrong numbers (verification must fail);
+//! - `hang`: the rank sleeps for good, deaf to stop signals, as a rank stuck
+//!   in the kernel or on a dead file system does (the other ranks then wait
+//!   in their next collective; the stop watchdog must end the job).
 //!
 //! Ghost planes are written through the backend's own `unpack`, so the hook
 //! works on every backend without a method of its own.
@@ -35,6 +38,8 @@ pub enum Kind {
     Nan,
     /// Change one ghost value of `p` slightly.
     Perturb,
+    /// Sleep for good, ignoring stop signals.
+    Hang,
 }
 
 /// An injected fault: which rank, before which timed iteration, what kind.
@@ -62,8 +67,8 @@ impl Fault {
     pub fn parse(s: &str) -> Result<Fault> {
         let bad = || {
             Error::usage(format!(
-                "{VAR}='{s}' is not RANK:ITERATION:KIND (KIND panic, error, nan or \
-                 perturb; ITERATION from 1): fix or unset it"
+                "{VAR}='{s}' is not RANK:ITERATION:KIND (KIND panic, error, nan, \
+                 perturb or hang; ITERATION from 1): fix or unset it"
             ))
         };
         let parts: Vec<&str> = s.trim().split(':').collect();
@@ -80,6 +85,7 @@ impl Fault {
             "error" => Kind::Error,
             "nan" => Kind::Nan,
             "perturb" => Kind::Perturb,
+            "hang" => Kind::Hang,
             _ => return Err(bad()),
         };
         Ok(Fault {
@@ -113,6 +119,9 @@ impl Fault {
             Kind::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
                 plane[(nj / 2) * nk + nk / 2] += 0.25;
             }),
+            Kind::Hang => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            },
         }
     }
 }

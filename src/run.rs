@@ -2,7 +2,8 @@
 //! verification and report, with errors mapped so that no rank hangs.
 //!
 //! Everything the job takes from its environment (options, stop signals,
-//! `HIMENO_FAULT`, `HIMENO_BINDING`) is read here and passed down.
+//! `HIMENO_FAULT`, `HIMENO_BINDING`, `HIMENO_STOP_GRACE`) is read here and
+//! passed down.
 //! Usage errors are found identically on every rank, so every rank returns
 //! exit code 2 and only rank 0 prints. A runtime error may strike one rank
 //! alone: that rank prints it and aborts the whole job.
@@ -21,7 +22,7 @@ use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Ceilings, Record, RecordInputs};
 use crate::selftest;
-use crate::signals::StopFlag;
+use crate::signals::{self, StopFlag};
 use crate::solver::Solver;
 use crate::verify::{self, Answer, Verdict};
 use std::process::ExitCode;
@@ -59,6 +60,9 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
     let cfg = args.validate(comm.size(), comm.node_size())?;
     let fault = Fault::from_env()?;
+    if let Some(grace) = signals::grace_from_env()? {
+        stop.set_grace(grace);
+    }
     let binding = std::env::var("HIMENO_BINDING")
         .ok()
         .filter(|b| !b.is_empty());
@@ -176,7 +180,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         // Whatever became of the report on stdout (a closed pipe, a full
         // disk), the record is appended: it is what studies are made of.
         let appended = match &cfg.output {
-            Some(path) => append_record(path, &record),
+            Some(path) => append_record(path, &record, &stop),
             None => Ok(()),
         };
         // Each failure is told on its own line. Both are rank 0's alone and
@@ -197,10 +201,10 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
 /// Appends `record` to the results file at `path` as one JSON line. When
 /// that fails, the error carries the line, so that the record survives in
 /// the job's log and can be appended by hand.
-fn append_record(path: &std::path::Path, record: &Record) -> Result<()> {
+fn append_record(path: &std::path::Path, record: &Record, stop: &StopFlag) -> Result<()> {
     let line = serde_json::to_string(record)
         .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
-    report::append::append_line(path, &line).map_err(|e| {
+    report::append::append_line(path, &line, stop).map_err(|e| {
         Error::runtime(format!(
             "{}; the record was not appended, here it is: {line}",
             e.message()

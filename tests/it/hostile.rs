@@ -386,3 +386,177 @@ fn the_model_of_sixteen_million_ranks_is_immediate() {
     assert_eq!(v["ranks"], 16777216);
     assert!(v["prediction"]["total_s"].as_f64().unwrap() > 0.0);
 }
+
+// ---- Class 3: every wait listens to stop signals and is bounded -----------
+
+use crate::signals::{Running, kill};
+
+#[test]
+fn a_signal_ends_the_wait_for_a_held_results_file_lock() {
+    let dir = scratch("lock");
+    let file = dir.join("l.jsonl");
+    std::fs::write(&file, "").unwrap();
+    // This test holds the lock, as `flock l sleep 20` would.
+    let holder = std::fs::File::open(&file).unwrap();
+    holder.lock().unwrap();
+    let run = Running::start(himeno(&[
+        "--grid",
+        "9x9x9",
+        "--iterations",
+        "5",
+        "-v",
+        "--output",
+        file.to_str().unwrap(),
+    ]));
+    run.wait_for("waiting for the results-file lock");
+    kill("TERM", run.child.id());
+    let e = run.finish();
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    assert!(
+        e.stdout.contains("Loop executed for 5 times"),
+        "the report is printed: {}",
+        e.stdout
+    );
+    let ours: Vec<&str> = e
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("himeno:"))
+        .collect();
+    assert_eq!(ours.len(), 1, "{}", e.stderr);
+    assert!(ours[0].contains("stopped by a signal while waiting for the lock"));
+    // The record is in the message, whole, for the log.
+    let json = ours[0].split("here it is: ").nth(1).expect("the record");
+    let rec: serde_json::Value = serde_json::from_str(json).expect("one whole record");
+    assert_eq!(rec["iterations"], 5);
+    holder.unlock().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "",
+        "nothing appended"
+    );
+}
+
+#[test]
+fn a_fifo_without_a_reader_is_refused_before_the_run() {
+    let dir = scratch("fifo");
+    let fifo = dir.join("r.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let o = run_with_limit(
+        himeno(&[
+            "--grid",
+            "9x9x9",
+            "--iterations",
+            "5",
+            "--output",
+            fifo.to_str().unwrap(),
+        ]),
+        LIMIT,
+    );
+    let e = Ended {
+        status: o.status,
+        stderr: stderr(&o),
+    };
+    assert_told(&e, 2, &["no process is reading"]);
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn a_signal_ends_the_reference_run_and_the_record_says_so() {
+    let dir = scratch("reference");
+    let file = dir.join("r.jsonl");
+    // The fast solver does 400 iterations of 64^3 in a fraction of a
+    // second; the plain reference kernel takes some seconds for them.
+    let run = Running::start(himeno(&[
+        "--grid",
+        "64x64x64",
+        "--iterations",
+        "400",
+        "--verify",
+        "-v",
+        "--format",
+        "json",
+        "--output",
+        file.to_str().unwrap(),
+    ]));
+    run.wait_for("verifying against the reference kernel");
+    kill("TERM", run.child.id());
+    let e = run.finish();
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    let r: serde_json::Value = serde_json::from_str(&e.stdout).expect("the report");
+    assert_eq!(r["complete"], true);
+    assert_eq!(r["verified"], serde_json::Value::Null);
+    assert_eq!(r["verification"]["against"], "interrupted");
+    assert!(
+        e.stderr.contains("during the reference run"),
+        "{}",
+        e.stderr
+    );
+    let recs = records(&file);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["verification"]["against"], "interrupted");
+}
+
+#[test]
+fn a_hung_rank_cannot_outlive_a_stop_signal() {
+    let mut cmd = himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "1000000",
+        "--threads",
+        "1",
+        "-v",
+    ]);
+    cmd.env("HIMENO_FAULT", "0:3:hang")
+        .env("HIMENO_STOP_GRACE", "1");
+    let run = Running::start(cmd);
+    run.wait_for("injecting a fault");
+    kill("TERM", run.child.id());
+    let e = run.finish();
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    assert!(
+        e.stderr.contains("still running 1 s after a stop signal"),
+        "{}",
+        e.stderr
+    );
+    if MPI {
+        // Rank 1 hangs; the others wait for it in the allreduce. SIGUSR1
+        // to mpirun reaches every rank, and the watchdogs end the job.
+        let mut cmd = mpirun(
+            3,
+            &[
+                "--size",
+                "XS",
+                "--iterations",
+                "1000000",
+                "--threads",
+                "1",
+                "-v",
+            ],
+        );
+        cmd.env("HIMENO_FAULT", "1:3:hang")
+            .env("HIMENO_STOP_GRACE", "1");
+        let run = Running::start(cmd);
+        run.wait_for("injecting a fault");
+        kill("USR1", run.child.id());
+        let e = run.finish();
+        assert_ne!(e.status.code(), Some(0), "{}", e.stderr);
+        assert!(e.stderr.contains("after a stop signal"), "{}", e.stderr);
+    }
+}
+
+#[test]
+fn a_malformed_stop_grace_is_a_usage_error() {
+    for bad in ["0", "-1", "soon", "1e9"] {
+        let mut cmd = himeno(&["--grid", "5x5x5", "--iterations", "1"]);
+        cmd.env("HIMENO_STOP_GRACE", bad);
+        let o = run_with_limit(cmd, LIMIT);
+        let e = Ended {
+            status: o.status,
+            stderr: stderr(&o),
+        };
+        assert_told(&e, 2, &["HIMENO_STOP_GRACE"]);
+    }
+}

@@ -29,24 +29,27 @@ const LONG: [&str; 8] = [
 ];
 
 /// What a signalled run left behind.
-struct Ended {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ended {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// A started run whose stderr is watched for a log line.
-struct Running {
-    child: Child,
+pub(crate) struct Running {
+    pub(crate) child: Child,
     lines: mpsc::Receiver<String>,
     stderr: std::thread::JoinHandle<String>,
     stdout: std::thread::JoinHandle<String>,
 }
 
 impl Running {
-    fn start(mut cmd: Command) -> Running {
+    pub(crate) fn start(mut cmd: Command) -> Running {
+        // A fault the caller set on purpose stays; an inherited one goes.
+        if !cmd.get_envs().any(|(k, _)| k == "HIMENO_FAULT") {
+            cmd.env_remove("HIMENO_FAULT");
+        }
         cmd.env_remove("RUST_LOG")
-            .env_remove("HIMENO_FAULT")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -78,7 +81,7 @@ impl Running {
     }
 
     /// Waits (at most a minute) for a stderr line containing `what`.
-    fn wait_for(&self, what: &str) {
+    pub(crate) fn wait_for(&self, what: &str) {
         loop {
             match self.lines.recv_timeout(Duration::from_secs(60)) {
                 Ok(l) if l.contains(what) => return,
@@ -89,7 +92,7 @@ impl Running {
     }
 
     /// Waits for the end (at most a minute: a hang fails the test).
-    fn finish(mut self) -> Ended {
+    pub(crate) fn finish(mut self) -> Ended {
         let status = match self.child.wait_timeout(Duration::from_secs(60)).unwrap() {
             Some(s) => s,
             None => {
@@ -110,7 +113,7 @@ impl Running {
 }
 
 /// Sends `sig` (e.g. "TERM") to process `pid`.
-fn kill(sig: &str, pid: u32) {
+pub(crate) fn kill(sig: &str, pid: u32) {
     let ok = Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
         .status()
@@ -120,7 +123,7 @@ fn kill(sig: &str, pid: u32) {
 }
 
 /// Processes whose parent is `parent`, read from /proc.
-fn children(parent: u32) -> Vec<u32> {
+pub(crate) fn children(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {

@@ -13,6 +13,7 @@ use crate::output::{self, Format};
 use crate::problem::{Problem, ProblemArgs, Ranks};
 use crate::study::{ModelArgs, ReportArgs};
 use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// The Himeno benchmark (RIKEN's 19-point Jacobi kernel) as a distributed
@@ -130,8 +131,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = StreamMeasure::Off, conflicts_with = "stream_gbs")]
     pub stream: StreamMeasure,
     /// Label recorded in the results, e.g. the study this run belongs to.
-    #[arg(long)]
-    pub label: Option<String>,
+    #[arg(long, value_parser = clap::value_parser!(OsString))]
+    pub label: Option<OsString>,
 }
 
 /// Parses a whole number for a count option (clap adds the option's name
@@ -161,6 +162,13 @@ fn number(s: &str) -> std::result::Result<f64, String> {
 /// problem (and clap's tip or possible values), then where to look, without
 /// the usage block.
 pub fn one_line(e: &clap::Error) -> String {
+    if e.kind() == clap::error::ErrorKind::InvalidUtf8 {
+        // clap does not say which argument.
+        return "an argument is not valid UTF-8 text: only file names (--output, --plot, \
+                results and ping-pong files) and --label may hold other bytes; see \
+                `himeno --help`"
+            .to_string();
+    }
     let text = e.render().to_string();
     let mut parts = Vec::new();
     for line in text.lines() {
@@ -248,7 +256,12 @@ impl RunArgs {
             stores: self.stores,
             stream_gbs: self.stream_gbs,
             stream: self.stream,
-            label: self.label.clone(),
+            // Any argument is legal on the command line; the record is JSON
+            // text, so bytes that are not UTF-8 become U+FFFD.
+            label: self
+                .label
+                .as_ref()
+                .map(|l| l.to_string_lossy().into_owned()),
         })
     }
 }

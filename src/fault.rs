@@ -57,8 +57,12 @@ impl Fault {
     /// Reads [`VAR`]; `Ok(None)` when it is unset or empty. Every rank sees
     /// the same environment, so a malformed value is a usage error on all.
     pub fn from_env() -> Result<Option<Fault>> {
-        match std::env::var(VAR) {
-            Ok(s) if !s.trim().is_empty() => Fault::parse(&s).map(Some),
+        // Read as an OS string: a value that is not UTF-8 is malformed, not
+        // absent.
+        match std::env::var_os(VAR) {
+            Some(s) if !s.to_string_lossy().trim().is_empty() => {
+                Fault::parse(&s.to_string_lossy()).map(Some)
+            }
             _ => Ok(None),
         }
     }

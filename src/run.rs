@@ -63,8 +63,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     if let Some(grace) = signals::grace_from_env()? {
         stop.set_grace(grace);
     }
-    let binding = std::env::var("HIMENO_BINDING")
-        .ok()
+    let binding = std::env::var_os("HIMENO_BINDING")
+        .map(|b| b.to_string_lossy().into_owned())
         .filter(|b| !b.is_empty());
     collective_output_check(&cfg, comm)?;
     let (grid, procs) = (cfg.grid(), cfg.procs());

@@ -21,7 +21,8 @@ pub struct Provenance {
     pub hosts: Vec<String>,
     /// Distinct devices used (GPU backends).
     pub devices: Vec<String>,
-    /// The command line of rank 0.
+    /// The command line of rank 0 (bytes that are not UTF-8 replaced by
+    /// U+FFFD).
     pub command: Vec<String>,
 }
 
@@ -47,7 +48,11 @@ impl Provenance {
             mpi_library,
             hosts,
             devices,
-            command: std::env::args().collect(),
+            // Arguments are OS strings (a path need not be UTF-8); the
+            // record is JSON text, so they are kept lossily.
+            command: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
         }
     }
 }

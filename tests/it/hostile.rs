@@ -560,3 +560,66 @@ fn a_malformed_stop_grace_is_a_usage_error() {
         assert_told(&e, 2, &["HIMENO_STOP_GRACE"]);
     }
 }
+
+// ---- Class 5: arguments that are not UTF-8 are legal ----------------------
+
+#[test]
+fn paths_and_labels_need_not_be_utf8() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let dir = scratch("not-utf8");
+    let mut name = dir.as_os_str().as_bytes().to_vec();
+    name.extend_from_slice(b"/r\xff\xfe.jsonl");
+    let file = OsString::from_vec(name);
+    let label = OsString::from_vec(b"study-\xff".to_vec());
+    let args: Vec<OsString> = [
+        "--grid",
+        "9x9x9",
+        "--iterations",
+        "2",
+        "--format",
+        "json",
+        "--label",
+    ]
+    .iter()
+    .map(OsString::from)
+    .chain([label, "--output".into(), file.clone()])
+    .collect();
+    let mut cmd = Command::new(BIN);
+    cmd.args(&args);
+    let r = json_ok(&run(cmd));
+    assert_eq!(r["label"], "study-\u{fffd}");
+    let command: Vec<String> = serde_json::from_value(r["provenance"]["command"].clone()).unwrap();
+    assert!(
+        command
+            .iter()
+            .any(|a| a.contains("r\u{fffd}\u{fffd}.jsonl")),
+        "{command:?}"
+    );
+    let recs = records(Path::new(&file));
+    assert_eq!(recs.len(), 1);
+    if MPI {
+        let mut cmd = mpirun(2, &[]);
+        cmd.args(&args);
+        json_ok(&run(cmd));
+        assert_eq!(records(Path::new(&file)).len(), 2);
+    }
+    // The tools read and write such paths too.
+    let mut plots = dir.as_os_str().as_bytes().to_vec();
+    plots.extend_from_slice(b"/plots\xff");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("report")
+        .arg(&file)
+        .arg("--plot")
+        .arg(OsString::from_vec(plots));
+    let out = stdout_ok(&run(cmd));
+    assert!(out.contains("study-\u{fffd}"), "{out}");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--grid".into(), OsString::from_vec(b"9x9x9\xff".to_vec())]);
+    let o = run(cmd);
+    let e = Ended {
+        status: o.status,
+        stderr: stderr(&o),
+    };
+    assert_told(&e, 2, &["not valid UTF-8"]);
+}

@@ -48,7 +48,19 @@ pub fn main_entry() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            // Every rank parses the same arguments: let one of them speak.
+            // One rank of many refused its arguments: the others may have
+            // accepted theirs and be waiting in their first collective, so
+            // this rank joins the agreement they start with, and every
+            // rank stops with exit 2 and one line from rank 0.
+            if e.use_stderr() && comm::MPI_ENABLED && comm::launcher_size().is_some_and(|n| n > 1) {
+                let line = cli::one_line(&e);
+                let refused =
+                    error::Error::usage(line.strip_prefix("error: ").unwrap_or(&line).to_string());
+                return comm::with_comm(|comm| {
+                    comm::agree::<()>(comm, Err(refused), |_| Vec::new())
+                        .map(|()| ExitCode::from(2))
+                });
+            }
             if comm::launcher_rank().unwrap_or(0) != 0 {
                 return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
             }

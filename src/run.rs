@@ -36,7 +36,13 @@ pub fn benchmark(args: &RunArgs) -> ExitCode {
 /// Runs the halo self-test described by `args`.
 pub fn selftest(args: &SelftestArgs) -> ExitCode {
     comm::with_comm(|comm| {
-        let problem = args.resolve(comm.size())?;
+        let problem = comm::agree(comm, args.resolve(comm.size()), |p| {
+            vec![
+                ("command", "selftest".into()),
+                ("grid", p.grid.to_string()),
+                ("process grid", p.procs.to_string()),
+            ]
+        })?;
         let block = Block::of(&problem.grid, &problem.procs, comm.rank());
         preflight::check_need(
             &format!("grid {}", problem.grid),
@@ -58,15 +64,17 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
 
 /// The job itself; see [`benchmark`].
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
-    let cfg = args.validate(comm.size(), comm.node_size())?;
-    let fault = Fault::from_env()?;
-    if let Some(grace) = signals::grace_from_env()? {
+    // Every rank validates on its own, then all agree before any work: a
+    // rank that refused, or resolved otherwise, stops every rank.
+    let (cfg, fault, grace) = comm::agree(comm, validate(args, comm), |(cfg, ..)| {
+        cfg.agreement_terms()
+    })?;
+    if let Some(grace) = grace {
         stop.set_grace(grace);
     }
     let binding = std::env::var_os("HIMENO_BINDING")
         .map(|b| b.to_string_lossy().into_owned())
         .filter(|b| !b.is_empty());
-    collective_output_check(&cfg, comm)?;
     let (grid, procs) = (cfg.grid(), cfg.procs());
     let block = Block::of(&grid, &procs, comm.rank());
     tracing::info!(rank = comm.rank(), ?block, "block");
@@ -212,19 +220,22 @@ fn append_record(path: &std::path::Path, record: &Record, stop: &StopFlag) -> Re
     })
 }
 
-/// Checks on rank 0 that the results file is writable and shares the
-/// answer, so that every rank stops together before any work.
-fn collective_output_check(cfg: &RunConfig, comm: &dyn Comm) -> Result<()> {
-    let mut err = None;
+/// This rank's own validation of the run: the options, the test hooks and
+/// the stop grace from the environment, and on rank 0 (which appends) that
+/// the results file is writable.
+fn validate(
+    args: &RunArgs,
+    comm: &dyn Comm,
+) -> Result<(RunConfig, Option<Fault>, Option<std::time::Duration>)> {
+    let cfg = args.validate(comm.size(), comm.node_size())?;
+    let fault = Fault::from_env()?;
+    let grace = signals::grace_from_env()?;
     if comm.rank() == 0
         && let Some(path) = &cfg.output
     {
-        err = report::append::check_writable(path).err();
+        report::append::check_writable(path)?;
     }
-    if comm.broadcast(u64::from(err.is_some())) != 0 {
-        return Err(err.unwrap_or_else(|| Error::usage("the results file is not writable")));
-    }
-    Ok(())
+    Ok((cfg, fault, grace))
 }
 
 /// Prints the record on standard output in the chosen format.

@@ -147,24 +147,14 @@ pub fn pair_list(pairs: Pairs, ranks: usize) -> Vec<(usize, usize)> {
 
 /// Runs the benchmark on `comm` and prints the report on rank 0.
 pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
-    if args.min_bytes > args.max_bytes {
-        return Err(Error::usage(format!(
-            "--min-bytes {} is larger than --max-bytes {}",
-            args.min_bytes, args.max_bytes
-        )));
-    }
-    if args.max_bytes > MAX_MESSAGE {
-        return Err(Error::usage(format!(
-            "--max-bytes {} is more than 1GiB",
-            args.max_bytes
-        )));
-    }
-    if comm.size() < 2 {
-        return Err(Error::usage(
-            "ping-pong needs at least 2 ranks: start it under a launcher, \
-             e.g. `mpirun -np 2 himeno bench pingpong`",
-        ));
-    }
+    crate::comm::agree(comm, validate(args, comm), |()| {
+        vec![
+            ("command", "bench pingpong".into()),
+            ("pairs", format!("{:?}", args.pairs)),
+            ("sizes", format!("{} to {}", args.min_bytes, args.max_bytes)),
+            ("format", format!("{:?}", args.format)),
+        ]
+    })?;
     crate::preflight::check_need(
         &format!("ping-pong messages of {} bytes", args.max_bytes),
         u128::from(args.max_bytes),
@@ -239,6 +229,29 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
         print(&report, args.format)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// This rank's own check of the options.
+fn validate(args: &PingpongArgs, comm: &dyn Comm) -> Result<()> {
+    if args.min_bytes > args.max_bytes {
+        return Err(Error::usage(format!(
+            "--min-bytes {} is larger than --max-bytes {}",
+            args.min_bytes, args.max_bytes
+        )));
+    }
+    if args.max_bytes > MAX_MESSAGE {
+        return Err(Error::usage(format!(
+            "--max-bytes {} is more than 1GiB",
+            args.max_bytes
+        )));
+    }
+    if comm.size() < 2 {
+        return Err(Error::usage(
+            "ping-pong needs at least 2 ranks: start it under a launcher, \
+             e.g. `mpirun -np 2 himeno bench pingpong`",
+        ));
+    }
+    Ok(())
 }
 
 /// Builds the report with its summary numbers.

@@ -6,6 +6,7 @@
 //! a job on the communicator and makes sure a failing rank never leaves the
 //! others waiting.
 
+pub mod agree;
 pub mod api;
 pub mod launcher;
 #[cfg(feature = "mpi")]
@@ -14,6 +15,7 @@ mod mpi_comm;
 mod no_mpi;
 mod single;
 
+pub use agree::{Terms, agree};
 pub use api::Comm;
 pub use launcher::{hostname, launcher_rank, launcher_size};
 pub use single::SingleComm;

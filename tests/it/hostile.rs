@@ -623,3 +623,83 @@ fn paths_and_labels_need_not_be_utf8() {
     };
     assert_told(&e, 2, &["not valid UTF-8"]);
 }
+
+// ---- Class 6: ranks that disagree stop together ---------------------------
+
+/// `mpirun` with one rank per argument list (an MPMD launch).
+fn mpmd(per_rank: &[&[&str]]) -> Command {
+    let mut c = mpirun(1, per_rank[0]);
+    for args in &per_rank[1..] {
+        c.args([":", "-np", "1", BIN]).args(*args);
+    }
+    c
+}
+
+#[test]
+fn ranks_that_disagree_or_refuse_stop_together_with_one_line() {
+    if !MPI {
+        return;
+    }
+    let dir = scratch("disagree");
+    let file = dir.join("r.jsonl");
+    let f = file.to_str().unwrap();
+    let base = ["--grid", "9x9x9", "--output", f, "--iterations"];
+    let with = |n: &'static str| -> Vec<&str> {
+        let mut v = base.to_vec();
+        v.push(n);
+        v
+    };
+    let (five, zero, seven, abc) = (with("5"), with("0"), with("7"), with("abc"));
+    let mut labelled = five.clone();
+    labelled.extend(["--label", "x"]);
+    let selftest = ["selftest", "--grid", "9x9x9"];
+    let lines: [(&[&[&str]], &str); 6] = [
+        (
+            &[&five, &zero],
+            "rank 1 of 2: --iterations must be at least 1",
+        ),
+        (
+            &[&zero, &five],
+            "rank 0 of 2: --iterations must be at least 1",
+        ),
+        (&[&five, &seven], "rank 1 resolved a different run length"),
+        (&[&five, &abc], "rank 1 of 2: invalid value 'abc'"),
+        (&[&five, &selftest], "rank 1 resolved a different command"),
+        (
+            &[&five, &five, &labelled],
+            "rank 2 resolved a different label",
+        ),
+    ];
+    for (ranks, want) in lines {
+        let o = run_with_limit(mpmd(ranks), LIMIT);
+        let e = Ended {
+            status: o.status,
+            stderr: stderr(&o),
+        };
+        assert_told(&e, 2, &[want]);
+        assert!(o.stdout.is_empty(), "{}", stdout(&o));
+    }
+    assert!(!file.exists(), "no rank ran, nothing is recorded");
+    // Threads may differ from rank to rank (nodes of different sizes).
+    let one = [
+        "--grid",
+        "9x9x9",
+        "--iterations",
+        "2",
+        "--threads",
+        "1",
+        "--format",
+        "json",
+    ];
+    let two = [
+        "--grid",
+        "9x9x9",
+        "--iterations",
+        "2",
+        "--threads",
+        "2",
+        "--format",
+        "json",
+    ];
+    json_ok(&run_with_limit(mpmd(&[&one, &two]), LIMIT));
+}

@@ -69,22 +69,15 @@ pub struct StreamArgs {
 
 /// Runs `himeno bench stream`.
 pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
-    if args.repeats < 2 || args.repeats > MAX_REPEATS {
-        return Err(Error::usage(format!(
-            "--repeats {} must be between 2 and {MAX_REPEATS} (the first is not timed)",
-            args.repeats
-        )));
-    }
-    match args.elements {
-        Some(0) => return Err(Error::usage("--elements must be at least 1")),
-        Some(n) if n > MAX_ELEMENTS => {
-            return Err(Error::usage(format!(
-                "--elements {n} is more than {MAX_ELEMENTS} (8 TiB per array): give fewer"
-            )));
-        }
-        _ => {}
-    }
-    let threads = threads::for_rank(args.threads, comm.node_size())?;
+    let threads = crate::comm::agree(comm, validate(args, comm), |_| {
+        vec![
+            ("command", "bench stream".into()),
+            ("repeats", args.repeats.to_string()),
+            ("elements", format!("{:?}", args.elements)),
+            ("binding", format!("{:?}", args.bind)),
+            ("format", format!("{:?}", args.format)),
+        ]
+    })?;
     let llc = llc_bytes();
     let elements = args.elements.unwrap_or_else(|| default_elements(llc));
     let sum13_elements = sum13_elements(elements);
@@ -149,6 +142,26 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         Format::Csv => report::csv(&report),
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// This rank's own check of the options; its thread count.
+fn validate(args: &StreamArgs, comm: &dyn Comm) -> Result<usize> {
+    if args.repeats < 2 || args.repeats > MAX_REPEATS {
+        return Err(Error::usage(format!(
+            "--repeats {} must be between 2 and {MAX_REPEATS} (the first is not timed)",
+            args.repeats
+        )));
+    }
+    match args.elements {
+        Some(0) => return Err(Error::usage("--elements must be at least 1")),
+        Some(n) if n > MAX_ELEMENTS => {
+            return Err(Error::usage(format!(
+                "--elements {n} is more than {MAX_ELEMENTS} (8 TiB per array): give fewer"
+            )));
+        }
+        _ => {}
+    }
+    threads::for_rank(args.threads, comm.node_size())
 }
 
 /// Aggregate bandwidths of a quick stream measurement, GB/s.

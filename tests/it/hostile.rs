@@ -703,3 +703,27 @@ fn ranks_that_disagree_or_refuse_stop_together_with_one_line() {
     ];
     json_ok(&run_with_limit(mpmd(&[&one, &two]), LIMIT));
 }
+
+// ---- Class 7: a failed MPI start is exit 2, not 1 -------------------------
+
+#[test]
+fn a_failed_mpi_start_is_exit_2_with_a_himeno_line() {
+    if !MPI {
+        return;
+    }
+    let mut alone = himeno(&["--grid", "5x5x5", "--iterations", "2"]);
+    alone.env("OMPI_MCA_pml", "doesnotexist");
+    let mut stream = himeno(&["bench", "stream", "--elements", "1000"]);
+    stream.env("OMPI_MCA_pml", "doesnotexist");
+    // (Under mpirun, Open MPI's launcher exits 1 for a failed start of its
+    // ranks whatever their own exit codes: that one is not ours to set.)
+    for cmd in [alone, stream] {
+        let o = run_with_limit(cmd, LIMIT);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("himeno:")).collect();
+        assert_eq!(ours.len(), 1, "{err}");
+        assert!(ours[0].contains("MPI could not start"), "{err}");
+        assert!(o.stdout.is_empty());
+    }
+}

@@ -21,3 +21,8 @@ done
 # the kernels; device tests skip with a printed reason).
 cargo test --release
 cargo test --release --features mpi,cuda
+
+# The bad-input table against a debug build too: overflow checks are on
+# there, so arithmetic on a number the user typed that would wrap in
+# release panics here instead of passing unnoticed.
+cargo test --features mpi --test it bad_input

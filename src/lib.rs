@@ -81,10 +81,20 @@ pub fn main_entry() -> ExitCode {
         None => run::benchmark(&cli.run),
         Some(Command::Run(args)) => run::benchmark(&args),
         Some(Command::Selftest(args)) => run::selftest(&args),
+        // The tools that do not communicate do their work once: under a
+        // launcher, the other ranks neither print a second copy nor write
+        // the same plot files at the same time.
+        Some(Command::Report(_) | Command::Model(_)) if !is_first_rank() => ExitCode::SUCCESS,
         Some(Command::Report(args)) => error::exit(study::report(&args), true),
         Some(Command::Model(args)) => error::exit(study::model(&args), true),
         Some(Command::Bench(args)) => bench::run(&args),
     }
+}
+
+/// Whether this process is the launcher's rank 0, or was not started by a
+/// launcher.
+fn is_first_rank() -> bool {
+    comm::launcher_rank().unwrap_or(0) == 0
 }
 
 /// Logs go to stderr: warnings by default, `-v` info, `-vv` debug;

@@ -60,6 +60,9 @@ pub struct ReportArgs {
 /// Runs `himeno report`.
 pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     let loaded = records::load(&args.files)?;
+    if let Some(dir) = &args.plot {
+        plot::prepare(dir)?;
+    }
     for m in &loaded.malformed {
         error::tell(&format!("himeno report: skipped {}: {}", m.source, m.why));
     }

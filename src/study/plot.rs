@@ -78,22 +78,93 @@ fn ensure_font() -> Result<()> {
     .map_err(Error::usage)
 }
 
-/// Writes every group's pictures into `dir` (created if missing) and
-/// returns the paths written.
-pub fn write_all(groups: &[Group], dir: &Path) -> Result<Vec<PathBuf>> {
+/// Makes `dir` ready for the pictures before anything is printed: a font
+/// found, the folder created and writable (a test file made and removed).
+/// So a bad `--plot DIR` is an error before the tables go to stdout, not
+/// after.
+pub fn prepare(dir: &Path) -> Result<()> {
     ensure_font()?;
-    std::fs::create_dir_all(dir).map_err(|e| {
+    let refuse = |e: &dyn std::fmt::Display| {
         Error::usage(format!(
-            "cannot create plot folder {}: {e}; choose a writable --plot DIR",
+            "cannot write plots into {}: {e}; choose a writable --plot DIR",
             dir.display()
         ))
-    })?;
+    };
+    std::fs::create_dir_all(dir).map_err(|e| refuse(&e))?;
+    if !dir.is_dir() {
+        return Err(refuse(&"it is not a directory"));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let test = dir.join(format!(
+        ".himeno-plot-test-{}-{stamp:x}",
+        std::process::id()
+    ));
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(&test)
+        .map_err(|e| refuse(&e))?;
+    std::fs::remove_file(&test).map_err(|e| refuse(&e))
+}
+
+/// Longest readable part of a picture's file name, in bytes: with the
+/// hash and the picture's name the whole stays far below the 255 bytes a
+/// file name may have, whatever the label.
+const MAX_STEM: usize = 100;
+
+/// The file-name stem of each group's pictures: the group's slug, cut to
+/// [`MAX_STEM`] bytes, followed by a hash of the group's full key whenever
+/// the slug is not the key itself (characters replaced, or cut), and
+/// numbered if still not unique. So `study 1`, `study_1` and `study/1`
+/// never overwrite each other's pictures.
+fn stems(groups: &[Group]) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    groups
+        .iter()
+        .map(|g| {
+            let slug = g.slug();
+            let plain = |s: &str| {
+                s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            };
+            // The slug is ASCII: cutting at a byte is cutting at a character.
+            let mut stem = slug[..slug.len().min(MAX_STEM)].to_string();
+            if !plain(&g.label) || !plain(&g.backend) || slug.len() > MAX_STEM {
+                let key = format!(
+                    "{:?}\u{0}{}\u{0}{:?}\u{0}{}\u{0}{}",
+                    g.kind, g.label, g.grid, g.backend, g.threads_per_rank
+                );
+                stem.push_str(&format!("-{:08x}", fnv(&key) as u32));
+            }
+            let mut unique = stem.clone();
+            let mut n = 2;
+            while !taken.insert(unique.clone()) {
+                unique = format!("{stem}-{n}");
+                n += 1;
+            }
+            unique
+        })
+        .collect()
+}
+
+/// FNV-1a: a stable hash for file names (the same name on every run).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Writes every group's pictures into `dir` (see [`prepare`]) and returns
+/// the paths written.
+pub fn write_all(groups: &[Group], dir: &Path) -> Result<Vec<PathBuf>> {
+    prepare(dir)?;
     let mut written = Vec::new();
-    for g in groups {
-        let slug = g.slug();
+    for (g, stem) in groups.iter().zip(stems(groups)) {
         for pic in Picture::ALL {
-            let svg = dir.join(format!("{slug}-{}.svg", pic.name()));
-            let png = dir.join(format!("{slug}-{}.png", pic.name()));
+            let svg = dir.join(format!("{stem}-{}.svg", pic.name()));
+            let png = dir.join(format!("{stem}-{}.png", pic.name()));
             pic.draw(&SVGBackend::new(&svg, SIZE).into_drawing_area(), g)
                 .map_err(|e| plot_error(&svg, &e))?;
             pic.draw(&BitMapBackend::new(&png, SIZE).into_drawing_area(), g)

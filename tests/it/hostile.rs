@@ -727,3 +727,104 @@ fn a_failed_mpi_start_is_exit_2_with_a_himeno_line() {
         assert!(o.stdout.is_empty());
     }
 }
+
+// ---- Class 9: small ones ---------------------------------------------------
+
+#[test]
+fn plots_of_lookalike_and_long_labels_never_collide_or_fail() {
+    let dir = scratch("plot-names");
+    let long = "x".repeat(300);
+    let mut lines = Vec::new();
+    for label in ["study 1", "study_1", "study/1", long.as_str()] {
+        lines.push(real_record(&dir, label, "1x1x1", 1));
+    }
+    let file = dir.join("r.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let plots = dir.join("plots");
+    let o = run_with_limit(
+        himeno(&[
+            "report",
+            file.to_str().unwrap(),
+            "--plot",
+            plots.to_str().unwrap(),
+        ]),
+        LIMIT,
+    );
+    stdout_ok(&o);
+    let names: Vec<String> = std::fs::read_dir(&plots)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 4 * 6, "{names:?}");
+    assert!(names.iter().all(|n| n.len() < 200), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "strong-study_1-12x12x12-cpu-t1-speedup.svg"),
+        "a plain label keeps its plain name: {names:?}"
+    );
+}
+
+#[test]
+fn a_bad_plot_folder_is_refused_before_the_tables() {
+    let dir = scratch("plot-dir");
+    let file = dir.join("r.jsonl");
+    std::fs::write(&file, real_record(&dir, "p", "1x1x1", 1) + "\n").unwrap();
+    let not_a_dir = dir.join("plain-file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    for bad in [
+        not_a_dir.join("sub"),
+        not_a_dir.clone(),
+        "/proc/himeno-plots".into(),
+    ] {
+        let o = run_with_limit(
+            himeno(&[
+                "report",
+                file.to_str().unwrap(),
+                "--plot",
+                bad.to_str().unwrap(),
+            ]),
+            LIMIT,
+        );
+        let e = Ended {
+            status: o.status,
+            stderr: stderr(&o),
+        };
+        assert_told(&e, 2, &["--plot DIR"]);
+        assert!(o.stdout.is_empty(), "tables printed before: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn a_results_file_name_of_250_bytes_is_accepted() {
+    let dir = scratch("long-name");
+    let file = dir.join("r".repeat(244) + ".jsonl");
+    let o = run(himeno(&[
+        "--grid",
+        "9x9x9",
+        "--iterations",
+        "1",
+        "--output",
+        file.to_str().unwrap(),
+    ]));
+    stdout_ok(&o);
+    assert_eq!(records(&file).len(), 1);
+}
+
+#[test]
+fn tools_under_mpirun_print_once() {
+    if !MPI {
+        return;
+    }
+    let dir = scratch("tools-mpirun");
+    let file = dir.join("r.jsonl");
+    std::fs::write(&file, real_record(&dir, "m", "1x1x1", 1) + "\n").unwrap();
+    let report = stdout_ok(&run(mpirun(3, &["report", file.to_str().unwrap()])));
+    assert_eq!(report.matches("== strong scaling").count(), 1, "{report}");
+    let model = stdout_ok(&run(mpirun(
+        3,
+        &["model", "--grid", "12x12x12", "--rate-mflops", "100"],
+    )));
+    assert_eq!(model.matches("model: grid").count(), 1, "{model}");
+}

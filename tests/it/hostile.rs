@@ -828,3 +828,29 @@ fn tools_under_mpirun_print_once() {
     )));
     assert_eq!(model.matches("model: grid").count(), 1, "{model}");
 }
+
+// ---- Found by comparison with the original codes --------------------------
+
+#[test]
+fn run_job_keeps_its_default_size_unless_the_size_is_named() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/run-job.sh");
+    let cases: [(&[&str], &str); 5] = [
+        (&[], "himeno --size L"),
+        (&["--seconds", "20"], "himeno --size L --seconds 20"),
+        (
+            &["--size", "M", "--seconds", "10"],
+            "himeno --size M --seconds 10",
+        ),
+        (&["--grid=9x9x9"], "himeno --grid=9x9x9"),
+        (
+            &["run", "--seconds", "5"],
+            "himeno run --size L --seconds 5",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script).args(args).env("DRY_RUN", "1");
+        let out = stdout_ok(&run(cmd));
+        assert!(out.trim_end().ends_with(want), "{args:?}: {out}");
+    }
+}

@@ -854,3 +854,32 @@ fn run_job_keeps_its_default_size_unless_the_size_is_named() {
         assert!(out.trim_end().ends_with(want), "{args:?}: {out}");
     }
 }
+
+#[test]
+fn the_original_lines_have_the_original_number_formats() {
+    let out = stdout_ok(&run(himeno(&["--size", "XS", "--iterations", "3"])));
+    let line = |head: &str| {
+        out.lines()
+            .find(|l| l.starts_with(head))
+            .unwrap_or_else(|| panic!("no '{head}' in {out}"))
+            .to_string()
+    };
+    // printf(" Gosa : %e \n"), (" MFLOPS measured : %f\tcpu : %f\n"),
+    // (" Score based on Pentium III 600MHz : %f\n").
+    let gosa = line(" Gosa : ");
+    let value = gosa.strip_prefix(" Gosa : ").unwrap();
+    let (mantissa, exp) = value.trim_end().split_once('e').unwrap();
+    assert!(gosa.ends_with(' '), "{gosa:?}");
+    assert_eq!(mantissa.split_once('.').unwrap().1.len(), 6, "{gosa}");
+    assert!(
+        exp.len() == 3 && (exp.starts_with('-') || exp.starts_with('+')),
+        "{gosa}"
+    );
+    let mflops = line(" MFLOPS measured : ");
+    let (m, cpu) = mflops.split_once("\tcpu : ").unwrap();
+    for v in [m.rsplit(' ').next().unwrap(), cpu] {
+        assert_eq!(v.split_once('.').unwrap().1.len(), 6, "{mflops}");
+    }
+    let score = line(" Score based on Pentium III 600MHz : ");
+    assert_eq!(score.rsplit_once('.').unwrap().1.len(), 6, "{score}");
+}

@@ -103,6 +103,28 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     comm.sum(&mut halo_bytes);
 
     let mut progress = Progress::for_rank(comm.rank());
+    // The rehearsal runs exactly `warmup` iterations from the initial
+    // state: when an answer is stored for that, it is checked for free
+    // (rank 0 decides, every rank learns), and a wrong one ends the run
+    // with exit 1 before the timed loop.
+    let mut rehearsal: Option<Verdict> = None;
+    let mut check = |got: Answer| -> Result<()> {
+        let verdict = if comm.rank() == 0 {
+            verify::check_rehearsal(&grid, cfg.warmup, &got)
+        } else {
+            None
+        };
+        let wrong = verdict.as_ref().is_some_and(|v| v.verified == Some(false));
+        if comm.broadcast(u64::from(wrong)) != 0 {
+            return Err(Error::Verification(match verdict {
+                Some(v) => format!("the rehearsal's answer is wrong: {}", v.detail),
+                None => "the rehearsal's answer is wrong (see rank 0)".into(),
+            }));
+        }
+        rehearsal = verdict;
+        Ok(())
+    };
+    let known_rehearsal = verify::known_answer(&grid, cfg.warmup).is_some();
     let outcome = Solver {
         comm,
         backend: backend.as_mut(),
@@ -112,6 +134,11 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         stop: stop.clone(),
         fault,
         progress: Some(&mut |done, planned| progress.update(done, planned)),
+        check_rehearsal: if known_rehearsal {
+            Some(&mut check)
+        } else {
+            None
+        },
     }
     .run(&cfg);
     progress.finish();
@@ -134,7 +161,16 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 gosa: outcome.gosa,
                 p_fingerprint: outcome.fingerprint,
             };
-            verify::decide(&grid, outcome.iterations, &got, cfg.verify, &stop)?
+            let full = verify::decide(&grid, outcome.iterations, &got, cfg.verify, &stop)?;
+            // Without a full check of the timed iterations (a --seconds run,
+            // a count with no stored answer), the checked rehearsal is the
+            // verdict.
+            match rehearsal.take() {
+                Some(r) if full.verified.is_none() && !full.interrupted() => {
+                    verify::after_rehearsal(r, outcome.iterations)
+                }
+                _ => full,
+            }
         } else {
             Verdict {
                 verified: None,

@@ -160,8 +160,9 @@ pub fn known_answer(grid: &Grid, iterations: u64) -> Option<Answer> {
 pub struct Verdict {
     /// `Some(true)` passed, `Some(false)` failed, `None` not checked.
     pub verified: Option<bool>,
-    /// What it was checked against: `known-answer`, `reference`, `none`,
-    /// or [`INTERRUPTED`].
+    /// What it was checked against: `known-answer`, `reference`,
+    /// [`REHEARSAL`] (the rehearsal's answer, for runs without a check of
+    /// their own), `none`, or [`INTERRUPTED`].
     pub against: String,
     /// A one-line explanation.
     pub detail: String,
@@ -232,6 +233,31 @@ pub fn decide(
                  check against the reference kernel"
             .into(),
     })
+}
+
+/// `Verdict::against` of a run whose rehearsal was checked.
+pub const REHEARSAL: &str = "rehearsal";
+
+/// The verdict on a rehearsal of `warmup` iterations that gave `got`, when
+/// an answer is stored for it (`None` otherwise).
+pub fn check_rehearsal(grid: &Grid, warmup: u64, got: &Answer) -> Option<Verdict> {
+    let want = known_answer(grid, warmup)?;
+    Some(compare(got, &want, REHEARSAL))
+}
+
+/// The verdict of a run of `iterations` timed iterations whose rehearsal
+/// passed `rehearsal` (see [`check_rehearsal`]) and which has no check of
+/// its own: VALID, saying how.
+pub fn after_rehearsal(rehearsal: Verdict, iterations: u64) -> Verdict {
+    Verdict {
+        detail: format!(
+            "the rehearsal from the initial state matched the stored known answer ({}); the \
+             {iterations} timed iterations ran the same kernel and halo exchange from the \
+             same initial state",
+            rehearsal.detail
+        ),
+        ..rehearsal
+    }
 }
 
 /// Fails with a verification error when gosa is not a finite number.

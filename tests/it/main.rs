@@ -12,6 +12,7 @@ mod hostile;
 mod known_answers;
 mod layers;
 mod mpi;
+mod rehearsal;
 mod run;
 mod signals;
 mod stream;

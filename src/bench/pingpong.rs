@@ -11,7 +11,7 @@
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::output::{self, Format};
-use crate::timing::Lap;
+use crate::timing::{Lap, RESOLUTION_S};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
@@ -185,7 +185,7 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
                     bytes,
                     reps: n,
                     latency_us: one_way * 1e6,
-                    bandwidth_gbytes_per_s: bytes as f64 / one_way.max(f64::MIN_POSITIVE) / 1e9,
+                    bandwidth_gbytes_per_s: bytes as f64 / one_way.max(RESOLUTION_S) / 1e9,
                 });
             } else if comm.rank() == b {
                 for _ in 0..=n {

@@ -156,7 +156,12 @@ fn a_full_stdout_with_a_wrong_answer_is_still_exit_1_and_recorded() {
 
 #[test]
 fn every_command_turns_a_failed_stdout_into_exit_2() {
+    let dir = scratch("stdout-commands");
+    let results = dir.join("r.jsonl");
+    std::fs::write(&results, real_record(&dir, "s", "1x1x1", 1) + "\n").unwrap();
     let commands: Vec<Vec<&str>> = vec![
+        vec!["report", results.to_str().unwrap()],
+        vec!["report", results.to_str().unwrap(), "--format", "json"],
         vec!["--grid", "5x5x5", "--iterations", "1"],
         vec!["selftest", "--grid", "5x5x5"],
         vec![

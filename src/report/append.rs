@@ -209,6 +209,14 @@ pub fn check_writable(path: &Path) -> Result<()> {
             explain(&e)
         ))
     };
+    // `dir/`, `dir/.` and `dir/..` name directories even when `dir` does
+    // not exist yet (and would pass the probe in its parent).
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+    if path.file_name().is_none() || bytes.ends_with(b"/") || bytes.ends_with(b"/.") {
+        return Err(usage(std::io::Error::other(
+            "it names a directory, not a file",
+        )));
+    }
     if path.exists() {
         return OpenOptions::new()
             .append(true)
@@ -281,6 +289,10 @@ mod tests {
             check_writable(dir).is_err(),
             "a directory is not a results file"
         );
+        for name in ["missing/", "missing/.", "missing/..", "."] {
+            let err = check_writable(&dir.join(name)).unwrap_err();
+            assert!(err.to_string().contains("directory"), "{name}: {err}");
+        }
     }
 
     #[test]

@@ -202,6 +202,17 @@ fn rows() -> Vec<Row> {
         Row::run(
             &[
                 "--output",
+                "{dir}/new/",
+                "--grid",
+                "5x5x5",
+                "--iterations",
+                "1",
+            ],
+            &["results file", "names a directory", "--output"],
+        ),
+        Row::run(
+            &[
+                "--output",
                 "{dir}/missing/r.jsonl",
                 "--size",
                 "XS",

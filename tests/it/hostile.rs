@@ -471,11 +471,12 @@ fn a_fifo_without_a_reader_is_refused_before_the_run() {
 fn a_signal_ends_the_reference_run_and_the_record_says_so() {
     let dir = scratch("reference");
     let file = dir.join("r.jsonl");
-    // The fast solver does 400 iterations of 64^3 in a fraction of a
-    // second; the plain reference kernel takes some seconds for them.
+    // The fast solver does 400 iterations of 96^3 in about a second; the
+    // plain reference kernel takes several times longer for them (7 s on a
+    // 2-core VM), so the signal comes while it runs.
     let run = Running::start(himeno(&[
         "--grid",
-        "64x64x64",
+        "96x96x96",
         "--iterations",
         "400",
         "--verify",

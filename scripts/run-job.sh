@@ -1,17 +1,42 @@
 #!/usr/bin/env bash
 # The quick start's main job: installs what is missing, builds himeno with
 # MPI and runs the benchmark on 4 ranks (size L, the original's 60 s run).
-# Extra arguments go to himeno, e.g. `scripts/run-job.sh --size M --seconds 10`.
-# NP=8 sets the rank count.
+# Extra arguments go to himeno and are added to the default --size L, which
+# only --size or --grid replaces: `scripts/run-job.sh --seconds 20` runs size
+# L for 20 s, `scripts/run-job.sh --size M --seconds 10` size M.
+# NP=8 sets the rank count; DRY_RUN=1 prints the command instead of
+# installing, building and running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-cargo build --release --features mpi
+dry_run=${DRY_RUN:-0}
+if [[ $dry_run != 1 ]]; then
+  scripts/install-deps.sh
+  cargo build --release --features mpi
+fi
 np="${NP:-4}"
+# The default problem (size L) stays unless the user names one: other
+# options (--seconds 20, --output FILE) are added to it, not put in its
+# place. A subcommand (selftest, bench ...) gets the arguments as given.
 args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(--size L)
+names_problem=false
+for a in "$@"; do
+  case "$a" in
+    --size|--size=*|--grid|--grid=*) names_problem=true ;;
+  esac
+done
+if ! $names_problem; then
+  if [[ $# -eq 0 || $1 == -* ]]; then
+    args=(--size L "${args[@]}")
+  elif [[ $1 == run ]]; then
+    args=(run --size L "${args[@]:1}")
+  fi
+fi
 launcher=(mpirun -np "$np")
 # Open MPI refuses root and more ranks than cores unless told.
 if [ "$(id -u)" -eq 0 ]; then launcher+=(--allow-run-as-root); fi
 launcher+=(--oversubscribe)
+if [[ $dry_run == 1 ]]; then
+  echo "${launcher[*]} target/release/himeno ${args[*]}"
+  exit 0
+fi
 exec "${launcher[@]}" target/release/himeno "${args[@]}"

@@ -68,7 +68,14 @@ if [[ $mpi != openmpi ]]; then
   MPICC=mpicc.mpich HIMENO_MPIRUN=mpiexec.mpich \
     CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/mpich" \
     cargo test --release --features mpi --test it -- \
-    ranks:: signals:: failures:: append:: c_peer:: bad_input:: stream:: study:: \
+    ranks:: signals:: failures:: append:: c_peer:: bad_input:: hostile:: rehearsal:: stream:: \
+    study:: \
     cluster::mpirun cluster::srun cluster::pingpong
   took "the MPI tests (MPICH)"
 fi
+
+# The bad-input table against a debug build too: overflow checks are on
+# there, so arithmetic on a number the user typed that would wrap in
+# release panics here instead of passing unnoticed.
+cargo test --features mpi --test it bad_input
+took "the bad-input table (debug build)"

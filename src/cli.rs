@@ -8,11 +8,12 @@ use crate::config::{BackendKind, Occupancy, RunConfig, RunLength, Staging, Store
 use crate::error::{Error, Result};
 use crate::grid::Preset;
 use crate::machine::threads::{self, Bind};
-use crate::output::Format;
+use crate::output::{self, Format};
 use crate::problem::{Problem, ProblemArgs, Ranks};
 use crate::study::plan::PlanArgs;
 use crate::study::{ModelArgs, ReportArgs};
 use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// The Himeno benchmark (RIKEN's 19-point Jacobi kernel) as a distributed
@@ -144,8 +145,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = StreamMeasure::Off, conflicts_with = "stream_gbs")]
     pub stream: StreamMeasure,
     /// Label recorded in the results, e.g. the study this run belongs to.
-    #[arg(long)]
-    pub label: Option<String>,
+    #[arg(long, value_parser = clap::value_parser!(OsString))]
+    pub label: Option<OsString>,
 }
 
 /// Parses a whole number for a count option (clap adds the option's name
@@ -175,6 +176,13 @@ fn number(s: &str) -> std::result::Result<f64, String> {
 /// problem (and clap's tip or possible values), then where to look, without
 /// the usage block.
 pub fn one_line(e: &clap::Error) -> String {
+    if e.kind() == clap::error::ErrorKind::InvalidUtf8 {
+        // clap does not say which argument.
+        return "an argument is not valid UTF-8 text: only file names (--output, --plot, \
+                results and ping-pong files) and --label may hold other bytes; see \
+                `himeno --help`"
+            .to_string();
+    }
     let text = e.render().to_string();
     let mut parts = Vec::new();
     for line in text.lines() {
@@ -193,6 +201,8 @@ pub fn one_line(e: &clap::Error) -> String {
 const MAX_ITERATIONS: u64 = 1_000_000_000;
 /// Largest accepted target duration, one week.
 const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// Accepted `--stream-gbs`, in GB/s: a megabyte per second to an exabyte.
+const STREAM_GBS: (f64, f64) = (1e-3, 1e9);
 
 impl RunArgs {
     /// Validates the options into the final configuration of a job of
@@ -213,8 +223,9 @@ impl RunArgs {
                 let s = self.seconds;
                 if !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS) {
                     return Err(Error::usage(format!(
-                        "--seconds {s} must be a number of seconds above 0 and at most \
-                         {MAX_SECONDS} (one week): give such a target, or --iterations N"
+                        "--seconds {} must be a number of seconds above 0 and at most \
+                         {MAX_SECONDS} (one week): give such a target, or --iterations N",
+                        output::number(s)
                     )));
                 }
                 RunLength::Seconds(s)
@@ -233,10 +244,14 @@ impl RunArgs {
             )));
         }
         if let Some(g) = self.stream_gbs
-            && !(g.is_finite() && g > 0.0)
+            && !(g.is_finite() && (STREAM_GBS.0..=STREAM_GBS.1).contains(&g))
         {
+            // Beyond these the fraction of it printed is 0% or inf%.
             return Err(Error::usage(format!(
-                "--stream-gbs {g} must be a bandwidth in GB/s above 0"
+                "--stream-gbs {} must be a bandwidth in GB/s above 0, from {} to {:e}",
+                output::number(g),
+                STREAM_GBS.0,
+                STREAM_GBS.1
             )));
         }
         Ok(RunConfig {
@@ -256,7 +271,12 @@ impl RunArgs {
             stores: self.stores,
             stream_gbs: self.stream_gbs,
             stream: self.stream,
-            label: self.label.clone(),
+            // Any argument is legal on the command line; the record is JSON
+            // text, so bytes that are not UTF-8 become U+FFFD.
+            label: self
+                .label
+                .as_ref()
+                .map(|l| l.to_string_lossy().into_owned()),
         })
     }
 }

@@ -2,6 +2,7 @@
 //! as typed into this, once; everything downstream trusts it and nothing
 //! changes it afterwards.
 
+use crate::comm::Terms;
 use crate::grid::Grid;
 use crate::grid::decomp::ProcGrid;
 use crate::machine::threads::Bind;
@@ -172,5 +173,32 @@ impl RunConfig {
     /// The process grid.
     pub fn procs(&self) -> ProcGrid {
         self.problem.procs
+    }
+
+    /// The terms every rank of a job must have resolved alike
+    /// (`crate::comm::agree`): everything but the thread count and the GPU
+    /// ordinal, which may differ from rank to rank (nodes of different
+    /// sizes, one device per rank given by an MPMD launch).
+    pub fn agreement_terms(&self) -> Terms {
+        vec![
+            ("command", "run".into()),
+            ("grid", self.problem.grid.to_string()),
+            ("size", self.problem.size_label.clone()),
+            ("process grid", self.problem.procs.to_string()),
+            ("run length", format!("{:?}", self.length)),
+            ("warm-up", self.warmup.to_string()),
+            ("backend", format!("{:?}", self.backend)),
+            ("format", format!("{:?}", self.format)),
+            ("results file", format!("{:?}", self.output)),
+            ("verification", self.verify.to_string()),
+            ("binding", format!("{:?}", self.bind)),
+            ("staging", format!("{:?}", self.staging)),
+            ("overlap", self.overlap.to_string()),
+            ("gpu occupancy", format!("{:?}", self.gpu_occupancy)),
+            ("stores", format!("{:?}", self.stores)),
+            ("stream bandwidth", format!("{:?}", self.stream_gbs)),
+            ("stream measurement", format!("{:?}", self.stream)),
+            ("label", format!("{:?}", self.label)),
+        ]
     }
 }

@@ -5,6 +5,7 @@
 //! runtime error (the run could not be done as asked).
 
 use std::fmt;
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Everything that can stop a run.
@@ -55,6 +56,18 @@ impl Error {
     }
 }
 
+/// Writes `line` and a line break on standard error in one write.
+///
+/// A failure is ignored: `eprintln!` panics when stderr is closed or full
+/// (`2>/dev/full`), which would turn a clear error into a panic, or under
+/// MPI into an abort of the whole job. There is nowhere left to report it.
+pub fn tell(line: &str) {
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
 /// The exit code of a command's outcome: its own code on success, the
 /// error's otherwise. The error is printed on stderr as one `himeno:` line
 /// when `speak` is set (the one rank, of several that fail alike, that
@@ -64,7 +77,7 @@ pub fn exit(outcome: Result<ExitCode>, speak: bool) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             if speak {
-                eprintln!("himeno: {e}");
+                tell(&format!("himeno: {e}"));
             }
             e.to_exit_code()
         }

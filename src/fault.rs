@@ -1,7 +1,8 @@
 //! Failure injection, a hook for the robustness tests only.
 //!
 //! `HIMENO_FAULT=RANK:ITERATION:KIND` makes rank `RANK` misbehave just
-//! before timed iteration `ITERATION` (counted from 1). It is read once per
+//! before timed iteration `ITERATION` (counted from 1), or before rehearsal
+//! iteration N when `ITERATION` is `rN` (`0:r2:perturb`). It is read once per
 //! run, is not a command-line option and is not meant for users: the tests
 //! use it to prove that one failing rank never hangs a job and that a wrong
 //! answer is never reported as valid. Kinds:
@@ -11,7 +12,10 @@
 //! - `nan`: one ghost plane of the rank's `p` becomes NaN, so gosa is NaN at
 //!   that iteration on every rank (the NaN guard must stop the run, exit 1);
 //! - `perturb`: one ghost value of the rank's `p` is changed slightly, so the
-//!   run finishes with finite but wrong numbers (verification must fail).
+//!   run finishes with finite but wrong numbers (verification must fail);
+//! - `hang`: the rank sleeps for good, deaf to stop signals, as a rank stuck
+//!   in the kernel or on a dead file system does (the other ranks then wait
+//!   in their next collective; the stop watchdog must end the job).
 //!
 //! Ghost planes are written through the backend's own `unpack`, so the hook
 //! works on every backend without a method of its own.
@@ -35,14 +39,28 @@ pub enum Kind {
     Nan,
     /// Change one ghost value of `p` slightly.
     Perturb,
+    /// Sleep for good, ignoring stop signals.
+    Hang,
 }
 
-/// An injected fault: which rank, before which timed iteration, what kind.
+/// The loop a fault strikes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The untimed rehearsal (warm-up) iterations.
+    Rehearsal,
+    /// The timed iterations.
+    Timed,
+}
+
+/// An injected fault: which rank, before which iteration of which loop,
+/// what kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
     /// The rank that fails.
     pub rank: usize,
-    /// The timed iteration (from 1) before which it fails.
+    /// The loop it fails in.
+    pub stage: Stage,
+    /// The iteration of that loop (from 1) before which it fails.
     pub iteration: u64,
     /// How it fails.
     pub kind: Kind,
@@ -52,8 +70,12 @@ impl Fault {
     /// Reads [`VAR`]; `Ok(None)` when it is unset or empty. Every rank sees
     /// the same environment, so a malformed value is a usage error on all.
     pub fn from_env() -> Result<Option<Fault>> {
-        match std::env::var(VAR) {
-            Ok(s) if !s.trim().is_empty() => Fault::parse(&s).map(Some),
+        // Read as an OS string: a value that is not UTF-8 is malformed, not
+        // absent.
+        match std::env::var_os(VAR) {
+            Some(s) if !s.to_string_lossy().trim().is_empty() => {
+                Fault::parse(&s.to_string_lossy()).map(Some)
+            }
             _ => Ok(None),
         }
     }
@@ -62,8 +84,9 @@ impl Fault {
     pub fn parse(s: &str) -> Result<Fault> {
         let bad = || {
             Error::usage(format!(
-                "{VAR}='{s}' is not RANK:ITERATION:KIND (KIND panic, error, nan or \
-                 perturb; ITERATION from 1): fix or unset it"
+                "{VAR}='{s}' is not RANK:ITERATION:KIND (KIND panic, error, nan, \
+                 perturb or hang; ITERATION from 1, or rN for rehearsal iteration N): \
+                 fix or unset it"
             ))
         };
         let parts: Vec<&str> = s.trim().split(':').collect();
@@ -71,6 +94,10 @@ impl Fault {
             return Err(bad());
         };
         let rank = rank.parse().map_err(|_| bad())?;
+        let (stage, iteration) = match iteration.strip_prefix('r') {
+            Some(n) => (Stage::Rehearsal, n),
+            None => (Stage::Timed, iteration),
+        };
         let iteration = iteration.parse().map_err(|_| bad())?;
         if iteration == 0 {
             return Err(bad());
@@ -80,31 +107,38 @@ impl Fault {
             "error" => Kind::Error,
             "nan" => Kind::Nan,
             "perturb" => Kind::Perturb,
+            "hang" => Kind::Hang,
             _ => return Err(bad()),
         };
         Ok(Fault {
             rank,
+            stage,
             iteration,
             kind,
         })
     }
 
-    /// Strikes if `rank` is about to run timed iteration `iteration` and
-    /// this fault is meant for it.
+    /// Strikes if `rank` is about to run iteration `iteration` of `stage`
+    /// and this fault is meant for it.
     pub fn before_iteration(
         &self,
         rank: usize,
+        stage: Stage,
         iteration: u64,
         backend: &mut dyn Backend,
     ) -> Result<()> {
-        if rank != self.rank || iteration != self.iteration {
+        if rank != self.rank || stage != self.stage || iteration != self.iteration {
             return Ok(());
         }
-        tracing::warn!(rank, iteration, kind = ?self.kind, "{VAR}: injecting a fault");
+        tracing::warn!(rank, ?stage, iteration, kind = ?self.kind, "{VAR}: injecting a fault");
+        let at = match stage {
+            Stage::Rehearsal => format!("rehearsal iteration {iteration}"),
+            Stage::Timed => format!("iteration {iteration}"),
+        };
         match self.kind {
-            Kind::Panic => panic!("{VAR}: injected panic on rank {rank} at iteration {iteration}"),
+            Kind::Panic => panic!("{VAR}: injected panic on rank {rank} at {at}"),
             Kind::Error => Err(Error::runtime(format!(
-                "{VAR}: injected error on rank {rank} at iteration {iteration}"
+                "{VAR}: injected error on rank {rank} at {at}"
             ))),
             Kind::Nan => edit_low_i_ghost_plane(backend, |plane, _| plane.fill(f32::NAN)),
             // The centre of the plane is a face ghost, read through a
@@ -113,6 +147,9 @@ impl Fault {
             Kind::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
                 plane[(nj / 2) * nk + nk / 2] += 0.25;
             }),
+            Kind::Hang => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            },
         }
     }
 }
@@ -155,9 +192,14 @@ mod tests {
             Fault::parse("3:7:nan").unwrap(),
             Fault {
                 rank: 3,
+                stage: Stage::Timed,
                 iteration: 7,
                 kind: Kind::Nan
             }
+        );
+        assert_eq!(
+            Fault::parse("0:r2:perturb").unwrap().stage,
+            Stage::Rehearsal
         );
         for bad in [
             "",
@@ -167,6 +209,9 @@ mod tests {
             "1:0:panic",
             "1:1:boom",
             "-1:1:error",
+            "0:r0:nan",
+            "0:rr1:nan",
+            "0:r:nan",
         ] {
             assert!(
                 matches!(Fault::parse(bad), Err(Error::Usage(_))),
@@ -209,10 +254,11 @@ mod tests {
     fn other_ranks_and_iterations_are_untouched() {
         let (mut cpu, _) = backend();
         let f = Fault::parse("0:2:error").unwrap();
-        assert!(f.before_iteration(1, 2, &mut cpu).is_ok());
-        assert!(f.before_iteration(0, 1, &mut cpu).is_ok());
+        assert!(f.before_iteration(1, Stage::Timed, 2, &mut cpu).is_ok());
+        assert!(f.before_iteration(0, Stage::Timed, 1, &mut cpu).is_ok());
+        assert!(f.before_iteration(0, Stage::Rehearsal, 2, &mut cpu).is_ok());
         assert!(matches!(
-            f.before_iteration(0, 2, &mut cpu),
+            f.before_iteration(0, Stage::Timed, 2, &mut cpu),
             Err(Error::Runtime(m)) if m.contains("rank 0 at iteration 2")
         ));
     }

@@ -51,15 +51,32 @@ pub fn main_entry() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            // Every rank parses the same arguments: let one of them speak.
-            if comm::launcher_rank().unwrap_or(0) == 0 {
-                if e.use_stderr() {
-                    eprintln!("himeno: {}", cli::one_line(&e));
-                } else {
-                    let _ = e.print();
-                }
+            // One rank of many refused its arguments: the others may have
+            // accepted theirs and be waiting in their first collective, so
+            // this rank joins the agreement they start with, and every
+            // rank stops with exit 2 and one line from rank 0.
+            if e.use_stderr() && comm::MPI_ENABLED && comm::launcher_size().is_some_and(|n| n > 1) {
+                let line = cli::one_line(&e);
+                let refused =
+                    error::Error::usage(line.strip_prefix("error: ").unwrap_or(&line).to_string());
+                return comm::with_comm(&comm::LaunchArgs::default(), |comm| {
+                    comm::agree::<()>(comm, Err(refused.clone()), |_| Vec::new())
+                        .map(|()| ExitCode::from(2))
+                });
             }
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            if comm::launcher_rank().unwrap_or(0) != 0 {
+                return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            }
+            if e.use_stderr() {
+                error::tell(&format!("himeno: {}", cli::one_line(&e)));
+                return ExitCode::from(2);
+            }
+            // --help and --version: the text is the output, and a standard
+            // output that cannot take it is an error like any report's.
+            return error::exit(
+                output::emit(&e.render().to_string()).map(|()| ExitCode::SUCCESS),
+                true,
+            );
         }
     };
     init_logging(cli.verbose);
@@ -67,11 +84,21 @@ pub fn main_entry() -> ExitCode {
         None => run::benchmark(&cli.run),
         Some(Command::Run(args)) => run::benchmark(&args),
         Some(Command::Selftest(args)) => run::selftest(&args),
+        // The tools that do not communicate do their work once: under a
+        // launcher, the other ranks neither print a second copy nor write
+        // the same plot files at the same time.
+        Some(Command::Report(_) | Command::Model(_)) if !is_first_rank() => ExitCode::SUCCESS,
         Some(Command::Report(args)) => error::exit(study::report(&args), true),
         Some(Command::Model(args)) => error::exit(study::model(&args), true),
         Some(Command::Plan(args)) => error::exit(study::plan::plan(&args), true),
         Some(Command::Bench(args)) => bench::run(&args),
     }
+}
+
+/// Whether this process is the launcher's rank 0, or was not started by a
+/// launcher.
+fn is_first_rank() -> bool {
+    comm::launcher_rank().unwrap_or(0) == 0
 }
 
 /// Logs go to stderr: warnings by default, `-v` info, `-vv` debug;

@@ -1,6 +1,12 @@
 //! One output policy for every command: the report goes to standard output
 //! as text, JSON or CSV (`--format`), written in one piece; logs and errors
-//! go to standard error.
+//! go to standard error (`crate::error::tell`, which never panics).
+//!
+//! A standard output that cannot take the report (a closed pipe, as in
+//! `himeno | true`, or a full disk) is an error like any other: one
+//! `himeno:` line on stderr and exit code 2, never a panic. A closed pipe
+//! is not passed over in silence as some Unix filters do: a batch script
+//! must be able to tell a delivered report from a lost one by the exit code.
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -35,17 +41,39 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
+/// `v` as a message shows a number the user gave: as written for everyday
+/// magnitudes, in exponent form for the tiny and huge (`1e-320`, not three
+/// hundred zeros).
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() || a == 0.0 || (1e-4..1e15).contains(&a) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// Writes `text` to standard output and flushes it.
 pub fn emit(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| Error::runtime(format!("cannot write the report: {e}")))
+        .map_err(|e| Error::runtime(format!("cannot write the report to standard output: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_in_messages_stay_short() {
+        assert_eq!(number(60.0), "60");
+        assert_eq!(number(0.5), "0.5");
+        assert_eq!(number(-5.0), "-5");
+        assert_eq!(number(f64::NAN), "NaN");
+        assert_eq!(number(1e-320), "1e-320");
+        assert_eq!(number(1e300), "1e300");
+    }
 
     #[test]
     fn csv_fields_are_quoted_only_when_needed() {

@@ -4,9 +4,15 @@
 //!
 //! Without this, a too-large grid dies in the allocator (an abort with a
 //! backtrace on one rank, or the OOM killer taking the node down) instead of
-//! a clear message. The check is collective: every rank sends its need and
-//! its node's available memory to rank 0, which decides for the whole job
-//! and broadcasts the decision, so no rank is left waiting.
+//! a clear message. Two limits are checked: what the ranks of a node need
+//! together against the node's available memory (`MemAvailable`, the
+//! cgroup), and what each rank needs against its own process limits
+//! (`ulimit -v`/`-d`), which refuse an allocation long before the node runs
+//! out. The check is collective: every rank sends its need, its node's
+//! available memory and its own room to rank 0, which decides for the whole
+//! job and broadcasts the decision, so no rank is left waiting. The buffers
+//! themselves are then allocated fallibly (`crate::machine::alloc`), so a
+//! refusal the estimate missed is still an error, not an abort.
 
 use crate::backend::Kind;
 use crate::comm::Comm;
@@ -15,11 +21,18 @@ use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::grid::fields::FIELDS;
+use crate::machine::alloc::process_room;
+use crate::machine::huge::SLACK_BYTES;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Bytes in a GiB, for messages.
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// Address space a process maps beyond the buffers counted, compared with
+/// its own limits only: thread stacks, libraries loaded later, the huge-page
+/// slack of each field (`SLACK_BYTES` each), the allocator's own overhead.
+const PROCESS_MARGIN: u128 = (128 << 20) + FIELDS as u128 * SLACK_BYTES as u128;
 
 /// Host bytes `block` needs on this rank: the fields (unless they live on a
 /// device), the halo staging buffers (a send and a receive buffer per face
@@ -116,29 +129,55 @@ fn cgroup_pair(dir: std::path::PathBuf, limit: &str, usage: &str) -> Option<u128
     Some(limit.saturating_sub(used))
 }
 
-/// One rank's report to rank 0: its host, its need in bytes, and the
-/// available memory it read with the figure's source.
-type RankReport = (String, u128, Option<(u128, String)>);
+/// A figure with where it came from.
+type Sourced = (u128, String);
+
+/// One rank's report to rank 0: its host, its need in bytes, the available
+/// memory of its node and the room its own limits leave, each with its
+/// source.
+#[derive(Debug, Clone, PartialEq)]
+struct RankReport {
+    host: String,
+    need: u128,
+    available: Option<Sourced>,
+    room: Option<Sourced>,
+}
 
 /// One node's demand and supply.
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Node {
     ranks: usize,
     need: u128,
-    available: Option<(u128, String)>,
+    available: Option<Sourced>,
 }
 
-/// Decides, from every rank's `(host, need, available)`, whether the job
-/// fits; the error names the first node that does not.
-fn decide(grid: &Grid, reports: &[RankReport]) -> Result<()> {
+/// Decides, from every rank's report, whether `what` (e.g. "grid 9x9x9")
+/// fits; the error names the first rank or node that does not.
+fn decide(what: &str, reports: &[RankReport]) -> Result<()> {
+    let gib = |b: u128| b as f64 / GIB;
+    for (rank, r) in reports.iter().enumerate() {
+        if let Some((room, source)) = &r.room
+            && r.need + PROCESS_MARGIN > *room
+        {
+            return Err(Error::usage(format!(
+                "{what} needs {:.2} GiB of memory on rank {rank} (host {}), but its process \
+                 limits leave only {:.2} GiB ({source}): raise the limit (e.g. `ulimit -v \
+                 unlimited` in the job script), use a smaller problem, or spread it over \
+                 more ranks",
+                gib(r.need + PROCESS_MARGIN),
+                r.host,
+                gib(*room)
+            )));
+        }
+    }
     let mut nodes: BTreeMap<&str, Node> = BTreeMap::new();
-    for (host, need, avail) in reports {
-        let n = nodes.entry(host).or_default();
+    for r in reports {
+        let n = nodes.entry(&r.host).or_default();
         n.ranks += 1;
-        n.need += need;
+        n.need += r.need;
         // Ranks of one node read the same figures a moment apart; the
         // smallest is the safe one.
-        if let Some(a) = avail
+        if let Some(a) = &r.available
             && n.available.as_ref().is_none_or(|b| a.0 < b.0)
         {
             n.available = Some(a.clone());
@@ -149,12 +188,12 @@ fn decide(grid: &Grid, reports: &[RankReport]) -> Result<()> {
             && n.need > *avail
         {
             return Err(Error::usage(format!(
-                "grid {grid} needs {:.1} GiB of memory on host {host} ({} rank(s)), but only \
-                 {:.1} GiB is available ({source}): use a smaller --grid/--size, or spread \
-                 the ranks over more nodes",
-                n.need as f64 / GIB,
+                "{what} needs {:.1} GiB of memory on host {host} ({} rank(s)), but only \
+                 {:.1} GiB is available ({source}): use a smaller problem (--grid/--size), or \
+                 spread the ranks over more nodes",
+                gib(n.need),
                 n.ranks,
-                *avail as f64 / GIB
+                gib(*avail)
             )));
         }
     }
@@ -178,22 +217,28 @@ pub fn check(
     // keeps the check independent of the iteration count.
     let verify_grid = (cfg.verify && comm.rank() == 0).then_some(&grid);
     let need = host_bytes(block, kind == Kind::Cpu, verify_grid).max(before.unwrap_or(0));
-    check_need(&grid, need, comm)
+    check_need(&format!("grid {grid}"), need, comm)
 }
 
 /// Checks, collectively, that every node has `need` bytes (this rank's
-/// need) for each of its ranks working on `grid`.
-pub fn check_need(grid: &Grid, need: u128, comm: &dyn Comm) -> Result<()> {
-    let avail = available();
+/// need) for each of its ranks doing `what`, and that each rank's own
+/// limits allow it.
+pub fn check_need(what: &str, need: u128, comm: &dyn Comm) -> Result<()> {
+    // Absent figures are two empty fields, so every line has six.
+    let encode = |s: &Option<Sourced>| {
+        s.as_ref()
+            .map_or("\t".to_string(), |(b, src)| format!("{b}\t{src}"))
+    };
     let line = format!(
-        "{}\t{need}\t{}",
+        "{}\t{need}\t{}\t{}",
         comm.host(),
-        avail.map_or(String::new(), |(b, s)| format!("{b}\t{s}"))
+        encode(&available().map(|(b, s)| (b, s.to_string()))),
+        encode(&process_room())
     );
     let verdict = match comm.gather(line.as_bytes()) {
         Some(all) => {
             let reports: Vec<_> = all.iter().filter_map(|b| parse_line(b)).collect();
-            decide(grid, &reports)
+            decide(what, &reports)
         }
         None => Ok(()),
     };
@@ -206,17 +251,41 @@ pub fn check_need(grid: &Grid, need: u128, comm: &dyn Comm) -> Result<()> {
     Ok(())
 }
 
-/// Parses one rank's `host \t need [\t available \t source]` line.
+/// Checks `need` bytes for `what` in this process alone (a tool that runs
+/// outside the job's communicator).
+pub fn check_local(what: &str, need: u128) -> Result<()> {
+    decide(
+        what,
+        &[RankReport {
+            host: crate::comm::hostname(),
+            need,
+            available: available().map(|(b, s)| (b, s.to_string())),
+            room: process_room(),
+        }],
+    )
+}
+
+/// Parses one rank's `host \t need \t available \t source \t room \t
+/// source` line (an absent figure is two empty fields).
 fn parse_line(b: &[u8]) -> Option<RankReport> {
     let s = std::str::from_utf8(b).ok()?;
-    let mut f = s.split('\t');
-    let host = f.next()?.to_string();
-    let need = f.next()?.parse().ok()?;
-    let avail = match (f.next(), f.next()) {
-        (Some(a), Some(src)) => Some((a.parse().ok()?, src.to_string())),
-        _ => None,
+    let f: Vec<&str> = s.split('\t').collect();
+    let [host, need, avail, avail_src, room, room_src] = f[..] else {
+        return None;
     };
-    Some((host, need, avail))
+    let sourced = |bytes: &str, src: &str| -> Option<Option<Sourced>> {
+        if bytes.is_empty() {
+            Some(None)
+        } else {
+            Some(Some((bytes.parse().ok()?, src.to_string())))
+        }
+    };
+    Some(RankReport {
+        host: host.to_string(),
+        need: need.parse().ok()?,
+        available: sourced(avail, avail_src)?,
+        room: sourced(room, room_src)?,
+    })
 }
 
 #[cfg(test)]
@@ -258,24 +327,49 @@ mod tests {
         assert!(host_bytes(&b, true, Some(&g)) > 1u128 << 64);
     }
 
+    fn report(host: &str, need: u128, avail: Option<u128>, room: Option<u128>) -> RankReport {
+        RankReport {
+            host: host.to_string(),
+            need,
+            available: avail.map(|b| (b, "test".to_string())),
+            room: room.map(|b| (b, "ulimit".to_string())),
+        }
+    }
+
     #[test]
     fn nodes_are_summed_and_compared_with_their_memory() {
-        let g = Grid::new([3, 3, 3]).unwrap();
-        let avail = |b: u128| Some((b, "test".to_string()));
         let fits = [
-            ("a".to_string(), 40, avail(100)),
-            ("a".to_string(), 40, avail(90)),
-            ("b".to_string(), 80, avail(100)),
+            report("a", 40, Some(100), None),
+            report("a", 40, Some(90), None),
+            report("b", 80, Some(100), None),
         ];
-        assert!(decide(&g, &fits).is_ok());
+        assert!(decide("grid 3x3x3", &fits).is_ok());
         let too_much = [
-            ("a".to_string(), 60, avail(100)),
-            ("a".to_string(), 60, avail(100)),
-            ("b".to_string(), 1, None),
+            report("a", 60, Some(100), None),
+            report("a", 60, Some(100), None),
+            report("b", 1, None, None),
         ];
-        let err = decide(&g, &too_much).unwrap_err();
+        let err = decide("grid 3x3x3", &too_much).unwrap_err();
         assert!(
-            matches!(&err, Error::Usage(m) if m.contains("host a (2 rank(s))")),
+            matches!(&err, Error::Usage(m) if m.contains("grid 3x3x3 needs")
+                && m.contains("host a (2 rank(s))")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn each_rank_is_held_to_its_own_process_limits() {
+        let gib = 1u128 << 30;
+        let fine = [report("a", gib, Some(100 * gib), Some(2 * gib))];
+        assert!(decide("x", &fine).is_ok());
+        // The node has room, the second rank's ulimit does not.
+        let limited = [
+            report("a", gib, Some(100 * gib), None),
+            report("a", 2 * gib, Some(100 * gib), Some(2 * gib)),
+        ];
+        let err = decide("grid 9x9x9", &limited).unwrap_err();
+        assert!(
+            matches!(&err, Error::Usage(m) if m.contains("rank 1") && m.contains("ulimit")),
             "{err}"
         );
     }
@@ -291,10 +385,22 @@ mod tests {
     #[test]
     fn report_lines_round_trip() {
         assert_eq!(
-            parse_line(b"n1\t42\t7\tsrc"),
-            Some(("n1".into(), 42, Some((7, "src".into()))))
+            parse_line(b"n1\t42\t7\tsrc\t\t"),
+            Some(RankReport {
+                host: "n1".into(),
+                need: 42,
+                available: Some((7, "src".into())),
+                room: None
+            })
         );
-        assert_eq!(parse_line(b"n1\t42\t"), Some(("n1".into(), 42, None)));
+        assert_eq!(
+            parse_line(b"n1\t42\t\t\t9\tlim"),
+            Some(report("n1", 42, None, None)).map(|r| RankReport {
+                room: Some((9, "lim".into())),
+                ..r
+            })
+        );
         assert_eq!(parse_line(b"garbage"), None);
+        assert_eq!(parse_line(b"n1\t42\tx\tsrc\t\t"), None);
     }
 }

@@ -2,7 +2,8 @@
 //! verification and report, with errors mapped so that no rank hangs.
 //!
 //! Everything the job takes from its environment (options, stop signals,
-//! `HIMENO_FAULT`, `HIMENO_BINDING`) is read here and passed down.
+//! `HIMENO_FAULT`, `HIMENO_BINDING`, `HIMENO_STOP_GRACE`) is read here and
+//! passed down.
 //! Usage errors are found identically on every rank, so every rank returns
 //! exit code 2 and only rank 0 prints. A runtime error may strike one rank
 //! alone: that rank prints it and aborts the whole job.
@@ -12,7 +13,7 @@ use crate::bench::stream;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
 use crate::config::{RunConfig, StreamMeasure};
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
@@ -21,7 +22,7 @@ use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Ceilings, Record, RecordInputs};
 use crate::selftest;
-use crate::signals::StopFlag;
+use crate::signals::{self, StopFlag};
 use crate::solver::Solver;
 use crate::verify::{self, Answer, Verdict};
 use std::process::ExitCode;
@@ -35,10 +36,16 @@ pub fn benchmark(args: &RunArgs) -> ExitCode {
 /// Runs the halo self-test described by `args`.
 pub fn selftest(args: &SelftestArgs) -> ExitCode {
     comm::with_comm(&args.launch, |comm| {
-        let problem = args.resolve(comm.size())?;
+        let problem = comm::agree(comm, args.resolve(comm.size()), |p| {
+            vec![
+                ("command", "selftest".into()),
+                ("grid", p.grid.to_string()),
+                ("process grid", p.procs.to_string()),
+            ]
+        })?;
         let block = Block::of(&problem.grid, &problem.procs, comm.rank());
         preflight::check_need(
-            &problem.grid,
+            &format!("grid {}", problem.grid),
             preflight::host_bytes(&block, false, None),
             comm,
         )?;
@@ -57,12 +64,17 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
 
 /// The job itself; see [`benchmark`].
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
-    let cfg = args.validate(comm.size(), comm.node_size())?;
-    let fault = Fault::from_env()?;
-    let binding = std::env::var("HIMENO_BINDING")
-        .ok()
+    // Every rank validates on its own, then all agree before any work: a
+    // rank that refused, or resolved otherwise, stops every rank.
+    let (cfg, fault, grace) = comm::agree(comm, validate(args, comm), |(cfg, ..)| {
+        cfg.agreement_terms()
+    })?;
+    if let Some(grace) = grace {
+        stop.set_grace(grace);
+    }
+    let binding = std::env::var_os("HIMENO_BINDING")
+        .map(|b| b.to_string_lossy().into_owned())
         .filter(|b| !b.is_empty());
-    collective_output_check(&cfg, comm)?;
     let (grid, procs) = (cfg.grid(), cfg.procs());
     let block = Block::of(&grid, &procs, comm.rank());
     tracing::info!(rank = comm.rank(), ?block, "block");
@@ -91,24 +103,51 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     comm.sum(&mut halo_bytes);
 
     let mut progress = Progress::for_rank(comm.rank());
+    // The rehearsal runs exactly `warmup` iterations from the initial
+    // state: when an answer is stored for that, it is checked for free
+    // (rank 0 decides, every rank learns), and a wrong one ends the run
+    // with exit 1 before the timed loop.
+    let mut rehearsal: Option<Verdict> = None;
+    let mut check = |got: Answer| -> Result<()> {
+        let verdict = if comm.rank() == 0 {
+            verify::check_rehearsal(&grid, cfg.warmup, &got)
+        } else {
+            None
+        };
+        let wrong = verdict.as_ref().is_some_and(|v| v.verified == Some(false));
+        if comm.broadcast(u64::from(wrong)) != 0 {
+            return Err(Error::Verification(match verdict {
+                Some(v) => format!("the rehearsal's answer is wrong: {}", v.detail),
+                None => "the rehearsal's answer is wrong (see rank 0)".into(),
+            }));
+        }
+        rehearsal = verdict;
+        Ok(())
+    };
+    let known_rehearsal = verify::known_answer(&grid, cfg.warmup).is_some();
     let outcome = Solver {
         comm,
         backend: backend.as_mut(),
         halo: &mut halo,
         grid,
         block,
-        stop,
+        stop: stop.clone(),
         fault,
         progress: Some(&mut |done, planned| progress.update(done, planned)),
+        check_rehearsal: if known_rehearsal {
+            Some(&mut check)
+        } else {
+            None
+        },
     }
     .run(&cfg);
     progress.finish();
     let outcome = outcome?;
     if outcome.iterations == 0 {
         if comm.rank() == 0 {
-            eprintln!(
+            error::tell(
                 "himeno: stopped by a signal during the rehearsal: no iteration was timed, \
-                 so there is no report"
+                 so there is no report",
             );
         }
         return Ok(ExitCode::from(2));
@@ -122,7 +161,16 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 gosa: outcome.gosa,
                 p_fingerprint: outcome.fingerprint,
             };
-            verify::decide(&grid, outcome.iterations, &got, cfg.verify)
+            let full = verify::decide(&grid, outcome.iterations, &got, cfg.verify, &stop)?;
+            // Without a full check of the timed iterations (a --seconds run,
+            // a count with no stored answer), the checked rehearsal is the
+            // verdict.
+            match rehearsal.take() {
+                Some(r) if full.verified.is_none() && !full.interrupted() => {
+                    verify::after_rehearsal(r, outcome.iterations)
+                }
+                _ => full,
+            }
         } else {
             Verdict {
                 verified: None,
@@ -139,7 +187,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     };
     let code = comm.broadcast(match verdict.verified {
         Some(false) => 1,
-        _ if !outcome.complete => 2,
+        _ if !outcome.complete || verdict.interrupted() => 2,
         _ => 0,
     });
 
@@ -156,43 +204,75 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 mpi_library: comm.library(),
             },
         );
-        print_record(&record, cfg.format)?;
+        let printed = print_record(&record, cfg.format);
         if code == 1 {
-            eprintln!(
+            error::tell(&format!(
                 "himeno: verification FAILED: {}",
                 record.verification.detail
-            );
+            ));
         }
-        if code == 2 {
-            eprintln!(
+        if code == 2 && record.verification.interrupted() {
+            error::tell(
+                "himeno: stopped by a signal during the reference run: the run is complete \
+                 but not verified",
+            );
+        } else if code == 2 {
+            error::tell(&format!(
                 "himeno: stopped by a signal after {} of {} iterations; the report is marked incomplete",
                 record.iterations, record.planned_iterations
-            );
+            ));
         }
-        // Last, so that a failed write (full disk) still leaves the report
-        // and the verdict on the terminal; the write error then sets exit 2.
-        if let Some(path) = &cfg.output {
-            let line = serde_json::to_string(&record)
-                .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
-            report::append::append_line(path, &line)?;
+        // Whatever became of the report on stdout (a closed pipe, a full
+        // disk), the record is appended: it is what studies are made of.
+        let appended = match &cfg.output {
+            Some(path) => append_record(path, &record, &stop),
+            None => Ok(()),
+        };
+        // Each failure is told on its own line. Both are rank 0's alone and
+        // come after the last collective, so rank 0 ends with exit 2 (or 1:
+        // a wrong answer outranks a lost report) without aborting the job.
+        let mut failed = false;
+        for e in [printed.err(), appended.err()].into_iter().flatten() {
+            error::tell(&format!("himeno: {e}"));
+            failed = true;
+        }
+        if failed && code != 1 {
+            return Ok(ExitCode::from(2));
         }
     }
     Ok(ExitCode::from(code as u8))
 }
 
-/// Checks on rank 0 that the results file is writable and shares the
-/// answer, so that every rank stops together before any work.
-fn collective_output_check(cfg: &RunConfig, comm: &dyn Comm) -> Result<()> {
-    let mut err = None;
+/// Appends `record` to the results file at `path` as one JSON line. When
+/// that fails, the error carries the line, so that the record survives in
+/// the job's log and can be appended by hand.
+fn append_record(path: &std::path::Path, record: &Record, stop: &StopFlag) -> Result<()> {
+    let line = serde_json::to_string(record)
+        .map_err(|e| Error::runtime(format!("cannot encode the record: {e}")))?;
+    report::append::append_line(path, &line, stop).map_err(|e| {
+        Error::runtime(format!(
+            "{}; the record was not appended, here it is: {line}",
+            e.message()
+        ))
+    })
+}
+
+/// This rank's own validation of the run: the options, the test hooks and
+/// the stop grace from the environment, and on rank 0 (which appends) that
+/// the results file is writable.
+fn validate(
+    args: &RunArgs,
+    comm: &dyn Comm,
+) -> Result<(RunConfig, Option<Fault>, Option<std::time::Duration>)> {
+    let cfg = args.validate(comm.size(), comm.node_size())?;
+    let fault = Fault::from_env()?;
+    let grace = signals::grace_from_env()?;
     if comm.rank() == 0
         && let Some(path) = &cfg.output
     {
-        err = report::append::check_writable(path).err();
+        report::append::check_writable(path)?;
     }
-    if comm.broadcast(u64::from(err.is_some())) != 0 {
-        return Err(err.unwrap_or_else(|| Error::usage("the results file is not writable")));
-    }
-    Ok(())
+    Ok((cfg, fault, grace))
 }
 
 /// Prints the record on standard output in the chosen format.

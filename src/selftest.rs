@@ -86,13 +86,17 @@ pub fn halo_self_test(comm: &dyn Comm, problem: &Problem) -> Result<u64> {
             block.global(2, l[2]),
         ]
     };
-    let field = Array3::from_shape_fn((d[0], d[1], d[2]), |(i, j, k)| {
-        if is_ghost([i, j, k]) {
+    let len = d[0] * d[1] * d[2];
+    let data = crate::machine::alloc::zeroed(len, "the self-test's field")?;
+    let mut field = Array3::from_shape_vec((d[0], d[1], d[2]), data)
+        .map_err(|e| Error::runtime(format!("self-test field: {e}")))?;
+    for ((i, j, k), v) in field.indexed_iter_mut() {
+        *v = if is_ghost([i, j, k]) {
             f32::NAN
         } else {
             pattern(grid, global([i, j, k]))
-        }
-    });
+        };
+    }
     let mut backend = PatternBackend { field };
     let mut halo = Halo::new(&block, &mut backend)?;
     halo.exchange(&mut backend, comm, &mut PhaseTimes::default())?;

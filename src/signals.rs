@@ -7,40 +7,165 @@
 //! same signal twice (from the scheduler and forwarded by `mpirun`), and
 //! exiting on the second would lose the report; schedulers follow up with
 //! SIGKILL anyway.
+//!
+//! Every place that waits (the iteration loop, the reference run, the
+//! results-file lock) looks at the flag, or at the signal count to see a
+//! signal that arrives while it waits. What cannot look (a rank blocked in
+//! an MPI collective because another rank hangs, a stalled write) is
+//! covered by a watchdog: once a stop signal has come, a process still
+//! running a grace period later (default 60 s, `HIMENO_STOP_GRACE`) says
+//! so on one line and ends with exit code 2, so no job outlives a stop
+//! request by more than the grace.
 
+use crate::error::{Error, Result, tell};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
-/// A flag raised by the first stop signal.
+/// Name of the variable that sets the watchdog's grace, in seconds.
+pub const GRACE_VAR: &str = "HIMENO_STOP_GRACE";
+
+/// The watchdog's grace when [`GRACE_VAR`] is not set.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
+
+/// Longest grace accepted: one day.
+const MAX_GRACE_S: f64 = 86_400.0;
+
+/// The signals that ask for a stop.
+const STOP_SIGNALS: [i32; 3] = [
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGUSR1,
+];
+
+/// A flag raised by the first stop signal, with a count of them all.
 #[derive(Debug, Clone)]
-pub struct StopFlag(Arc<AtomicBool>);
+pub struct StopFlag {
+    raised: Arc<AtomicBool>,
+    count: Arc<AtomicUsize>,
+    grace_ms: Arc<AtomicU64>,
+}
 
 impl StopFlag {
-    /// Installs the handlers and returns the flag they raise.
+    /// Installs the handlers and the watchdog and returns the flag they
+    /// raise.
     pub fn install() -> StopFlag {
-        let flag = Arc::new(AtomicBool::new(false));
-        for sig in [
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGUSR1,
-        ] {
+        let stop = StopFlag::never();
+        for sig in STOP_SIGNALS {
             // Order matters: the conditional shutdown must see the flag as
             // it was before this signal raised it.
             if sig == signal_hook::consts::SIGINT {
-                let _ = signal_hook::flag::register_conditional_shutdown(sig, 2, Arc::clone(&flag));
+                let _ = signal_hook::flag::register_conditional_shutdown(
+                    sig,
+                    2,
+                    Arc::clone(&stop.raised),
+                );
             }
-            let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
+            let _ = signal_hook::flag::register(sig, Arc::clone(&stop.raised));
+            let count = Arc::clone(&stop.count);
+            // SAFETY: the action only increments an atomic, which is
+            // async-signal-safe.
+            let _ = unsafe {
+                signal_hook::low_level::register(sig, move || {
+                    count.fetch_add(1, Ordering::SeqCst);
+                })
+            };
         }
-        StopFlag(flag)
+        stop.start_watchdog();
+        stop
     }
 
     /// A flag no signal raises (for tools and tests).
     pub fn never() -> StopFlag {
-        StopFlag(Arc::new(AtomicBool::new(false)))
+        StopFlag {
+            raised: Arc::new(AtomicBool::new(false)),
+            count: Arc::new(AtomicUsize::new(0)),
+            grace_ms: Arc::new(AtomicU64::new(DEFAULT_GRACE.as_millis() as u64)),
+        }
+    }
+
+    /// Raises the flag as a stop signal would (a failing place that must
+    /// end the run the same way, and tests).
+    pub fn raise(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        self.raised.store(true, Ordering::SeqCst);
     }
 
     /// Whether a stop was asked for.
     pub fn raised(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.raised.load(Ordering::Relaxed)
+    }
+
+    /// How many stop signals have come so far: a wait compares it with
+    /// the count when it began, to see a signal that arrives meanwhile
+    /// even when the run had already been asked to stop.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Sets the watchdog's grace (see the module documentation).
+    pub fn set_grace(&self, grace: Duration) {
+        self.grace_ms
+            .store(grace.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Starts the watchdog thread: it sleeps until the first stop signal,
+    /// then for the grace, then ends the process with exit code 2.
+    fn start_watchdog(&self) {
+        let Ok(mut signals) = signal_hook::iterator::Signals::new(STOP_SIGNALS) else {
+            return;
+        };
+        let grace = Arc::clone(&self.grace_ms);
+        let spawned = std::thread::Builder::new()
+            .name("himeno-stop-watchdog".into())
+            .spawn(move || {
+                if signals.forever().next().is_none() {
+                    return;
+                }
+                let ms = grace.load(Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(ms));
+                tell(&format!(
+                    "himeno: error: still running {} s after a stop signal (a rank, a file \
+                     or the network is blocked): exiting now; set {GRACE_VAR} to allow more",
+                    ms as f64 / 1000.0
+                ));
+                // SAFETY: ends the process at once; nothing is left to run.
+                unsafe { libc::_exit(2) }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("no stop watchdog: {e}");
+        }
+    }
+}
+
+/// The grace [`GRACE_VAR`] asks for, if set: seconds above 0, at most a day.
+pub fn grace_from_env() -> Result<Option<Duration>> {
+    let Some(v) = std::env::var_os(GRACE_VAR) else {
+        return Ok(None);
+    };
+    let text = v.to_string_lossy();
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= MAX_GRACE_S => Ok(Some(Duration::from_secs_f64(s))),
+        _ => Err(Error::usage(format!(
+            "{GRACE_VAR}='{text}' is not a number of seconds above 0 and at most \
+             {MAX_GRACE_S}: fix or unset it"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raising_counts_and_flags() {
+        let s = StopFlag::never();
+        assert!(!s.raised() && s.count() == 0);
+        s.raise();
+        s.raise();
+        assert!(s.raised());
+        assert_eq!(s.count(), 2);
+        let copy = s.clone();
+        assert_eq!(copy.count(), 2, "clones share the flag");
     }
 }

@@ -5,13 +5,13 @@ use crate::backend::{Backend, BackendInfo};
 use crate::comm::Comm;
 use crate::config::{RunConfig, RunLength};
 use crate::error::{Error, Result};
-use crate::fault::Fault;
+use crate::fault::{Fault, Stage};
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
 use crate::signals::StopFlag;
 use crate::timing::{Lap, Phase, PhaseTimes};
-use crate::verify;
+use crate::verify::{self, Answer};
 use serde::{Deserialize, Serialize};
 
 /// What one rank did, gathered on rank 0 for the report.
@@ -77,6 +77,11 @@ pub struct Solver<'a> {
     pub fault: Option<Fault>,
     /// Told `(done, planned)` after each timed iteration (progress display).
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
+    /// Given the rehearsal's answer (gosa and, on rank 0, the field's
+    /// fingerprint; 0 elsewhere) on every rank when the rehearsal ran to
+    /// its end, before the fields are reset: an error (a wrong answer)
+    /// ends the run before the timed loop. Called collectively.
+    pub check_rehearsal: Option<&'a mut dyn FnMut(Answer) -> Result<()>>,
 }
 
 impl Solver<'_> {
@@ -108,8 +113,13 @@ impl Solver<'_> {
         self.comm.barrier();
         let mut clock = Lap::start();
         let mut stopped_in_rehearsal = false;
+        let mut rehearsal_gosa = f64::NAN;
         for it in 0..cfg.warmup {
+            if let Some(f) = &self.fault {
+                f.before_iteration(self.comm.rank(), Stage::Rehearsal, it + 1, self.backend)?;
+            }
             let (gosa, stop) = self.iterate(&mut scratch)?;
+            rehearsal_gosa = gosa;
             verify::check_finite(gosa, it + 1)?;
             // A signal during the rehearsal ends the run before anything is
             // timed (the decision is collective, like any stop).
@@ -131,6 +141,22 @@ impl Solver<'_> {
             }
         };
         tracing::info!(warmup_s, planned, "rehearsal done");
+        // The rehearsal ran exactly `warmup` iterations from the initial
+        // state: its answer can be checked (outside the timed loop, before
+        // the reset erases it).
+        if !stopped_in_rehearsal
+            && cfg.warmup > 0
+            && let Some(check) = self.check_rehearsal.as_mut()
+        {
+            let part = verify::fingerprint(&self.grid, &self.block, &self.backend.field()?);
+            let fingerprint = self.comm.gather(&part.to_le_bytes()).map_or(0, |all| {
+                all.iter().fold(0u64, |acc, b| acc.wrapping_add(le_u64(b)))
+            });
+            check(Answer {
+                gosa: rehearsal_gosa,
+                p_fingerprint: fingerprint,
+            })?;
+        }
         self.backend.reset()?;
 
         let mut times = PhaseTimes::default();
@@ -141,7 +167,7 @@ impl Solver<'_> {
         let mut clock = Lap::start();
         while done < planned {
             if let Some(f) = &self.fault {
-                f.before_iteration(self.comm.rank(), done + 1, self.backend)?;
+                f.before_iteration(self.comm.rank(), Stage::Timed, done + 1, self.backend)?;
             }
             let (g, stop) = self.iterate(&mut times)?;
             done += 1;
@@ -197,4 +223,10 @@ impl Solver<'_> {
             ranks,
         })
     }
+}
+
+/// The `u64` of 8 little-endian bytes (0 for anything else: a part that
+/// did not arrive whole cannot match a stored fingerprint anyway).
+fn le_u64(b: &[u8]) -> u64 {
+    b.try_into().map_or(0, u64::from_le_bytes)
 }

@@ -4,6 +4,12 @@
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
+/// The shortest duration a rate is divided by, in seconds: the clock's
+/// resolution. A measured 0 (a tiny run on a coarse clock) then gives a
+/// large but finite rate, which JSON can hold (it writes infinity as null)
+/// and `himeno report` accepts.
+pub const RESOLUTION_S: f64 = 1e-9;
+
 /// The parts of an iteration that are timed separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -6,6 +6,7 @@ use crate::grid::Grid;
 use crate::grid::decomp::{Block, ProcGrid};
 use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK1};
 use crate::grid::fields::{Fields, OMEGA};
+use crate::signals::StopFlag;
 use ndarray::Array3;
 use serde::{Deserialize, Serialize};
 
@@ -17,11 +18,21 @@ pub const GOSA_RTOL: f64 = 1e-9;
 /// written as the specification reads, then `p` and `next` are swapped.
 /// Returns the sum of squared residuals.
 pub fn reference_sweep(f: &mut Fields) -> f64 {
+    reference_sweep_unless(f, &StopFlag::never()).expect("never stopped")
+}
+
+/// [`reference_sweep`], abandoned (`None`, fields half swept) as soon as
+/// `stop` is raised: the flag is read once per i-plane, so that a stop
+/// signal is seen within a fraction of a sweep even of the largest grids.
+fn reference_sweep_unless(f: &mut Fields, stop: &StopFlag) -> Option<f64> {
     let (ni, nj, nk) = f.p.dim();
     let p = &f.p;
     let c = &f.coef;
     let mut gosa = 0.0f64;
     for i in 1..ni - 1 {
+        if stop.raised() {
+            return None;
+        }
         for j in 1..nj - 1 {
             for k in 1..nk - 1 {
                 let at = |f: usize| c[f][[i, j, k]];
@@ -48,7 +59,7 @@ pub fn reference_sweep(f: &mut Fields) -> f64 {
         }
     }
     std::mem::swap(&mut f.p, &mut f.next);
-    gosa
+    Some(gosa)
 }
 
 /// The answer of a run: gosa of the last iteration and the fingerprint of
@@ -61,18 +72,23 @@ pub struct Answer {
     pub p_fingerprint: u64,
 }
 
-/// Runs `iterations` reference sweeps on the whole of `grid` in one block.
-pub fn reference_run(grid: &Grid, iterations: u64) -> Answer {
+/// Runs `iterations` reference sweeps on the whole of `grid` in one block;
+/// `Ok(None)` when `stop` was raised before the end, an error when the
+/// memory for its fields is refused.
+pub fn reference_run(grid: &Grid, iterations: u64, stop: &StopFlag) -> Result<Option<Answer>> {
     let block = Block::of(grid, &ProcGrid { p: [1, 1, 1] }, 0);
-    let mut f = Fields::initial(grid, &block);
+    let mut f = Fields::initial(grid, &block)?;
     let mut gosa = 0.0;
     for _ in 0..iterations {
-        gosa = reference_sweep(&mut f);
+        match reference_sweep_unless(&mut f, stop) {
+            Some(g) => gosa = g,
+            None => return Ok(None),
+        }
     }
-    Answer {
+    Ok(Some(Answer {
         gosa,
         p_fingerprint: fingerprint(grid, &block, &f.p),
-    }
+    }))
 }
 
 /// SplitMix64's output function: a cheap, well-mixing 64-bit hash.
@@ -144,10 +160,22 @@ pub fn known_answer(grid: &Grid, iterations: u64) -> Option<Answer> {
 pub struct Verdict {
     /// `Some(true)` passed, `Some(false)` failed, `None` not checked.
     pub verified: Option<bool>,
-    /// What it was checked against: `known-answer`, `reference`, or `none`.
+    /// What it was checked against: `known-answer`, `reference`,
+    /// [`REHEARSAL`] (the rehearsal's answer, for runs without a check of
+    /// their own), `none`, or [`INTERRUPTED`].
     pub against: String,
     /// A one-line explanation.
     pub detail: String,
+}
+
+/// `Verdict::against` of a check that a stop signal cut short.
+pub const INTERRUPTED: &str = "interrupted";
+
+impl Verdict {
+    /// Whether a stop signal cut the check short (the run itself is done).
+    pub fn interrupted(&self) -> bool {
+        self.against == INTERRUPTED
+    }
 }
 
 /// Compares `got` with `want`: the fingerprints must be equal (bitwise-equal
@@ -174,22 +202,61 @@ pub fn compare(got: &Answer, want: &Answer, against: &str) -> Verdict {
 
 /// Decides the verdict of a complete run on rank 0: against a stored known
 /// answer when one exists, against a fresh reference run when `force` is
-/// set, otherwise unchecked.
-pub fn decide(grid: &Grid, iterations: u64, got: &Answer, force: bool) -> Verdict {
+/// set (unchecked when `stop` ends that run early), otherwise unchecked.
+pub fn decide(
+    grid: &Grid,
+    iterations: u64,
+    got: &Answer,
+    force: bool,
+    stop: &StopFlag,
+) -> Result<Verdict> {
     if let Some(want) = known_answer(grid, iterations) {
-        return compare(got, &want, "known-answer");
+        return Ok(compare(got, &want, "known-answer"));
     }
     if force {
         tracing::info!("verifying against the reference kernel on rank 0");
-        let want = reference_run(grid, iterations);
-        return compare(got, &want, "reference");
+        return Ok(match reference_run(grid, iterations, stop)? {
+            Some(want) => compare(got, &want, "reference"),
+            None => Verdict {
+                verified: None,
+                against: INTERRUPTED.into(),
+                detail: "a stop signal ended the reference run before it could check the \
+                         answer"
+                    .into(),
+            },
+        });
     }
-    Verdict {
+    Ok(Verdict {
         verified: None,
         against: "none".into(),
         detail: "no known answer for this grid and iteration count; pass --verify to \
                  check against the reference kernel"
             .into(),
+    })
+}
+
+/// `Verdict::against` of a run whose rehearsal was checked.
+pub const REHEARSAL: &str = "rehearsal";
+
+/// The verdict on a rehearsal of `warmup` iterations that gave `got`, when
+/// an answer is stored for it (`None` otherwise).
+pub fn check_rehearsal(grid: &Grid, warmup: u64, got: &Answer) -> Option<Verdict> {
+    let want = known_answer(grid, warmup)?;
+    Some(compare(got, &want, REHEARSAL))
+}
+
+/// The verdict of a run of `iterations` timed iterations whose rehearsal
+/// passed `rehearsal` (see [`check_rehearsal`]) and which has no check of
+/// its own: VALID, saying how.
+pub fn after_rehearsal(rehearsal: Verdict, iterations: u64) -> Verdict {
+    Verdict {
+        detail: format!(
+            "the rehearsal from the initial state matched the stored known answer ({}); the \
+             {iterations} timed iterations ran the same kernel and halo exchange from the \
+             same initial state",
+            rehearsal.detail
+        ),
+        ..rehearsal
     }
 }
 
@@ -212,7 +279,7 @@ mod tests {
     fn fingerprint_changes_with_any_bit() {
         let g = Grid::new([5, 6, 7]).unwrap();
         let b = Block::of(&g, &ProcGrid { p: [1, 1, 1] }, 0);
-        let f = Fields::initial(&g, &b);
+        let f = Fields::initial(&g, &b).unwrap();
         let base = fingerprint(&g, &b, &f.p);
         let mut p = f.p.clone();
         p[[2, 3, 4]] = f32::from_bits(p[[2, 3, 4]].to_bits() ^ 1);
@@ -243,6 +310,22 @@ mod tests {
             ..a
         };
         assert_eq!(compare(&c, &a, "x").verified, Some(false));
+    }
+
+    #[test]
+    fn a_raised_stop_ends_the_reference_run() {
+        let g = Grid::new([6, 7, 8]).unwrap();
+        let stop = StopFlag::never();
+        assert!(reference_run(&g, 2, &stop).unwrap().is_some());
+        stop.raise();
+        assert_eq!(reference_run(&g, 2, &stop).unwrap(), None);
+        let got = Answer {
+            gosa: 1.0,
+            p_fingerprint: 1,
+        };
+        let v = decide(&g, 2, &got, true, &stop).unwrap();
+        assert_eq!(v.verified, None);
+        assert!(v.interrupted(), "{v:?}");
     }
 
     #[test]

@@ -120,7 +120,10 @@ pub trait Backend {
     fn swap(&mut self);
     /// A host buffer of `len` values for staging halo messages.
     fn staging(&mut self, len: usize) -> Result<Box<dyn HostBuffer>> {
-        Ok(Box::new(vec![0.0f32; len]))
+        Ok(Box::new(crate::machine::alloc::zeroed::<f32>(
+            len,
+            "a halo staging buffer",
+        )?))
     }
     /// The current field `p` with the block's local extents, on the host.
     fn field(&mut self) -> Result<Array3<f32>>;

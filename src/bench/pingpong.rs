@@ -11,7 +11,7 @@
 use crate::comm::{Comm, LaunchArgs};
 use crate::error::{Error, Result};
 use crate::output::{self, Format};
-use crate::timing::Lap;
+use crate::timing::{Lap, RESOLUTION_S};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
@@ -150,27 +150,23 @@ pub fn pair_list(pairs: Pairs, ranks: usize) -> Vec<(usize, usize)> {
 
 /// Runs the benchmark on `comm` and prints the report on rank 0.
 pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
-    if args.min_bytes > args.max_bytes {
-        return Err(Error::usage(format!(
-            "--min-bytes {} is larger than --max-bytes {}",
-            args.min_bytes, args.max_bytes
-        )));
-    }
-    if args.max_bytes > MAX_MESSAGE {
-        return Err(Error::usage(format!(
-            "--max-bytes {} is more than 1GiB",
-            args.max_bytes
-        )));
-    }
-    if comm.size() < 2 {
-        return Err(Error::usage(
-            "ping-pong needs at least 2 ranks: start it under a launcher, \
-             e.g. `mpirun -np 2 himeno bench pingpong`",
-        ));
-    }
+    crate::comm::agree(comm, validate(args, comm), |()| {
+        vec![
+            ("command", "bench pingpong".into()),
+            ("pairs", format!("{:?}", args.pairs)),
+            ("sizes", format!("{} to {}", args.min_bytes, args.max_bytes)),
+            ("format", format!("{:?}", args.format)),
+        ]
+    })?;
+    crate::preflight::check_need(
+        &format!("ping-pong messages of {} bytes", args.max_bytes),
+        u128::from(args.max_bytes),
+        comm,
+    )?;
     let hosts = comm.gather(comm.host().as_bytes());
     let sizes = sizes(args.min_bytes, args.max_bytes);
-    let mut buf = vec![0u8; args.max_bytes as usize];
+    let mut buf: Vec<u8> =
+        crate::machine::alloc::zeroed(args.max_bytes as usize, "the ping-pong message buffer")?;
     let mut mine: Vec<PairResult> = Vec::new();
     for (a, b) in pair_list(args.pairs, comm.size()) {
         let mut results = Vec::with_capacity(sizes.len());
@@ -192,7 +188,7 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
                     bytes,
                     reps: n,
                     latency_us: one_way * 1e6,
-                    bandwidth_gbytes_per_s: bytes as f64 / one_way.max(f64::MIN_POSITIVE) / 1e9,
+                    bandwidth_gbytes_per_s: bytes as f64 / one_way.max(RESOLUTION_S) / 1e9,
                 });
             } else if comm.rank() == b {
                 for _ in 0..=n {
@@ -236,6 +232,29 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
         print(&report, args.format)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// This rank's own check of the options.
+fn validate(args: &PingpongArgs, comm: &dyn Comm) -> Result<()> {
+    if args.min_bytes > args.max_bytes {
+        return Err(Error::usage(format!(
+            "--min-bytes {} is larger than --max-bytes {}",
+            args.min_bytes, args.max_bytes
+        )));
+    }
+    if args.max_bytes > MAX_MESSAGE {
+        return Err(Error::usage(format!(
+            "--max-bytes {} is more than 1GiB",
+            args.max_bytes
+        )));
+    }
+    if comm.size() < 2 {
+        return Err(Error::usage(
+            "ping-pong needs at least 2 ranks: start it under a launcher, \
+             e.g. `mpirun -np 2 himeno bench pingpong`",
+        ));
+    }
+    Ok(())
 }
 
 /// Builds the report with its summary numbers.

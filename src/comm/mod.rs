@@ -7,6 +7,7 @@
 //! a job on the communicator and makes sure a failing rank never leaves the
 //! others waiting.
 
+pub mod agree;
 pub mod api;
 pub mod launcher;
 pub mod local;
@@ -16,6 +17,7 @@ mod mpi_comm;
 mod no_mpi;
 mod single;
 
+pub use agree::{Terms, agree};
 pub use api::{Comm, Launch};
 pub use launcher::{hostname, launcher_rank, launcher_size};
 pub use local::LaunchArgs;
@@ -88,7 +90,7 @@ fn finish(comm: &dyn Comm, outcome: Result<ExitCode>) -> ExitCode {
             crate::error::exit(Err(e), comm.rank() == 0)
         }
         Err(e) => {
-            eprintln!("himeno: rank {}: {e}", comm.rank());
+            crate::error::tell(&format!("himeno: rank {}: {e}", comm.rank()));
             if comm.size() > 1 {
                 comm.abort(i32::from(e.exit_code()));
             }

@@ -1,6 +1,8 @@
 //! The MPI communicator (rsmpi). Also installs a panic hook that aborts the
 //! whole job, because a panic on one rank would otherwise leave the others
-//! waiting forever in their next collective.
+//! waiting forever in their next collective, and turns a failed MPI start
+//! into exit code 2 (the library's own exit code, 1, means a wrong answer
+//! here).
 
 use super::api::{Comm, Launch};
 use crate::error::{Error, Result};
@@ -10,6 +12,7 @@ use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A communicator over `MPI_COMM_WORLD`.
 pub struct MpiComm {
@@ -21,11 +24,66 @@ pub struct MpiComm {
     _universe: Universe,
 }
 
+/// Set while `MPI_Init` runs: an exit then is a failed start.
+static STARTING: AtomicBool = AtomicBool::new(false);
+
+/// The one line a failed MPI start gets, after the library's own messages.
+const START_FAILED: &str = "himeno: error: MPI could not start (the MPI library's messages \
+    above say why): check the MPI installation and the launcher's and OMPI_MCA_*/MPICH_* \
+    settings";
+
+/// Ends the process with `status`, except that a non-zero exit while MPI
+/// starts becomes exit code 2 with one `himeno:` line.
+///
+/// Open MPI ends a process whose `MPI_Init` fails (a missing component, no
+/// launcher to talk to) with `_exit(code)` where `code` is an MPI error
+/// code, usually 1: the exit code this program reserves for a wrong
+/// answer. Neither a return value nor an error handler can be had from
+/// `MPI_Init` in Open MPI 4. Defined here, this function is the `_exit`
+/// that the MPI libraries call: an executable's own symbols come first in
+/// the dynamic linker's search order. Other callers (the C library's
+/// `exit` uses its internal one) are unaffected, and every call ends the
+/// process exactly as the C library's `_exit` does (`exit_group`).
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(status: libc::c_int) -> ! {
+    let status = if status != 0 && STARTING.load(Ordering::SeqCst) {
+        // Every rank that gets here tells it: under mpirun the first rank
+        // to fail has the others killed, and that need not be rank 0.
+        crate::error::tell(START_FAILED);
+        2
+    } else {
+        status
+    };
+    // SAFETY: exit_group ends every thread of the process; it returns not.
+    unsafe {
+        libc::syscall(libc::SYS_exit_group, libc::c_long::from(status));
+    }
+    std::process::abort()
+}
+
+/// Run by `exit` during a failed start, for MPI libraries that end with
+/// `exit` rather than `_exit`: the same line and exit code 2.
+extern "C" fn exit_while_starting() {
+    if STARTING.load(Ordering::SeqCst) {
+        _exit(1);
+    }
+}
+
 /// Initialises MPI (threads funnelled: only the main thread calls MPI) and
-/// installs the abort-on-panic hook.
+/// installs the abort-on-panic hook. A failure inside `MPI_Init`, which the
+/// library answers by ending the process, ends it with exit code 2 (see
+/// [`_exit`]). Under `mpirun`, Open MPI's launcher reports such a failure
+/// with its own exit code (1), whatever the ranks' are.
 pub fn init() -> Result<Box<dyn Comm>> {
-    let (universe, _level) = mpi::initialize_with_threading(Threading::Funneled)
-        .ok_or_else(|| Error::runtime("MPI was already initialised"))?;
+    STARTING.store(true, Ordering::SeqCst);
+    // SAFETY: registers a plain function; atexit only fails when full.
+    unsafe {
+        libc::atexit(exit_while_starting);
+    }
+    let started = mpi::initialize_with_threading(Threading::Funneled);
+    STARTING.store(false, Ordering::SeqCst);
+    let (universe, _level) =
+        started.ok_or_else(|| Error::runtime("MPI was already initialised"))?;
     let world = universe.world();
     // A launcher whose process-management interface the MPI library does
     // not speak (MPICH under `srun --mpi=pmix`) starts N singletons that
@@ -52,7 +110,7 @@ pub fn init() -> Result<Box<dyn Comm>> {
 fn install_abort_hook(rank: i32) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        eprintln!("himeno: rank {rank} panicked; aborting all ranks");
+        crate::error::tell(&format!("himeno: rank {rank} panicked; aborting all ranks"));
         default(info);
         SimpleCommunicator::world().abort(2);
     }));

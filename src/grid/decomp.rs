@@ -12,6 +12,11 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Most ranks a process grid may have (2^24, beyond the largest machines'
+/// core counts): every loop over ranks or divisors of a rank count stays
+/// bounded, and every product of rank counts fits in 64 bits.
+pub const MAX_RANKS: usize = 1 << 24;
+
 /// A Cartesian process grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcGrid {
@@ -27,16 +32,23 @@ impl fmt::Display for ProcGrid {
 
 impl std::str::FromStr for ProcGrid {
     type Err = Error;
-    /// Parses `PIxPJxPK`, e.g. `2x2x1`.
+    /// Parses `PIxPJxPK`, e.g. `2x2x1`, of at most [`MAX_RANKS`] ranks.
     fn from_str(s: &str) -> Result<Self> {
-        Ok(ProcGrid {
-            p: super::parse_triple(s, "process grid", "PIxPJxPK, e.g. 2x2x1")?,
-        })
+        let p = super::parse_triple(s, "process grid", "PIxPJxPK, e.g. 2x2x1")?;
+        let ranks: u128 = p.iter().map(|&v| v as u128).product();
+        if ranks > MAX_RANKS as u128 {
+            return Err(Error::usage(format!(
+                "process grid '{s}' has {ranks} ranks, more than the {MAX_RANKS} supported: \
+                 give a smaller PIxPJxPK"
+            )));
+        }
+        Ok(ProcGrid { p })
     }
 }
 
 impl ProcGrid {
-    /// Total number of ranks.
+    /// Total number of ranks (a parsed or chosen grid has at most
+    /// [`MAX_RANKS`], so this cannot overflow).
     pub fn ranks(&self) -> usize {
         self.p.iter().product()
     }
@@ -70,6 +82,20 @@ impl ProcGrid {
     /// halo surface exchanged per iteration. Ties prefer splitting i, then j
     /// (their faces are contiguous or nearly so in memory).
     pub fn auto(grid: &Grid, ranks: usize) -> Result<ProcGrid> {
+        let cannot = || {
+            Error::usage(format!(
+                "{ranks} ranks cannot share grid {grid}: every rank needs at least one \
+                 interior point; use fewer ranks or a larger grid"
+            ))
+        };
+        if ranks > MAX_RANKS {
+            return Err(Error::usage(format!(
+                "{ranks} ranks are more than the {MAX_RANKS} supported: use fewer ranks"
+            )));
+        }
+        if ranks as u64 > grid.interior_points() {
+            return Err(cannot());
+        }
         let interior = grid.interior();
         let mut best: Option<(u128, ProcGrid)> = None;
         for pi in divisors(ranks) {
@@ -87,12 +113,7 @@ impl ProcGrid {
                 }
             }
         }
-        best.map(|(_, g)| g).ok_or_else(|| {
-            Error::usage(format!(
-                "{ranks} ranks cannot share grid {grid}: every rank needs at least one \
-                 interior point; use fewer ranks or a larger grid"
-            ))
-        })
+        best.map(|(_, g)| g).ok_or_else(cannot)
     }
 
     /// Points exchanged per iteration over all internal faces.
@@ -116,9 +137,23 @@ impl ProcGrid {
     }
 }
 
-/// Positive divisors of `n`, ascending.
-fn divisors(n: usize) -> impl Iterator<Item = usize> {
-    (1..=n).filter(move |d| n.is_multiple_of(*d))
+/// Positive divisors of `n`, ascending, found by trial division up to the
+/// square root (4096 steps for [`MAX_RANKS`]).
+fn divisors(n: usize) -> Vec<usize> {
+    let mut low = Vec::new();
+    let mut high = Vec::new();
+    let mut d = 1;
+    while d <= n / d {
+        if n.is_multiple_of(d) {
+            low.push(d);
+            if d != n / d {
+                high.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    low.extend(high.into_iter().rev());
+    low
 }
 
 /// One rank's block of the global interior.
@@ -272,6 +307,34 @@ mod tests {
         let thin = Grid::new([3, 3, 100]).unwrap();
         assert_eq!(ProcGrid::auto(&thin, 4).unwrap().p, [1, 1, 4]);
         assert!(ProcGrid::auto(&Grid::new([3, 3, 3]).unwrap(), 2).is_err());
+    }
+
+    #[test]
+    fn divisors_and_huge_rank_counts() {
+        assert_eq!(divisors(1), [1]);
+        assert_eq!(divisors(12), [1, 2, 3, 4, 6, 12]);
+        assert_eq!(divisors(49), [1, 7, 49]);
+        for n in 1..500 {
+            let slow: Vec<usize> = (1..=n).filter(|d| n % d == 0).collect();
+            assert_eq!(divisors(n), slow, "{n}");
+        }
+        let g = Grid::new([5, 5, 5]).unwrap();
+        assert!(ProcGrid::auto(&g, 1_000_000_000_000).is_err());
+        assert!(ProcGrid::auto(&g, 28).is_err(), "27 interior points");
+        let big = Grid::new([1 << 20, 1 << 20, 1 << 20]).unwrap();
+        assert_eq!(ProcGrid::auto(&big, MAX_RANKS).unwrap().ranks(), MAX_RANKS);
+        for bad in [
+            "4294967296x4294967296x2",
+            "65536x65536x65536",
+            "4097x4096x1",
+        ] {
+            let err = bad.parse::<ProcGrid>().unwrap_err();
+            assert!(err.to_string().contains("more than"), "{bad}: {err}");
+        }
+        assert_eq!(
+            "4096x4096x1".parse::<ProcGrid>().unwrap().ranks(),
+            MAX_RANKS
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@
 
 use super::Grid;
 use super::decomp::Block;
+use crate::error::{Error, Result};
+use crate::machine::alloc;
 use ndarray::{Array3, Axis};
 
 /// Relaxation factor of the original benchmark.
@@ -85,23 +87,37 @@ pub struct Fields {
 
 impl Fields {
     /// Allocates zeroed fields for `block` without touching their pages, so
-    /// that the thread that first writes a page decides its NUMA node.
-    pub fn zeroed(block: &Block) -> Fields {
+    /// that the thread that first writes a page decides its NUMA node; an
+    /// error when the memory is refused.
+    pub fn zeroed(block: &Block) -> Result<Fields> {
         let d = block.local_dims();
         let shape = (d[0], d[1], d[2]);
-        Fields {
-            p: Array3::zeros(shape),
-            next: Array3::zeros(shape),
-            coef: (0..COEFFICIENTS).map(|_| Array3::zeros(shape)).collect(),
-        }
+        let len = d.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n));
+        let one = |name: &str| -> Result<Array3<f32>> {
+            let len = len.ok_or_else(|| {
+                Error::runtime(format!(
+                    "field {name} of {d:?} points does not fit in memory"
+                ))
+            })?;
+            let data = alloc::zeroed(len, &format!("field {name} of the reference kernel"))?;
+            Array3::from_shape_vec(shape, data)
+                .map_err(|e| Error::runtime(format!("field {name}: {e}")))
+        };
+        Ok(Fields {
+            p: one(NAMES[0])?,
+            next: one(NAMES[1])?,
+            coef: (0..COEFFICIENTS)
+                .map(|c| one(NAMES[2 + c]))
+                .collect::<Result<_>>()?,
+        })
     }
 
     /// Allocates and initialises the fields of `block` sequentially.
-    pub fn initial(grid: &Grid, block: &Block) -> Fields {
-        let mut f = Fields::zeroed(block);
+    pub fn initial(grid: &Grid, block: &Block) -> Result<Fields> {
+        let mut f = Fields::zeroed(block)?;
         let planes = block.local_dims()[0];
         f.init_planes(grid, block, 0..planes);
-        f
+        Ok(f)
     }
 
     /// Writes initial values into local i-planes `planes` of every field.
@@ -127,7 +143,7 @@ mod tests {
     fn initial_values_match_the_specification() {
         let g = Grid::new([5, 4, 3]).unwrap();
         let b = Block::of(&g, &ProcGrid { p: [1, 1, 1] }, 0);
-        let f = Fields::initial(&g, &b);
+        let f = Fields::initial(&g, &b).unwrap();
         assert_eq!(f.p[[0, 1, 1]], 0.0);
         assert_eq!(f.p[[4, 0, 2]], 1.0);
         assert_eq!(f.p[[2, 3, 0]], 4.0f32 / 16.0f32);

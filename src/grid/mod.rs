@@ -111,9 +111,9 @@ impl Grid {
 
 impl FromStr for Grid {
     type Err = Error;
-    /// Parses `NIxNJxNK`, e.g. `257x257x513`.
+    /// Parses `NIxNJxNK`, e.g. `130x130x258`.
     fn from_str(s: &str) -> Result<Self> {
-        let n = parse_triple(s, "grid", "NIxNJxNK, e.g. 257x257x513")?;
+        let n = parse_triple(s, "grid", "NIxNJxNK, e.g. 130x130x258")?;
         Grid::new(n)
     }
 }

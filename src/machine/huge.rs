@@ -11,10 +11,16 @@
 //! the allocator's alignment, the partial pages at both ends of the size M
 //! fields held 18% of them on 4 KiB pages.
 
+use super::alloc::{Zeroable, zeroed};
+use crate::error::{Error, Result};
 use std::ops::{Deref, DerefMut};
 
 /// Size of a transparent huge page (x86-64 and most Linux configurations).
 const HUGE: usize = 2 << 20;
+
+/// Bytes a [`HugeBuffer`] maps beyond its data and shift: up to 2 MiB to
+/// reach a boundary and 2 MiB of slack after the data.
+pub const SLACK_BYTES: usize = 2 * HUGE;
 
 /// A zeroed buffer of `len` values whose data starts `shift` bytes after a
 /// 2 MiB boundary, with huge pages requested (Linux `madvise`, a hint the
@@ -26,27 +32,30 @@ pub struct HugeBuffer<T> {
     len: usize,
 }
 
-impl<T: Copy + Default> HugeBuffer<T> {
-    /// `len` zeros; `shift` (bytes, a multiple of `T`'s size, below 2 MiB)
-    /// staggers buffers against each other within the page. `T` must be
-    /// valid when all-zero (`f32`, `f64`): `vec!` of zeros maps fresh,
+impl<T: Zeroable> HugeBuffer<T> {
+    /// `len` zeros, or an error naming `what` when the memory is refused;
+    /// `shift` (bytes, a multiple of `T`'s size, below 2 MiB) staggers
+    /// buffers against each other within the page. The zeros are fresh,
     /// untouched pages.
-    pub fn zeroed(len: usize, shift: usize) -> HugeBuffer<T> {
+    pub fn zeroed(len: usize, shift: usize, what: &str) -> Result<HugeBuffer<T>> {
         let size = size_of::<T>();
         assert!(
             shift.is_multiple_of(size) && shift < HUGE,
             "shift {shift} is not a multiple of {size} below 2 MiB"
         );
         // Up to 2 MiB to reach the boundary, the shift, 2 MiB of slack.
-        let buf = vec![T::default(); len + (2 * HUGE + shift) / size];
+        let total = len
+            .checked_add((SLACK_BYTES + shift) / size)
+            .ok_or_else(|| Error::runtime(format!("{what}: {len} values do not fit in memory")))?;
+        let buf: Vec<T> = zeroed(total, what)?;
         let addr = buf.as_ptr() as usize;
         let to_boundary = (HUGE - addr % HUGE) % HUGE;
         advise(addr + to_boundary, buf.len() * size - to_boundary);
-        HugeBuffer {
+        Ok(HugeBuffer {
             off: (to_boundary + shift) / size,
             len,
             buf,
-        }
+        })
     }
 }
 
@@ -89,7 +98,7 @@ mod tests {
     #[test]
     fn data_starts_at_the_shift_after_a_boundary_and_is_zero() {
         for (len, shift) in [(0, 0), (1, 4), (1000, 256), (3 << 20, 1024 + 60)] {
-            let mut b = HugeBuffer::<f32>::zeroed(len, shift);
+            let mut b = HugeBuffer::<f32>::zeroed(len, shift, "a test").unwrap();
             assert_eq!(b.len(), len);
             assert!(b.iter().all(|&x| x == 0.0));
             assert_eq!(b.as_ptr() as usize % HUGE, shift);
@@ -101,13 +110,19 @@ mod tests {
                 *last = 1.0;
             }
         }
-        let d = HugeBuffer::<f64>::zeroed(10, 512);
+        let d = HugeBuffer::<f64>::zeroed(10, 512, "a test").unwrap();
         assert_eq!(d.as_ptr() as usize % HUGE, 512);
     }
 
     #[test]
     #[should_panic(expected = "not a multiple")]
     fn a_shift_that_splits_a_value_is_refused() {
-        let _ = HugeBuffer::<f64>::zeroed(4, 4);
+        let _ = HugeBuffer::<f64>::zeroed(4, 4, "a test");
+    }
+
+    #[test]
+    fn a_refused_buffer_is_an_error() {
+        let err = HugeBuffer::<f64>::zeroed(usize::MAX / 16, 0, "huge arrays");
+        assert!(err.is_err_and(|e| e.to_string().contains("huge arrays")));
     }
 }

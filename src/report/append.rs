@@ -7,20 +7,38 @@
 //! the file does not end in a newline and starts with one, so the torn line
 //! stays a line of its own that readers reject, and never glues onto a good
 //! record.
+//!
+//! Nothing here waits without end or without listening: files are opened
+//! without blocking (a FIFO that no process reads is refused, not waited
+//! on), the lock is polled, and a pipe that takes no more is retried, each
+//! for at most [`WAIT`] and each abandoned at a stop signal that arrives
+//! meanwhile, with a message saying which.
 
 use crate::error::{Error, Result};
+use crate::signals::StopFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Longest wait for another writer's lock, or for a pipe to take the line.
+pub const WAIT: Duration = Duration::from_secs(60);
 
 /// Appends `line` (one record, without its newline) to `path`, creating the
-/// file.
-pub fn append_line(path: &Path, line: &str) -> Result<()> {
+/// file; waits at most [`WAIT`] for the lock and gives up at a stop signal
+/// that comes while it waits.
+pub fn append_line(path: &Path, line: &str, stop: &StopFlag) -> Result<()> {
+    append_within(path, line, stop, WAIT)
+}
+
+/// [`append_line`] with the longest wait given.
+fn append_within(path: &Path, line: &str, stop: &StopFlag, wait: Duration) -> Result<()> {
     let fail = |what: &str, e: std::io::Error| {
         Error::runtime(format!(
-            "cannot {what} results file {}: {e}",
-            path.display()
+            "cannot {what} results file {}: {}",
+            path.display(),
+            explain(&e)
         ))
     };
     if line.contains('\n') {
@@ -32,19 +50,123 @@ pub fn append_line(path: &Path, line: &str) -> Result<()> {
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| fail("open", e))?;
-    file.lock().map_err(|e| fail("lock", e))?;
+    let waiter = Waiter::new(path, stop, wait);
+    lock(&file, &waiter).map_err(|e| e.unwrap_or_else(|e| fail("lock", e)))?;
     let mut buf = String::with_capacity(line.len() + 2);
     if ends_torn(path) {
         buf.push('\n');
     }
     buf.push_str(line);
     buf.push('\n');
-    file.write_all(buf.as_bytes())
-        .map_err(|e| fail("write to", e))?;
+    write_all(&mut file, buf.as_bytes(), &waiter)
+        .map_err(|e| e.unwrap_or_else(|e| fail("write to", e)))?;
     sync(&file).map_err(|e| fail("write to", e))?;
     file.unlock().map_err(|e| fail("unlock", e))
+}
+
+/// What a wait must stop at: its start, its bound, and the signal count at
+/// its start (a signal that came before the wait, e.g. the one that ended
+/// the run, does not end it).
+struct Waiter<'a> {
+    path: &'a Path,
+    stop: &'a StopFlag,
+    signals: usize,
+    start: Instant,
+    bound: Duration,
+}
+
+impl Waiter<'_> {
+    fn new<'a>(path: &'a Path, stop: &'a StopFlag, bound: Duration) -> Waiter<'a> {
+        Waiter {
+            path,
+            stop,
+            signals: stop.count(),
+            start: Instant::now(),
+            bound,
+        }
+    }
+
+    /// Sleeps a little (`round` from 0: 1 ms, doubling up to 50 ms), or the
+    /// error that ends the wait for `what`.
+    fn pause(&self, round: u32, what: &str) -> std::result::Result<(), Error> {
+        if self.stop.count() != self.signals {
+            return Err(Error::runtime(format!(
+                "stopped by a signal while waiting for {what} of results file {}",
+                self.path.display()
+            )));
+        }
+        if self.start.elapsed() >= self.bound {
+            return Err(Error::runtime(format!(
+                "gave up after waiting {} s for {what} of results file {}",
+                self.bound.as_secs_f64(),
+                self.path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis((1u64 << round.min(6)).min(50)));
+        Ok(())
+    }
+}
+
+/// Takes the exclusive lock on `file`, polling while another writer holds
+/// it. The outer error ends the wait; the inner one is the system's.
+fn lock(
+    file: &File,
+    waiter: &Waiter,
+) -> std::result::Result<(), std::result::Result<Error, std::io::Error>> {
+    let mut round = 0;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if round == 0 {
+                    tracing::info!(path = %waiter.path.display(), "waiting for the results-file lock");
+                }
+                waiter
+                    .pause(round, "the lock another process holds")
+                    .map_err(Ok)?;
+                round += 1;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Err(e)),
+        }
+    }
+}
+
+/// Writes all of `bytes`, retrying while a non-blocking pipe is full.
+fn write_all(
+    file: &mut File,
+    mut bytes: &[u8],
+    waiter: &Waiter,
+) -> std::result::Result<(), std::result::Result<Error, std::io::Error>> {
+    let mut round = 0;
+    while !bytes.is_empty() {
+        match file.write(bytes) {
+            Ok(0) => return Err(Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                round = 0;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                waiter.pause(round, "a reader").map_err(Ok)?;
+                round += 1;
+            }
+            Err(e) => return Err(Err(e)),
+        }
+    }
+    Ok(())
+}
+
+/// A system error, with what ENXIO means here: opening a FIFO for writing
+/// without blocking fails so when no process has it open for reading.
+fn explain(e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(libc::ENXIO) {
+        format!("{e}: it is a FIFO that no process is reading")
+    } else {
+        e.to_string()
+    }
 }
 
 /// Whether the regular file at `path` is non-empty and does not end in a
@@ -67,26 +189,38 @@ fn ends_torn(path: &Path) -> bool {
 /// `/dev/stdout`) are not an error: there is nothing more to flush.
 fn sync(file: &File) -> std::io::Result<()> {
     match file.sync_data() {
-        Err(e) if e.raw_os_error() == Some(22) => Ok(()), // EINVAL
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
         other => other,
     }
 }
 
-/// Checks, before any work, that `path` can be appended to. An existing
-/// file is opened for appending. For a missing one, a uniquely named probe
-/// file is created and removed in its directory: the results file itself is
-/// never created and removed here, because another job may append its
-/// first record to it in between, and removing it would lose that record.
+/// Checks, before any work and without blocking, that `path` can be
+/// appended to. An existing file is opened for appending (a FIFO without a
+/// reader is refused rather than waited on). For a missing one, a probe
+/// file of a short unique name is created and removed in its directory:
+/// the results file itself is never created and removed here, because
+/// another job may append its first record to it in between, and removing
+/// it would lose that record.
 pub fn check_writable(path: &Path) -> Result<()> {
     let usage = |e: std::io::Error| {
         Error::usage(format!(
-            "cannot write results file {}: {e}; choose a writable --output path",
-            path.display()
+            "cannot write results file {}: {}; choose a writable --output path",
+            path.display(),
+            explain(&e)
         ))
     };
+    // `dir/`, `dir/.` and `dir/..` name directories even when `dir` does
+    // not exist yet (and would pass the probe in its parent).
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+    if path.file_name().is_none() || bytes.ends_with(b"/") || bytes.ends_with(b"/.") {
+        return Err(usage(std::io::Error::other(
+            "it names a directory, not a file",
+        )));
+    }
     if path.exists() {
         return OpenOptions::new()
             .append(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map(drop)
             .map_err(usage);
@@ -95,16 +229,26 @@ pub fn check_writable(path: &Path) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .map_or_else(|| "results".into(), |n| n.to_string_lossy().into_owned());
-    let probe = dir.join(format!(".{name}.himeno-probe-{}", std::process::id()));
-    OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .open(&probe)
-        .map_err(usage)?;
-    std::fs::remove_file(&probe).map_err(usage)
+    // The probe's name is short whatever the results file's (a name of 250
+    // bytes is valid; a longer probe name would not be) and unique: a probe
+    // left by a killed job, even one of the same process id, is passed over.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    for attempt in 0..16u32 {
+        let probe = dir.join(format!(
+            ".himeno-probe-{}-{stamp:x}-{attempt}",
+            std::process::id()
+        ));
+        match OpenOptions::new().create_new(true).write(true).open(&probe) {
+            Ok(_) => return std::fs::remove_file(&probe).map_err(usage),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(usage(e)),
+        }
+    }
+    Err(usage(std::io::Error::other(
+        "no probe file could be created to test the directory",
+    )))
 }
 
 #[cfg(test)]
@@ -123,10 +267,10 @@ mod tests {
     fn a_torn_last_line_is_left_on_its_own_line() {
         let p = temp("torn.jsonl");
         std::fs::write(&p, "{\"good\":1}\n{\"torn\":").unwrap();
-        append_line(&p, "{\"next\":2}").unwrap();
+        append_line(&p, "{\"next\":2}", &StopFlag::never()).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text, "{\"good\":1}\n{\"torn\":\n{\"next\":2}\n");
-        append_line(&p, "{\"last\":3}").unwrap();
+        append_line(&p, "{\"last\":3}", &StopFlag::never()).unwrap();
         assert!(
             std::fs::read_to_string(&p)
                 .unwrap()
@@ -145,18 +289,22 @@ mod tests {
             check_writable(dir).is_err(),
             "a directory is not a results file"
         );
+        for name in ["missing/", "missing/.", "missing/..", "."] {
+            let err = check_writable(&dir.join(name)).unwrap_err();
+            assert!(err.to_string().contains("directory"), "{name}: {err}");
+        }
     }
 
     #[test]
     fn line_breaks_inside_a_record_are_refused() {
         let p = temp("multi.jsonl");
-        assert!(append_line(&p, "a\nb").is_err());
+        assert!(append_line(&p, "a\nb", &StopFlag::never()).is_err());
         assert!(!p.exists());
     }
 
     #[test]
     fn a_full_disk_is_an_error() {
-        let err = append_line(Path::new("/dev/full"), "{}").unwrap_err();
+        let err = append_line(Path::new("/dev/full"), "{}", &StopFlag::never()).unwrap_err();
         assert!(
             matches!(&err, Error::Runtime(m) if m.contains("/dev/full")),
             "{err}"
@@ -172,8 +320,12 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..25 {
                         let pad = "x".repeat(100 * (i % 7));
-                        append_line(p, &format!("{{\"t\":{t},\"i\":{i},\"pad\":\"{pad}\"}}"))
-                            .unwrap();
+                        append_line(
+                            p,
+                            &format!("{{\"t\":{t},\"i\":{i},\"pad\":\"{pad}\"}}"),
+                            &StopFlag::never(),
+                        )
+                        .unwrap();
                     }
                 });
             }
@@ -189,5 +341,66 @@ mod tests {
         seen.sort_unstable();
         let want: Vec<(u64, u64)> = (0..8).flat_map(|t| (0..25).map(move |i| (t, i))).collect();
         assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn a_held_lock_is_waited_for_within_bounds_and_a_signal_ends_the_wait() {
+        let p = temp("locked.jsonl");
+        std::fs::write(&p, "").unwrap();
+        let holder = File::open(&p).unwrap();
+        holder.lock().unwrap();
+        let stop = StopFlag::never();
+        let err = append_within(&p, "{}", &stop, Duration::from_millis(200)).unwrap_err();
+        assert!(err.to_string().contains("gave up after waiting"), "{err}");
+        // A signal that came before the wait does not end it; one that
+        // comes during it does.
+        stop.raise();
+        std::thread::scope(|s| {
+            let signaller = s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                stop.raise();
+            });
+            let err = append_within(&p, "{}", &stop, Duration::from_secs(60)).unwrap_err();
+            assert!(err.to_string().contains("stopped by a signal"), "{err}");
+            signaller.join().unwrap();
+        });
+        holder.unlock().unwrap();
+        append_within(&p, "{}", &stop, Duration::from_millis(200)).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{}\n");
+    }
+
+    #[test]
+    fn a_fifo_without_a_reader_is_refused_not_waited_on() {
+        let p = temp("fifo");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = check_writable(&p).unwrap_err();
+        assert!(err.to_string().contains("no process is reading"), "{err}");
+        let err = append_line(&p, "{}", &StopFlag::never()).unwrap_err();
+        assert!(err.to_string().contains("no process is reading"), "{err}");
+    }
+
+    #[test]
+    fn probes_fit_any_valid_name_and_pass_over_stale_ones() {
+        let dir = temp("probes");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = dir.as_path();
+        check_writable(&dir.join("r".repeat(250))).unwrap();
+        let stale = dir.join(format!(
+            ".{}.himeno-probe-{}",
+            "r".repeat(20),
+            std::process::id()
+        ));
+        std::fs::write(&stale, "").unwrap();
+        check_writable(&dir.join("x.jsonl")).unwrap();
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("probe"))
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "only the stale one: {left:?}");
     }
 }

@@ -12,7 +12,7 @@ use crate::config::{RunConfig, Staging, Stores};
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
 use crate::machine::threads::Bind;
 use crate::solver::Outcome;
-use crate::timing::{Phase, Stats};
+use crate::timing::{Phase, RESOLUTION_S, Stats};
 use crate::verify::{Verdict, fingerprint_hex};
 use provenance::Provenance;
 use serde::{Deserialize, Serialize};
@@ -167,7 +167,7 @@ impl Record {
         let cfg = inp.cfg;
         let points = cfg.grid().interior_points() as f64;
         let work = points * out.iterations as f64;
-        let wall = out.wall_s.max(f64::MIN_POSITIVE);
+        let wall = out.wall_s.max(RESOLUTION_S);
         let mflops = FLOPS_PER_POINT * work / wall / 1e6;
         let gbytes_per_s = BYTES_PER_POINT * work / wall / 1e9;
         let phases = Phase::ALL
@@ -182,7 +182,7 @@ impl Record {
             .iter()
             .max_by(|a, b| a.loop_s.total_cmp(&b.loop_s))
             .expect("at least one rank");
-        let loop_s = slowest.loop_s.max(f64::MIN_POSITIVE);
+        let loop_s = slowest.loop_s.max(RESOLUTION_S);
         let first = &out.ranks[0].backend;
         let per_rank = out
             .ranks

@@ -26,7 +26,8 @@ pub struct Provenance {
     /// versions, NVRTC library (absent for CPU runs and older records).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_software: Vec<GpuSoftware>,
-    /// The command line of rank 0.
+    /// The command line of rank 0 (bytes that are not UTF-8 replaced by
+    /// U+FFFD).
     pub command: Vec<String>,
 }
 
@@ -59,7 +60,11 @@ impl Provenance {
             hosts,
             devices,
             gpu_software,
-            command: std::env::args().collect(),
+            // Arguments are OS strings (a path need not be UTF-8); the
+            // record is JSON text, so they are kept lossily.
+            command: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
         }
     }
 }

@@ -57,13 +57,15 @@ pub fn render(r: &Record) -> String {
             )
         }
     );
-    let _ = writeln!(s, " Gosa : {:.6e}", r.gosa);
+    // The original's three lines, byte for byte in their number formats
+    // (C's %e and %f, and the space after gosa): scripts parse them.
+    let _ = writeln!(s, " Gosa : {} ", c_exp(r.gosa));
     let _ = writeln!(
         s,
-        " MFLOPS measured : {:.2}\tcpu : {:.6}",
+        " MFLOPS measured : {:.6}\tcpu : {:.6}",
         r.mflops, r.wall_s
     );
-    let _ = writeln!(s, " Score based on Pentium III 600MHz : {:.3}", r.score);
+    let _ = writeln!(s, " Score based on Pentium III 600MHz : {:.6}", r.score);
     let _ = write!(
         s,
         " Effective bandwidth : {:.2} GB/s (56 bytes/point)",
@@ -142,4 +144,37 @@ pub fn render(r: &Record) -> String {
         }
     }
     s
+}
+
+/// `v` as C's `printf("%e")` writes it: six decimals and an exponent of at
+/// least two digits with its sign (`6.782626e-04`; Rust's `{:.6e}` writes
+/// `6.782626e-4`).
+pub fn c_exp(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}").to_lowercase();
+    }
+    let rust = format!("{v:.6e}");
+    let (mantissa, exp) = rust.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("{:e}'s exponent is an integer");
+    format!(
+        "{mantissa}e{}{:02}",
+        if exp < 0 { '-' } else { '+' },
+        exp.abs()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exponents_are_written_as_c_writes_them() {
+        assert_eq!(c_exp(6.782626e-4), "6.782626e-04");
+        assert_eq!(c_exp(0.0), "0.000000e+00");
+        assert_eq!(c_exp(1.0), "1.000000e+00");
+        assert_eq!(c_exp(-2.5e123), "-2.500000e+123");
+        assert_eq!(c_exp(1.23456789e-300), "1.234568e-300");
+        assert_eq!(c_exp(f64::NAN), "nan");
+        assert_eq!(c_exp(f64::NEG_INFINITY), "-inf");
+    }
 }

@@ -24,7 +24,7 @@
 use super::model::Prediction;
 use super::records::{RunRecord, Source};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Tolerance on points per rank for recognising an unlabelled weak study.
 const WEAK_TOLERANCE: f64 = 1.05;
@@ -156,7 +156,10 @@ pub struct Study {
 /// Groups `records` by the rule in the module documentation.
 pub fn group(records: &[RunRecord]) -> Study {
     let mut study = Study::default();
+    // Keys in first-appearance order, found through a map: a file of a
+    // million distinct labels must not cost a million squared steps.
     let mut keys: Vec<(String, String, usize)> = Vec::new();
+    let mut index: HashMap<(String, String, usize), usize> = HashMap::new();
     let mut by_key: BTreeMap<usize, Vec<&RunRecord>> = BTreeMap::new();
     for r in records {
         if let Some(why) = r.flag() {
@@ -168,7 +171,7 @@ pub fn group(records: &[RunRecord]) -> Study {
             r.backend.clone(),
             r.threads_per_rank,
         );
-        let idx = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+        let idx = *index.entry(key.clone()).or_insert_with(|| {
             keys.push(key);
             keys.len() - 1
         });
@@ -186,21 +189,26 @@ pub fn group(records: &[RunRecord]) -> Study {
                 &runs,
             ));
         } else {
+            // Grids in first-appearance order, each with its runs.
             let mut grids: Vec<[usize; 3]> = Vec::new();
+            let mut by_grid: HashMap<[usize; 3], Vec<&RunRecord>> = HashMap::new();
             for r in &runs {
-                if !grids.contains(&r.grid) {
-                    grids.push(r.grid);
-                }
+                by_grid
+                    .entry(r.grid)
+                    .or_insert_with(|| {
+                        grids.push(r.grid);
+                        Vec::new()
+                    })
+                    .push(r);
             }
             for g in grids {
-                let same: Vec<&RunRecord> = runs.iter().copied().filter(|r| r.grid == g).collect();
                 study.groups.push(make_group(
                     Kind::Strong,
                     &label,
                     Some(g),
                     &backend,
                     threads,
-                    &same,
+                    &by_grid[&g],
                 ));
             }
         }
@@ -240,23 +248,28 @@ fn make_group(
     threads: usize,
     runs: &[&RunRecord],
 ) -> Group {
-    let mut rows: Vec<Row> = Vec::new();
+    // Rows keyed by (ranks, hosts, process grid, grid): already in table
+    // order.
+    type Key = (usize, usize, [usize; 3], [usize; 3]);
+    let mut by_row: BTreeMap<Key, Row> = BTreeMap::new();
     for r in runs {
-        if let Some(row) = rows.iter_mut().find(|x| {
-            x.ranks == r.ranks && x.hosts == r.hosts() && x.procs == r.procs && x.grid == r.grid
-        }) {
-            row.runs += 1;
-            if r.mflops > row.mflops {
-                *row = Row {
-                    runs: row.runs,
-                    ..row_of(r)
-                };
+        match by_row.entry((r.ranks, r.hosts(), r.procs, r.grid)) {
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                let row = e.get_mut();
+                row.runs += 1;
+                if r.mflops > row.mflops {
+                    *row = Row {
+                        runs: row.runs,
+                        ..row_of(r)
+                    };
+                }
             }
-        } else {
-            rows.push(row_of(r));
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(row_of(r));
+            }
         }
     }
-    rows.sort_by_key(|a| (a.ranks, a.hosts, a.procs, a.grid));
+    let mut rows: Vec<Row> = by_row.into_values().collect();
     let base_ranks = rows.first().map_or(1, |r| r.ranks);
     let base = rows
         .iter()

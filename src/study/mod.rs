@@ -16,7 +16,7 @@ pub mod plot;
 pub mod records;
 pub mod table;
 
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::grid::decomp::ProcGrid;
 use crate::grid::{FLOPS_PER_POINT, Grid, Preset};
 use crate::output::{self, Format};
@@ -62,8 +62,11 @@ pub struct ReportArgs {
 /// Runs `himeno report`.
 pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     let loaded = records::load(&args.files)?;
+    if let Some(dir) = &args.plot {
+        plot::prepare(dir)?;
+    }
     for m in &loaded.malformed {
-        eprintln!("himeno report: skipped {}: {}", m.source, m.why);
+        error::tell(&format!("himeno report: skipped {}: {}", m.source, m.why));
     }
     let mut study = group::group(&loaded.records);
     let net = match (
@@ -81,10 +84,10 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     if let Some(net) = net {
         for g in &mut study.groups {
             if !attach_model(g, args.model_rate, &net) {
-                eprintln!(
+                error::tell(&format!(
                     "himeno report: no model for \"{}\": it has no 1-rank run; pass --model-rate MFLOPS",
                     g.title()
-                );
+                ));
             }
         }
     }
@@ -109,11 +112,11 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     output::emit(&out)?;
     if let Some(dir) = &args.plot {
         let written = plot::write_all(&study.groups, dir)?;
-        eprintln!(
+        error::tell(&format!(
             "himeno report: wrote {} plot files into {}",
             written.len(),
             dir.display()
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -128,7 +131,7 @@ pub fn attach_model(g: &mut group::Group, rate: Option<f64>, net: &Network) -> b
             .map(|r| r.mflops)
             .reduce(f64::max)
     });
-    let Some(rate) = rate.filter(|&r| r > 0.0) else {
+    let Some(rate) = rate.filter(|&r| model::check_rate(r, "rate").is_ok()) else {
         return false;
     };
     for row in &mut g.rows {
@@ -184,10 +187,18 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
         (_, Some(s), _) => {
             if !(s.is_finite() && s > 0.0) {
                 return Err(Error::usage(format!(
-                    "--seconds-per-iteration {s} must be above 0"
+                    "--seconds-per-iteration {} must be above 0",
+                    output::number(s)
                 )));
             }
             let r = grid.interior_points() as f64 * FLOPS_PER_POINT / s / 1e6;
+            let r = model::check_rate(
+                r,
+                &format!(
+                    "--seconds-per-iteration {} on grid {grid} gives a rate of",
+                    output::number(s)
+                ),
+            )?;
             (r, format!("{s} s/iteration on one rank"))
         }
         (_, _, Some(path)) => rate_from_results(path, &grid)?,
@@ -210,6 +221,12 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
         }
     };
     let p = model::predict(&grid, &procs, rate, &net);
+    if !p.is_finite() {
+        return Err(Error::runtime(format!(
+            "the model's prediction is not a finite number ({p:?}): the rates given are \
+             out of proportion with grid {grid}"
+        )));
+    }
     let text = match args.format {
         Format::Json => output::json(&serde_json::json!({
             "grid": grid.n, "size": size, "procs": procs.p, "ranks": procs.ranks(),
@@ -290,7 +307,9 @@ fn rate_from_results(path: &std::path::Path, grid: &Grid) -> Result<(f64, String
     let ok: Vec<&RunRecord> = loaded
         .records
         .iter()
-        .filter(|r| r.ranks == 1 && r.flag().is_none() && r.mflops > 0.0)
+        .filter(|r| {
+            r.ranks == 1 && r.flag().is_none() && model::check_rate(r.mflops, "rate").is_ok()
+        })
         .collect();
     let best = |same_grid: bool| {
         ok.iter()

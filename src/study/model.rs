@@ -15,6 +15,7 @@ use crate::bench::pingpong::PingpongReport;
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Block, ProcGrid};
 use crate::grid::{FLOPS_PER_POINT, Grid};
+use crate::output;
 use serde::Serialize;
 use std::path::Path;
 
@@ -48,8 +49,35 @@ pub struct Prediction {
     pub mflops: f64,
 }
 
+impl Prediction {
+    /// Whether every time, share and rate is a finite number.
+    pub fn is_finite(&self) -> bool {
+        [
+            self.compute_s,
+            self.halo_s,
+            self.allreduce_s,
+            self.total_s,
+            self.compute_share,
+            self.comm_share,
+            self.mflops,
+        ]
+        .iter()
+        .all(|v| v.is_finite())
+    }
+}
+
 /// Predicts one iteration of `grid` on `procs` from a single-rank compute
 /// rate in MFLOPS and the network parameters.
+///
+/// A rank's time depends on its coordinates only through, per dimension,
+/// its block's length and whether it has a neighbour below and above. So
+/// instead of every rank (10^12 of them, as typed, never returned), one
+/// rank of each such kind is evaluated: per dimension the first coordinate
+/// (no neighbour below), the last (none above), and the smallest inner
+/// coordinate with a longer block (1) and with a shorter one (the
+/// remainder `n % P`). Taking them in rank order, the first of the slowest
+/// is also the lowest slowest rank of the whole grid, as a loop over every
+/// rank would find it.
 pub fn predict(grid: &Grid, procs: &ProcGrid, rate_mflops: f64, net: &Network) -> Prediction {
     let ranks = procs.ranks();
     let allreduce_s = if ranks > 1 {
@@ -57,41 +85,83 @@ pub fn predict(grid: &Grid, procs: &ProcGrid, rate_mflops: f64, net: &Network) -
     } else {
         0.0
     };
+    let kinds: Vec<Vec<usize>> = (0..3)
+        .map(|d| {
+            let p = procs.p[d];
+            let mut c = vec![0, 1, (grid.n[d] - 2) % p, p - 1];
+            c.retain(|&x| x < p);
+            c.sort_unstable();
+            c.dedup();
+            c
+        })
+        .collect();
     let mut best: Option<Prediction> = None;
-    for rank in 0..ranks {
-        let block = Block::of(grid, procs, rank);
-        let compute_s = block.points() as f64 * FLOPS_PER_POINT / (rate_mflops * 1e6);
-        let dims = block.local_dims();
-        let halo_s: f64 = block
-            .halo_faces()
-            .map(|(face, _)| {
-                net.latency_s + face.len(dims) as f64 * 4.0 / net.bandwidth_bytes_per_s
-            })
-            .sum();
-        let total_s = compute_s + halo_s + allreduce_s;
-        if best.is_none_or(|b| total_s > b.total_s) {
-            best = Some(Prediction {
-                slowest_rank: rank,
-                compute_s,
-                halo_s,
-                allreduce_s,
-                total_s,
-                compute_share: compute_s / total_s,
-                comm_share: (halo_s + allreduce_s) / total_s,
-                mflops: grid.interior_points() as f64 * FLOPS_PER_POINT / total_s / 1e6,
-            });
+    for &ci in &kinds[0] {
+        for &cj in &kinds[1] {
+            for &ck in &kinds[2] {
+                let rank = procs.rank_of([ci, cj, ck]);
+                let p = predict_rank(grid, procs, rank, rate_mflops, net, allreduce_s);
+                if best.is_none_or(|b| p.total_s > b.total_s) {
+                    best = Some(p);
+                }
+            }
         }
     }
     best.expect("a process grid has at least one rank")
 }
 
+/// The prediction for one rank (`slowest_rank` is that rank).
+fn predict_rank(
+    grid: &Grid,
+    procs: &ProcGrid,
+    rank: usize,
+    rate_mflops: f64,
+    net: &Network,
+    allreduce_s: f64,
+) -> Prediction {
+    let block = Block::of(grid, procs, rank);
+    let compute_s = block.points() as f64 * FLOPS_PER_POINT / (rate_mflops * 1e6);
+    let dims = block.local_dims();
+    let halo_s: f64 = block
+        .halo_faces()
+        .map(|(face, _)| net.latency_s + face.len(dims) as f64 * 4.0 / net.bandwidth_bytes_per_s)
+        .sum();
+    let total_s = compute_s + halo_s + allreduce_s;
+    Prediction {
+        slowest_rank: rank,
+        compute_s,
+        halo_s,
+        allreduce_s,
+        total_s,
+        compute_share: compute_s / total_s,
+        comm_share: (halo_s + allreduce_s) / total_s,
+        mflops: grid.interior_points() as f64 * FLOPS_PER_POINT / total_s / 1e6,
+    }
+}
+
+/// Range of accepted compute rates in MFLOPS: beyond it a prediction's
+/// times under- or overflow, and no machine is that slow or fast.
+pub const RATE_RANGE: (f64, f64) = (1e-6, 1e15);
+/// Range of accepted latencies in microseconds (up to 1000 s).
+const LATENCY_RANGE_US: (f64, f64) = (0.0, 1e9);
+/// Range of accepted bandwidths in GB/s.
+const BANDWIDTH_RANGE_GBS: (f64, f64) = (1e-6, 1e9);
+
+/// Whether `v` is a number within `range` (both ends included).
+fn within(v: f64, range: (f64, f64)) -> bool {
+    v.is_finite() && v >= range.0 && v <= range.1
+}
+
 /// Checks a compute rate given by the user.
 pub fn check_rate(rate: f64, what: &str) -> Result<f64> {
-    if rate.is_finite() && rate > 0.0 {
+    if within(rate, RATE_RANGE) {
         Ok(rate)
     } else {
         Err(Error::usage(format!(
-            "{what} {rate} must be a rate above 0 in MFLOPS"
+            "{what} {} must be a rate in MFLOPS from {:e} to {:e}",
+            output::number(rate),
+            RATE_RANGE.0,
+            RATE_RANGE.1
         )))
     }
 }
@@ -99,14 +169,19 @@ pub fn check_rate(rate: f64, what: &str) -> Result<f64> {
 /// Builds network parameters from a latency in microseconds and a bandwidth
 /// in GB/s (1e9 bytes), checking both.
 pub fn network(latency_us: f64, bandwidth_gbs: f64) -> Result<Network> {
-    if !(latency_us.is_finite() && latency_us >= 0.0) {
+    if !within(latency_us, LATENCY_RANGE_US) {
         return Err(Error::usage(format!(
-            "latency {latency_us} us must be a time of at least 0"
+            "latency {} us must be a time from 0 to {:e} us",
+            output::number(latency_us),
+            LATENCY_RANGE_US.1
         )));
     }
-    if !(bandwidth_gbs.is_finite() && bandwidth_gbs > 0.0) {
+    if !within(bandwidth_gbs, BANDWIDTH_RANGE_GBS) {
         return Err(Error::usage(format!(
-            "bandwidth {bandwidth_gbs} GB/s must be above 0"
+            "bandwidth {} GB/s must be from {:e} to {:e} GB/s",
+            output::number(bandwidth_gbs),
+            BANDWIDTH_RANGE_GBS.0,
+            BANDWIDTH_RANGE_GBS.1
         )));
     }
     Ok(Network {
@@ -121,22 +196,32 @@ pub fn network_of(report: &PingpongReport) -> Result<Network> {
     network(report.latency_us, report.bandwidth_gbytes_per_s)
 }
 
+/// Largest ping-pong report read: far more than any real one (a few KiB
+/// per pair), so that a wrong file (a disk image, `/dev/zero`) is refused
+/// instead of read into memory.
+const MAX_PINGPONG_BYTES: u64 = 64 << 20;
+
 /// Reads a ping-pong JSON report (`himeno bench pingpong --format json`)
 /// and returns its network parameters.
 pub fn network_from_file(path: &Path) -> Result<Network> {
     let how = "write one with `himeno bench pingpong --format json > FILE`";
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = super::records::read_capped(path, MAX_PINGPONG_BYTES).map_err(|e| {
         Error::usage(format!(
             "cannot read ping-pong file {}: {e}; {how}",
             path.display()
         ))
     })?;
-    let rep: PingpongReport = serde_json::from_str(&text).map_err(|e| {
+    let bad = |e: &dyn std::fmt::Display| {
         Error::usage(format!(
             "{} is not a ping-pong JSON report ({e}); {how}",
             path.display()
         ))
-    })?;
+    };
+    // A JSON array would fill the report's fields by position.
+    if !text.trim_start().starts_with('{') {
+        return Err(bad(&"not a JSON object"));
+    }
+    let rep: PingpongReport = serde_json::from_str(&text).map_err(|e| bad(&e))?;
     network_of(&rep)
 }
 
@@ -174,6 +259,32 @@ mod tests {
         );
         assert_eq!(p.slowest_rank, 1);
         assert!((p.allreduce_s - 2.0 * 10e-6).abs() < 1e-15);
+    }
+
+    #[test]
+    fn the_kinds_of_rank_give_what_every_rank_gives() {
+        let net = network(3.0, 2.0).unwrap();
+        for n in [[12, 12, 12], [13, 9, 30], [40, 7, 11]] {
+            let grid = Grid::new(n).unwrap();
+            for procs in [[1, 1, 1], [3, 1, 2], [2, 2, 2], [5, 3, 4], [7, 1, 9]] {
+                let procs = ProcGrid { p: procs };
+                if procs.validate(&grid, procs.ranks()).is_err() {
+                    continue;
+                }
+                let fast = predict(&grid, &procs, 34.0, &net);
+                let all = (0..procs.ranks())
+                    .map(|r| predict_rank(&grid, &procs, r, 34.0, &net, fast.allreduce_s))
+                    .fold(None::<Prediction>, |b, p| {
+                        if b.is_none_or(|b| p.total_s > b.total_s) {
+                            Some(p)
+                        } else {
+                            b
+                        }
+                    })
+                    .unwrap();
+                assert_eq!(fast, all, "{n:?} {procs}");
+            }
+        }
     }
 
     #[test]

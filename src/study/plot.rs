@@ -27,6 +27,9 @@ use std::sync::OnceLock;
 /// Picture size in pixels.
 const SIZE: (u32, u32) = (900, 600);
 
+/// Largest font file read.
+const MAX_FONT_BYTES: u64 = 64 << 20;
+
 /// Font files tried in order after `HIMENO_FONT`.
 const FONT_CANDIDATES: [&str; 10] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -61,7 +64,9 @@ fn ensure_font() -> Result<()> {
         }
         tried.extend(FONT_CANDIDATES.iter().map(PathBuf::from));
         for path in &tried {
-            if let Ok(bytes) = std::fs::read(path) {
+            // A font is a few MiB; a wrong HIMENO_FONT (a device, a disk
+            // image) is passed over instead of read whole.
+            if let Ok(bytes) = super::records::read_capped_bytes(path, MAX_FONT_BYTES) {
                 // The font table keeps a 'static reference: the bytes live
                 // as long as the process, loaded at most once.
                 let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -81,22 +86,93 @@ fn ensure_font() -> Result<()> {
     .map_err(Error::usage)
 }
 
-/// Writes every group's pictures into `dir` (created if missing) and
-/// returns the paths written.
-pub fn write_all(groups: &[Group], dir: &Path) -> Result<Vec<PathBuf>> {
+/// Makes `dir` ready for the pictures before anything is printed: a font
+/// found, the folder created and writable (a test file made and removed).
+/// So a bad `--plot DIR` is an error before the tables go to stdout, not
+/// after.
+pub fn prepare(dir: &Path) -> Result<()> {
     ensure_font()?;
-    std::fs::create_dir_all(dir).map_err(|e| {
+    let refuse = |e: &dyn std::fmt::Display| {
         Error::usage(format!(
-            "cannot create plot folder {}: {e}; choose a writable --plot DIR",
+            "cannot write plots into {}: {e}; choose a writable --plot DIR",
             dir.display()
         ))
-    })?;
+    };
+    std::fs::create_dir_all(dir).map_err(|e| refuse(&e))?;
+    if !dir.is_dir() {
+        return Err(refuse(&"it is not a directory"));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let test = dir.join(format!(
+        ".himeno-plot-test-{}-{stamp:x}",
+        std::process::id()
+    ));
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(&test)
+        .map_err(|e| refuse(&e))?;
+    std::fs::remove_file(&test).map_err(|e| refuse(&e))
+}
+
+/// Longest readable part of a picture's file name, in bytes: with the
+/// hash and the picture's name the whole stays far below the 255 bytes a
+/// file name may have, whatever the label.
+const MAX_STEM: usize = 100;
+
+/// The file-name stem of each group's pictures: the group's slug, cut to
+/// [`MAX_STEM`] bytes, followed by a hash of the group's full key whenever
+/// the slug is not the key itself (characters replaced, or cut), and
+/// numbered if still not unique. So `study 1`, `study_1` and `study/1`
+/// never overwrite each other's pictures.
+fn stems(groups: &[Group]) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    groups
+        .iter()
+        .map(|g| {
+            let slug = g.slug();
+            let plain = |s: &str| {
+                s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            };
+            // The slug is ASCII: cutting at a byte is cutting at a character.
+            let mut stem = slug[..slug.len().min(MAX_STEM)].to_string();
+            if !plain(&g.label) || !plain(&g.backend) || slug.len() > MAX_STEM {
+                let key = format!(
+                    "{:?}\u{0}{}\u{0}{:?}\u{0}{}\u{0}{}",
+                    g.kind, g.label, g.grid, g.backend, g.threads_per_rank
+                );
+                stem.push_str(&format!("-{:08x}", fnv(&key) as u32));
+            }
+            let mut unique = stem.clone();
+            let mut n = 2;
+            while !taken.insert(unique.clone()) {
+                unique = format!("{stem}-{n}");
+                n += 1;
+            }
+            unique
+        })
+        .collect()
+}
+
+/// FNV-1a: a stable hash for file names (the same name on every run).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Writes every group's pictures into `dir` (see [`prepare`]) and returns
+/// the paths written.
+pub fn write_all(groups: &[Group], dir: &Path) -> Result<Vec<PathBuf>> {
+    prepare(dir)?;
     let mut written = Vec::new();
-    for g in groups {
-        let slug = g.slug();
+    for (g, stem) in groups.iter().zip(stems(groups)) {
         for pic in Picture::ALL {
-            let svg = dir.join(format!("{slug}-{}.svg", pic.name()));
-            let png = dir.join(format!("{slug}-{}.png", pic.name()));
+            let svg = dir.join(format!("{stem}-{}.svg", pic.name()));
+            let png = dir.join(format!("{stem}-{}.png", pic.name()));
             pic.draw(&SVGBackend::new(&svg, SIZE).into_drawing_area(), g)
                 .map_err(|e| plot_error(&svg, &e))?;
             pic.draw(&BitMapBackend::new(&png, SIZE).into_drawing_area(), g)
@@ -148,18 +224,45 @@ impl Picture {
     }
 }
 
-/// For each rank count, the row with the highest value of `f`.
+/// For each rank count, in increasing order, the highest value of `f`
+/// among its rows.
 fn best_per_ranks(rows: &[Row], f: impl Fn(&Row) -> f64) -> Vec<(f64, f64)> {
-    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut best: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
     for r in rows {
-        let (x, y) = (r.ranks as f64, f(r));
-        match out.iter_mut().find(|p| p.0 == x) {
-            Some(p) => p.1 = p.1.max(y),
-            None => out.push((x, y)),
-        }
+        let y = f(r);
+        best.entry(r.ranks)
+            .and_modify(|b| *b = b.max(y))
+            .or_insert(y);
     }
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
-    out
+    best.into_iter().map(|(x, y)| (x as f64, y)).collect()
+}
+
+/// The group's title for a caption, at most [`CAPTION_CHARS`] characters
+/// (a label may be as long as a command line; the picture is 900 pixels).
+fn caption(g: &Group) -> String {
+    let t = g.title();
+    if t.chars().count() <= CAPTION_CHARS {
+        t
+    } else {
+        let mut s: String = t.chars().take(CAPTION_CHARS - 1).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// Longest caption drawn.
+const CAPTION_CHARS: usize = 110;
+
+/// Checks that an axis range is finite before it reaches the plotting
+/// library, which loops without end over a non-finite range. Records are
+/// checked when read (`records`), so this only guards against arithmetic
+/// that still overflows.
+fn finite_axis(name: &str, lo: f64, hi: f64) -> std::result::Result<(), String> {
+    if lo.is_finite() && hi.is_finite() && lo < hi {
+        Ok(())
+    } else {
+        Err(format!("the {name} axis would run from {lo} to {hi}"))
+    }
 }
 
 /// The rank axis, in log2 of the rank count: its range (half a doubling
@@ -303,7 +406,9 @@ where
     } else {
         kind
     };
-    let caption = format!("{ylabel}: {}{}", g.title(), hosts_phrase(&g.rows));
+    finite_axis("rank", xrange.start, xrange.end)?;
+    finite_axis(ylabel, yrange.start, yrange.end)?;
+    let caption = format!("{ylabel}: {}{}", caption(g), hosts_phrase(&g.rows));
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 18))
         .margin(15)
@@ -530,11 +635,12 @@ where
         }
         SegmentValue::Last => String::new(),
     };
+    finite_axis("time", 0.0, ymax.max(1e-6))?;
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!(
                 "time per iteration by phase (slowest rank): {}{}",
-                g.title(),
+                caption(g),
                 hosts_phrase(&g.rows)
             ),
             ("sans-serif", 16),

@@ -5,10 +5,14 @@
 //! hand edits and foreign lines must not hide the rest of a study.
 
 use crate::error::{Error, Result};
+use crate::grid::decomp::MAX_RANKS;
+use crate::output;
 use crate::report::SCHEMA_VERSION;
 use crate::timing::Phase;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// Where a record came from: file and 1-based line number.
@@ -100,6 +104,10 @@ pub struct RunRecord {
     /// Where the record was read from (not part of the file's JSON).
     #[serde(skip_deserializing, default = "no_source")]
     pub source: Source,
+    /// Distinct hosts among all ranks, counted when the record was read
+    /// (before `per_rank` is cut to the slowest rank).
+    #[serde(skip_deserializing)]
+    pub host_count: usize,
 }
 
 fn one() -> usize {
@@ -127,6 +135,11 @@ impl RunRecord {
     /// Number of distinct hosts the ranks ran on (0 when the record has no
     /// per-rank data).
     pub fn hosts(&self) -> usize {
+        self.host_count
+    }
+
+    /// Distinct hosts in `per_rank`.
+    fn count_hosts(&self) -> usize {
         let mut h: Vec<&str> = self.per_rank.iter().map(|r| r.host.as_str()).collect();
         h.sort_unstable();
         h.dedup();
@@ -162,7 +175,11 @@ impl RunRecord {
         }
     }
 
-    /// Checks the values a table divides by or groups on.
+    /// Checks the values a table divides by, groups on, plots or models:
+    /// every number within what a real run can produce, every product of
+    /// counts free of overflow. A record outside these bounds is skipped
+    /// (`file:line: why`) rather than allowed to make a table, a plot's axis
+    /// or the model infinite or NaN.
     fn check(&self) -> std::result::Result<(), String> {
         if self.schema != SCHEMA_VERSION {
             return Err(format!(
@@ -170,27 +187,84 @@ impl RunRecord {
                 self.schema
             ));
         }
-        let product: usize = self.procs.iter().product();
-        if self.ranks == 0 || product != self.ranks {
+        if let Some(&n) = self.grid.iter().find(|&&n| !(3..=MAX_GRID).contains(&n)) {
             return Err(format!(
-                "ranks {} does not match process grid {}x{}x{}",
+                "grid dimension {n} is not from 3 to {MAX_GRID} points"
+            ));
+        }
+        let product = self
+            .procs
+            .iter()
+            .try_fold(1usize, |acc, &p| acc.checked_mul(p))
+            .filter(|&p| p <= MAX_RANKS);
+        if self.ranks == 0 || product != Some(self.ranks) {
+            return Err(format!(
+                "ranks {} does not match process grid {}x{}x{} (of at most {MAX_RANKS} ranks)",
                 self.ranks, self.procs[0], self.procs[1], self.procs[2]
             ));
         }
-        if self.grid.iter().any(|&n| n < 3) {
-            return Err("grid dimensions must be at least 3".into());
+        if (0..3).any(|d| self.procs[d] > self.grid[d] - 2) {
+            return Err("the process grid splits the grid finer than its points".into());
         }
-        if self.iterations == 0 && self.complete {
-            return Err("a complete run with 0 iterations".into());
+        if self.threads_per_rank == 0 {
+            return Err("threads_per_rank is 0".into());
         }
-        if !(self.mflops.is_finite() && self.mflops >= 0.0) {
-            return Err(format!("mflops {} is not a rate", self.mflops));
+        if self.iterations == 0 {
+            return Err("a run with 0 iterations".into());
         }
-        if !(self.wall_s.is_finite() && self.wall_s >= 0.0) {
-            return Err(format!("wall_s {} is not a duration", self.wall_s));
+        if !within(self.mflops, MAX_MFLOPS) {
+            return Err(format!(
+                "mflops {} is not a rate from 0 to {MAX_MFLOPS:e}",
+                output::number(self.mflops)
+            ));
+        }
+        if !within(self.wall_s, MAX_SECONDS) {
+            return Err(format!(
+                "wall_s {} is not a duration from 0 to {MAX_SECONDS:e} s",
+                output::number(self.wall_s)
+            ));
+        }
+        for (name, v) in [
+            ("compute_share", self.compute_share),
+            ("comm_share", self.comm_share),
+        ] {
+            if !within(v, MAX_SHARE) {
+                return Err(format!(
+                    "{name} {} is not a fraction of the loop time",
+                    output::number(v)
+                ));
+            }
+        }
+        for r in &self.per_rank {
+            let times = std::iter::once(("loop_s", r.loop_s))
+                .chain(r.phases_s.iter().map(|(k, &v)| (k.as_str(), v)));
+            for (name, v) in times {
+                if !within(v, MAX_SECONDS) {
+                    return Err(format!(
+                        "per_rank rank {}: {name} {} is not a duration from 0 to \
+                         {MAX_SECONDS:e} s",
+                        r.rank,
+                        output::number(v)
+                    ));
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// Largest grid dimension, as `Grid::new` accepts.
+const MAX_GRID: usize = 1 << 20;
+/// Largest plausible rate of a whole job, in MFLOPS (a zettaflop machine).
+const MAX_MFLOPS: f64 = 1e15;
+/// Longest plausible duration of a run or phase, in seconds (31 years).
+const MAX_SECONDS: f64 = 1e9;
+/// Largest share of the loop time (a fraction, with room for rounding).
+const MAX_SHARE: f64 = 1.01;
+
+/// Whether `v` is a number from 0 to `max`.
+fn within(v: f64, max: f64) -> bool {
+    v.is_finite() && (0.0..=max).contains(&v)
 }
 
 /// A line that could not be used, and why.
@@ -211,28 +285,155 @@ pub struct Loaded {
     pub malformed: Vec<Malformed>,
 }
 
+/// Longest line read (64 MiB, a record of about 200 000 ranks): the rest
+/// of a longer line is skipped without being kept in memory.
+const MAX_LINE: usize = 64 << 20;
+
+/// Most bytes read from one results file (16 GiB): an endless stream (a
+/// FIFO fed by `yes`) ends with an error instead of a read that never does.
+const MAX_FILE: u64 = 16 << 30;
+
 /// Parses the text of one results file; `name` labels sources.
 pub fn parse(name: &str, text: &str, into: &mut Loaded) {
     for (i, line) in text.lines().enumerate() {
-        let source = Source {
-            file: name.to_string(),
-            line: i + 1,
-        };
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
-            continue;
-        }
-        let parsed = serde_json::from_str::<RunRecord>(trimmed)
+        parse_line(name, i + 1, line.as_bytes(), into);
+    }
+}
+
+/// Parses line `number` (from 1) of file `name` into `into`.
+fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
+    let source = Source {
+        file: name.to_string(),
+        line: number,
+    };
+    // Lossy decoding: a torn multi-byte character spoils one line, not the file.
+    let line = String::from_utf8_lossy(bytes);
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return;
+    }
+    // A JSON array would deserialize into a record by position.
+    let parsed = if trimmed.starts_with('{') {
+        serde_json::from_str::<RunRecord>(trimmed)
             .map_err(|e| format!("not a run record: {e}"))
-            .and_then(|r| r.check().map(|()| r));
-        match parsed {
-            Ok(mut r) => {
-                r.source = source;
-                into.records.push(r);
-            }
-            Err(why) => into.malformed.push(Malformed { source, why }),
+            .and_then(|r| r.check().map(|()| r))
+    } else {
+        Err("not a run record: a record is one JSON object per line".to_string())
+    };
+    match parsed {
+        Ok(mut r) => {
+            // Only the slowest rank's part is used: keeping the rest would
+            // let memory grow with every rank of every record.
+            r.host_count = r.count_hosts();
+            let slowest = r.slowest_rank;
+            r.per_rank.retain(|p| p.rank == slowest);
+            r.per_rank.truncate(1);
+            r.source = source;
+            into.records.push(r);
+        }
+        Err(why) => into.malformed.push(Malformed { source, why }),
+    }
+}
+
+/// Reads the lines of `reader` (file `name`) into `into`, each at most
+/// [`MAX_LINE`] bytes kept, at most [`MAX_FILE`] bytes in all.
+fn read_lines(name: &str, reader: impl Read, into: &mut Loaded) -> std::io::Result<()> {
+    let mut reader = BufReader::new(reader.take(MAX_FILE + 1));
+    let mut line: Vec<u8> = Vec::new();
+    let mut too_long = false;
+    let mut number = 0;
+    let mut total: u64 = 0;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let (chunk, ends) = match buf.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buf[..at], at + 1),
+            None => (buf, buf.len()),
+        };
+        if line.len() + chunk.len() > MAX_LINE {
+            too_long = true;
+        } else {
+            line.extend_from_slice(chunk);
+        }
+        let complete = ends > chunk.len();
+        reader.consume(ends);
+        total += ends as u64;
+        if total > MAX_FILE {
+            return Err(std::io::Error::other(format!(
+                "more than {} GiB: not a results file",
+                MAX_FILE >> 30
+            )));
+        }
+        if complete {
+            number += 1;
+            finish_line(name, number, &mut line, &mut too_long, into);
         }
     }
+    if !line.is_empty() || too_long {
+        number += 1;
+        finish_line(name, number, &mut line, &mut too_long, into);
+    }
+    Ok(())
+}
+
+/// Parses the line gathered in `line` (or reports it too long), and clears it.
+fn finish_line(
+    name: &str,
+    number: usize,
+    line: &mut Vec<u8>,
+    too_long: &mut bool,
+    into: &mut Loaded,
+) {
+    if *too_long {
+        into.malformed.push(Malformed {
+            source: Source {
+                file: name.to_string(),
+                line: number,
+            },
+            why: format!("line longer than {} MiB: not a run record", MAX_LINE >> 20),
+        });
+    } else {
+        parse_line(name, number, line, into);
+    }
+    line.clear();
+    *too_long = false;
+}
+
+/// Opens `path` for reading, refusing devices (`/dev/zero` never ends and
+/// is no file of results). FIFOs and regular files are read.
+fn open_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::FileTypeExt;
+    let file = File::open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_dir() {
+        return Err(std::io::Error::other("it is a directory"));
+    }
+    if kind.is_char_device() || kind.is_block_device() {
+        return Err(std::io::Error::other("it is a device, not a file"));
+    }
+    Ok(file)
+}
+
+/// The bytes of the file at `path`, refused when it is a device or holds
+/// more than `max` bytes (so a wrong file is never read whole into memory).
+pub fn read_capped_bytes(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_file(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "it holds more than {} MiB",
+            max >> 20
+        )));
+    }
+    Ok(bytes)
+}
+
+/// [`read_capped_bytes`] as text (invalid UTF-8 is an error).
+pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_capped_bytes(path, max)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text"))
 }
 
 /// Reads every file in `paths`. A file that cannot be read at all is a usage
@@ -242,18 +443,14 @@ pub fn load(paths: &[impl AsRef<Path>]) -> Result<Loaded> {
     let mut loaded = Loaded::default();
     for p in paths {
         let p = p.as_ref();
-        let bytes = std::fs::read(p).map_err(|e| {
+        let cannot = |e: std::io::Error| {
             Error::usage(format!(
                 "cannot read results file {}: {e}; pass files written by --output",
                 p.display()
             ))
-        })?;
-        // Lossy decoding: a torn multi-byte character spoils one line, not the file.
-        parse(
-            &p.display().to_string(),
-            &String::from_utf8_lossy(&bytes),
-            &mut loaded,
-        );
+        };
+        let file = open_file(p).map_err(cannot)?;
+        read_lines(&p.display().to_string(), file, &mut loaded).map_err(cannot)?;
     }
     Ok(loaded)
 }
@@ -306,5 +503,83 @@ pub(crate) mod tests {
         let ph = l.records[0].slowest_phases();
         assert!((ph[0] - 0.09).abs() < 1e-12 && (ph[3] - 0.01).abs() < 1e-12);
         assert_eq!(l.records[0].flag(), None);
+    }
+
+    #[test]
+    fn values_a_table_or_plot_cannot_take_are_refused() {
+        let good = line("a", [10, 10, 10], [2, 1, 1], 100.0);
+        let bad = [
+            good.replace("\"compute\":0.9", "\"compute\":1e308"),
+            good.replace("\"mflops\":100.0", "\"mflops\":1e300"),
+            good.replace("\"wall_s\":1.0", "\"wall_s\":-1.0"),
+            good.replace("\"comm_share\":0.1", "\"comm_share\":7.0"),
+            good.replace("\"iterations\":10", "\"iterations\":0"),
+            good.replace("[2,1,1]", "[4294967296,4294967296,2]"),
+            good.replace("[2,1,1]", "[9,1,1]"),
+            good.replace("[10,10,10]", "[10,10,2000000]"),
+        ];
+        let mut l = Loaded::default();
+        parse("f", &good, &mut l);
+        assert_eq!(l.records.len(), 1, "{:?}", l.malformed);
+        for b in &bad {
+            assert_ne!(b, &good);
+            let mut l = Loaded::default();
+            parse("f", b, &mut l);
+            assert!(l.records.is_empty(), "accepted: {b}");
+            assert_eq!(l.malformed.len(), 1);
+        }
+    }
+
+    #[test]
+    fn only_json_objects_are_records() {
+        let v: serde_json::Value =
+            serde_json::from_str(&line("a", [10, 10, 10], [1, 1, 1], 1.0)).unwrap();
+        let fields = [
+            "schema",
+            "timestamp",
+            "label",
+            "size",
+            "grid",
+            "procs",
+            "ranks",
+            "threads_per_rank",
+            "backend",
+            "iterations",
+            "complete",
+            "mflops",
+            "wall_s",
+        ];
+        let array: Vec<serde_json::Value> = fields.iter().map(|f| v[f].clone()).collect();
+        let mut l = Loaded::default();
+        parse("f", &serde_json::to_string(&array).unwrap(), &mut l);
+        assert!(l.records.is_empty());
+        assert!(
+            l.malformed[0].why.contains("JSON object"),
+            "{:?}",
+            l.malformed
+        );
+    }
+
+    #[test]
+    fn lines_are_bounded_and_only_the_slowest_rank_is_kept() {
+        let mut rec: serde_json::Value =
+            serde_json::from_str(&line("a", [10, 10, 10], [2, 1, 1], 1.0)).unwrap();
+        rec["per_rank"] = serde_json::json!([
+            {"rank": 0, "loop_s": 1.0, "phases_s": {"compute": 0.5}},
+            {"rank": 1, "loop_s": 1.0, "phases_s": {"compute": 0.7}}
+        ]);
+        rec["slowest_rank"] = 1.into();
+        let long = "x".repeat(MAX_LINE + 10);
+        let text = format!("{rec}\n{long}\n{rec}");
+        let mut l = Loaded::default();
+        read_lines("f", text.as_bytes(), &mut l).unwrap();
+        assert_eq!(l.records.len(), 2);
+        assert_eq!(l.records[1].source.line, 3);
+        assert_eq!(l.records[0].per_rank.len(), 1);
+        assert!((l.records[0].slowest_phases()[0] - 0.07).abs() < 1e-12);
+        assert_eq!(l.malformed.len(), 1);
+        assert!(l.malformed[0].why.contains("longer than"));
+        assert!(read_capped_bytes(Path::new("/dev/zero"), 10).is_err());
+        assert!(load(&["/dev/zero"]).is_err());
     }
 }

@@ -126,10 +126,19 @@ fn rows() -> Vec<Row> {
         Row::run(&["--threads", "0"], &["--threads", "at least 1"]),
         Row::run(&["--threads", "-2"], &["--threads", "negative"]),
         Row::run(&["--threads", "100000"], &["--threads", "at most 4096"]),
+        Row::run(
+            &["--threads", "4096"],
+            &["--threads 4096", "per CPU", "at most"],
+        ),
         Row::run(&["--device", "-1"], &["--device", "negative"]),
         Row::run(&["--stream-gbs", "0"], &["--stream-gbs", "above 0"]),
         Row::run(&["--stream-gbs", "-3"], &["--stream-gbs", "above 0"]),
         Row::run(&["--stream-gbs", "fast"], &["--stream-gbs", "a number"]),
+        Row::run(
+            &["--stream-gbs", "1e-320"],
+            &["--stream-gbs 1e-320", "from"],
+        ),
+        Row::run(&["--stream-gbs", "1e300"], &["--stream-gbs 1e300", "from"]),
         Row::run(&["--backend", "tpu"], &["'tpu'", "possible values"]),
         Row::run(&["--format", "xml"], &["'xml'", "possible values"]),
         Row::run(&["--bind", "sockets"], &["'sockets'", "possible values"]),
@@ -145,6 +154,14 @@ fn rows() -> Vec<Row> {
         Row::run(
             &["--procs", "0x1x1"],
             &["invalid process grid", "at least 1"],
+        ),
+        Row::run(
+            &["--procs", "4294967296x4294967296x2", "--grid", "9x9x9"],
+            &["4294967296x4294967296x2", "more than the 16777216"],
+        ),
+        Row::run(
+            &["--procs", "18446744073709551615x2x1"],
+            &["more than the 16777216"],
         ),
         Row::run(&["--procs", "1x1x1"], &["job has 2", "--procs"]).mpirun(2),
         Row::run(
@@ -181,6 +198,17 @@ fn rows() -> Vec<Row> {
         Row::run(
             &["--output", "{dir}"],
             &["results file", "directory", "--output"],
+        ),
+        Row::run(
+            &[
+                "--output",
+                "{dir}/new/",
+                "--grid",
+                "5x5x5",
+                "--iterations",
+                "1",
+            ],
+            &["results file", "names a directory", "--output"],
         ),
         Row::run(
             &[
@@ -249,6 +277,97 @@ fn rows() -> Vec<Row> {
             ],
             &["--ranks", "at least 1"],
         ),
+        Row::new(
+            &[
+                "model",
+                "--grid",
+                "5x5x5",
+                "--ranks",
+                "1000000000000",
+                "--rate-mflops",
+                "100",
+                "--latency-us",
+                "1",
+                "--bandwidth-gbs",
+                "1",
+            ],
+            &["1000000000000 ranks", "more than"],
+        ),
+        Row::new(
+            &[
+                "model",
+                "--grid",
+                "5x5x5",
+                "--ranks",
+                "28",
+                "--rate-mflops",
+                "1",
+            ],
+            &["28 ranks cannot share", "fewer ranks"],
+        ),
+        Row::new(
+            &[
+                "model",
+                "--procs",
+                "65536x65536x65536",
+                "--rate-mflops",
+                "1",
+            ],
+            &["more than the 16777216"],
+        ),
+        Row::new(
+            &["model", "--size", "S", "--rate-mflops", "1e-300"],
+            &["--rate-mflops 1e-300", "from"],
+        ),
+        Row::new(
+            &["model", "--size", "S", "--rate-mflops", "inf"],
+            &["--rate-mflops inf"],
+        ),
+        Row::new(
+            &["model", "--size", "S", "--seconds-per-iteration", "1e-300"],
+            &["--seconds-per-iteration 1e-300", "rate"],
+        ),
+        Row::new(
+            &[
+                "model",
+                "--size",
+                "S",
+                "--ranks",
+                "2",
+                "--rate-mflops",
+                "10",
+                "--latency-us",
+                "1e300",
+                "--bandwidth-gbs",
+                "1",
+            ],
+            &["latency 1e300 us"],
+        ),
+        Row::new(
+            &[
+                "model",
+                "--size",
+                "S",
+                "--ranks",
+                "2",
+                "--rate-mflops",
+                "10",
+                "--pingpong",
+                "/dev/zero",
+            ],
+            &["/dev/zero", "device"],
+        ),
+        Row::new(&["report", "/dev/zero"], &["/dev/zero", "device"]),
+        Row::new(&["report", "/"], &["directory"]),
+        Row::new(
+            &["bench", "stream", "--elements", "100000000000"],
+            &["bench stream", "needs", "GiB"],
+        ),
+        Row::new(
+            &["bench", "stream", "--elements", "18446744073709551615"],
+            &["--elements", "more than"],
+        ),
+        Row::new(&["bench", "stream", "--threads", "4096"], &["per CPU"]),
         Row::new(&["bench", "pingpong"], &["at least 2 ranks", "mpirun"]),
         Row::new(
             &["bench", "pingpong", "--max-bytes", "12QB"],

@@ -390,7 +390,7 @@ fn gpu_emu_face_copies_match_pack_and_unpack_plane() {
 /// coefficient), so every point's residual differs.
 fn random_fields(grid: &Grid, rng: &mut Rng) -> Fields {
     let block = Block::of(grid, &ProcGrid { p: [1, 1, 1] }, 0);
-    let mut f = Fields::initial(grid, &block);
+    let mut f = Fields::initial(grid, &block).expect("a small grid fits in memory");
     for v in f.p.iter_mut() {
         *v = rng.unit();
     }

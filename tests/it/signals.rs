@@ -29,15 +29,15 @@ const LONG: [&str; 8] = [
 ];
 
 /// What a signalled run left behind.
-struct Ended {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ended {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// A started run whose stderr is watched for a log line.
-struct Running {
-    child: Child,
+pub(crate) struct Running {
+    pub(crate) child: Child,
     _guard: KillOnPanic,
     lines: mpsc::Receiver<String>,
     stderr: std::thread::JoinHandle<String>,
@@ -45,9 +45,12 @@ struct Running {
 }
 
 impl Running {
-    fn start(mut cmd: Command) -> Running {
+    pub(crate) fn start(mut cmd: Command) -> Running {
+        // A fault the caller set on purpose stays; an inherited one goes.
+        if !cmd.get_envs().any(|(k, _)| k == "HIMENO_FAULT") {
+            cmd.env_remove("HIMENO_FAULT");
+        }
         cmd.env_remove("RUST_LOG")
-            .env_remove("HIMENO_FAULT")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -80,7 +83,7 @@ impl Running {
     }
 
     /// Waits (at most a minute) for a stderr line containing `what`.
-    fn wait_for(&self, what: &str) {
+    pub(crate) fn wait_for(&self, what: &str) {
         loop {
             match self.lines.recv_timeout(Duration::from_secs(60)) {
                 Ok(l) if l.contains(what) => return,
@@ -91,7 +94,7 @@ impl Running {
     }
 
     /// Waits for the end (at most a minute: a hang fails the test).
-    fn finish(mut self) -> Ended {
+    pub(crate) fn finish(mut self) -> Ended {
         let status = match self.child.wait_timeout(Duration::from_secs(60)).unwrap() {
             Some(s) => s,
             None => {
@@ -136,7 +139,7 @@ impl Drop for KillOnPanic {
 }
 
 /// Sends `sig` (e.g. "TERM") to process `pid`.
-fn kill(sig: &str, pid: u32) {
+pub(crate) fn kill(sig: &str, pid: u32) {
     let ok = Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
         .status()
@@ -146,7 +149,7 @@ fn kill(sig: &str, pid: u32) {
 }
 
 /// Processes whose parent is `parent`, read from /proc.
-fn children(parent: u32) -> Vec<u32> {
+pub(crate) fn children(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {

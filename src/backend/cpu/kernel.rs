@@ -249,7 +249,7 @@ mod tests {
         for dims in [[5, 6, 21], [4, 5, 10], [6, 4, 3], [5, 5, 37]] {
             let grid = Grid::new(dims).unwrap();
             let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
-            let mut reference = Fields::initial(&grid, &block);
+            let mut reference = Fields::initial(&grid, &block).unwrap();
             // Perturb p so that every neighbour's coefficient matters.
             for (n, v) in reference.p.iter_mut().enumerate() {
                 *v += (n % 7) as f32 * 0.01;

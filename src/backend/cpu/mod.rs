@@ -27,6 +27,7 @@ use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face, split};
 use crate::grid::fields::{FIELDS, OMEGA, coefficient_values, p_initial};
+use crate::machine::alloc;
 use crate::machine::cache::LastLevel;
 use crate::machine::huge::HugeBuffer;
 use crate::machine::isa::Isa;
@@ -73,8 +74,12 @@ const LINE_FLOATS: usize = ALIGN_BYTES / 4;
 /// extent) sits on an ALIGN_BYTES boundary, so every row's owned points do
 /// when nk*4 is a multiple of it; then the field is shifted by n *
 /// STAGGER_BYTES within the page.
-fn field(len: usize, n: usize) -> Field {
-    HugeBuffer::zeroed(len, ALIGN_BYTES - 4 + n * STAGGER_BYTES)
+fn field(len: usize, n: usize) -> Result<Field> {
+    HugeBuffer::zeroed(
+        len,
+        ALIGN_BYTES - 4 + n * STAGGER_BYTES,
+        &format!("field {} of the CPU backend", crate::grid::fields::NAMES[n]),
+    )
 }
 
 /// One field's memory.
@@ -114,7 +119,10 @@ impl CpuBackend {
         };
         let parts = partition(lay.dims, threads);
         let interior_rows = block.n[0] * block.n[1];
-        let field_bytes = FIELDS * lay.dims.iter().product::<usize>() * size_of::<f32>();
+        let points: usize = lay.dims.iter().product();
+        let field_bytes = points
+            .saturating_mul(FIELDS)
+            .saturating_mul(size_of::<f32>());
         let streaming = match opts.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
@@ -128,13 +136,13 @@ impl CpuBackend {
             block: *block,
             lay,
             fields: (0..FIELDS)
-                .map(|n| field(lay.dims.iter().product(), n))
-                .collect(),
+                .map(|n| field(points, n))
+                .collect::<Result<_>>()?,
             pool,
             isa: Isa::detect(),
             parts,
             streaming,
-            row_gosa: vec![0.0; interior_rows],
+            row_gosa: alloc::zeroed(interior_rows, "the per-row residuals")?,
             gosa: 0.0,
         };
         cpu.reset()?;
@@ -337,7 +345,8 @@ impl Backend for CpuBackend {
 
     fn field(&mut self) -> Result<Array3<f32>> {
         let d = self.lay.dims;
-        Array3::from_shape_vec((d[0], d[1], d[2]), self.fields[0][..].to_vec())
+        let copy = alloc::copied(&self.fields[0][..], "the copy of p read back")?;
+        Array3::from_shape_vec((d[0], d[1], d[2]), copy)
             .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
 }

@@ -49,16 +49,8 @@ pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
     let a: CudaSlice<u8> = st.alloc_zeros(max).map_err(cuda_err("allocating"))?;
     let b: CudaSlice<u8> = st.alloc_zeros(max).map_err(cuda_err("allocating"))?;
     let mut pinned = PinnedBuffer::new(&dev.ctx, max.div_ceil(4))?;
-    let mut pageable: Vec<u8> = Vec::new();
-    pageable.try_reserve_exact(max).map_err(|_| {
-        Error::usage(format!(
-            "bench transfer --max-bytes {max}: cannot allocate {:.2} GiB of host memory: use a \
-             smaller --max-bytes",
-            max as f64 / GIB
-        ))
-    })?;
     // Touched so that its pages exist before timing.
-    pageable.resize(max, 1);
+    let mut pageable = crate::machine::alloc::filled(max, 1u8, "the pageable host buffer")?;
     let (pa, pb) = (addr(&a, &st), addr(&b, &st));
 
     let mut samples = Vec::new();

@@ -8,6 +8,7 @@
 
 use super::kernels::{self, Kernel, Parts, SUM_ARRAYS, SUM_INPUTS};
 use crate::comm::Comm;
+use crate::error::Result;
 use crate::grid::decomp::split;
 use crate::machine::huge::HugeBuffer;
 use crate::machine::isa::Isa;
@@ -41,18 +42,18 @@ pub struct Arrays {
 
 impl Arrays {
     /// Allocates `n` elements per STREAM array and `sum_n` per Sum13
-    /// array without touching them, then lets each thread write its own
+    /// array (an error when the memory is refused) without touching them, then lets each thread write its own
     /// part first (so its pages live on that thread's node), with STREAM's
     /// initial values a = 1, b = 2, c = 0, and Sum13's input `f` filled
     /// with `f` (small integers: every sum is exact).
-    pub fn first_touch(pool: &Pool, n: usize, sum_n: usize) -> Arrays {
+    pub fn first_touch(pool: &Pool, n: usize, sum_n: usize) -> Result<Arrays> {
         let mut arr = Arrays {
-            a: HugeBuffer::zeroed(n, 0),
-            b: HugeBuffer::zeroed(n, STAGGER_BYTES),
-            c: HugeBuffer::zeroed(n, 2 * STAGGER_BYTES),
+            a: HugeBuffer::zeroed(n, 0, "stream array a")?,
+            b: HugeBuffer::zeroed(n, STAGGER_BYTES, "stream array b")?,
+            c: HugeBuffer::zeroed(n, 2 * STAGGER_BYTES, "stream array c")?,
             sum: (0..SUM_ARRAYS)
-                .map(|k| HugeBuffer::zeroed(sum_n, k * STAGGER_BYTES))
-                .collect(),
+                .map(|k| HugeBuffer::zeroed(sum_n, k * STAGGER_BYTES, "a sum13 array"))
+                .collect::<Result<_>>()?,
         };
         pool.scatter(arr.split(pool), |_, (a, b, c)| {
             a.fill(1.0);
@@ -64,7 +65,7 @@ impl Arrays {
                 part.fill(f as f32);
             }
         });
-        arr
+        Ok(arr)
     }
 
     /// Runs `repeats` rounds of `kernels`, each kernel after a barrier,
@@ -213,7 +214,7 @@ mod tests {
     #[test]
     fn kernels_validate_and_a_broken_one_fails() {
         let pool = Pool::new(3, Bind::None, 0).unwrap();
-        let mut arr = Arrays::first_touch(&pool, 1001, 517);
+        let mut arr = Arrays::first_touch(&pool, 1001, 517).unwrap();
         let times = arr.time(&pool, &SingleComm, 4, &Kernel::ALL);
         assert!(
             times
@@ -234,7 +235,7 @@ mod tests {
     #[test]
     fn triad_alone_is_validated() {
         let pool = Pool::new(2, Bind::None, 0).unwrap();
-        let mut arr = Arrays::first_touch(&pool, 999, 33);
+        let mut arr = Arrays::first_touch(&pool, 999, 33).unwrap();
         arr.time(&pool, &SingleComm, 2, &[Kernel::Triad, Kernel::Sum13]);
         assert!(arr.triad_valid(&pool));
         assert!(!arr.valid(&pool, 1));

@@ -42,6 +42,10 @@ use std::process::ExitCode;
 /// repetition and must stay finite.
 const MAX_REPEATS: usize = 200;
 
+/// Largest `--elements`: 8 TiB per array, beyond any node, and small
+/// enough that every byte count derived from it fits in 64 bits.
+const MAX_ELEMENTS: usize = 1 << 40;
+
 /// Options of `himeno bench stream`.
 #[derive(Debug, Args, Clone)]
 pub struct StreamArgs {
@@ -68,21 +72,25 @@ pub struct StreamArgs {
 
 /// Runs `himeno bench stream`.
 pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
-    if args.repeats < 2 || args.repeats > MAX_REPEATS {
-        return Err(Error::usage(format!(
-            "--repeats {} must be between 2 and {MAX_REPEATS} (the first is not timed)",
-            args.repeats
-        )));
-    }
-    if args.elements == Some(0) {
-        return Err(Error::usage("--elements must be at least 1"));
-    }
-    let threads = threads::for_rank(args.threads, comm.node_size())?;
+    let threads = crate::comm::agree(comm, validate(args, comm), |_| {
+        vec![
+            ("command", "bench stream".into()),
+            ("repeats", args.repeats.to_string()),
+            ("elements", format!("{:?}", args.elements)),
+            ("binding", format!("{:?}", args.bind)),
+            ("format", format!("{:?}", args.format)),
+        ]
+    })?;
     let llc = llc_bytes();
     let elements = args.elements.unwrap_or_else(|| default_elements(llc));
     let sum13_elements = sum13_elements(elements);
+    crate::preflight::check_need(
+        &format!("bench stream with {elements} elements per array"),
+        arrays_bytes(elements),
+        comm,
+    )?;
     let pool = Pool::new(threads, args.bind, comm.node_rank())?;
-    let mut arrays = Arrays::first_touch(&pool, elements, sum13_elements);
+    let mut arrays = Arrays::first_touch(&pool, elements, sum13_elements)?;
     let timings = arrays.time(&pool, comm, args.repeats, &Kernel::ALL);
     let ok = arrays.valid(&pool, args.repeats);
     let all_ok = comm.max(if ok { 0.0 } else { 1.0 }) == 0.0;
@@ -121,7 +129,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         bind: args.bind,
         elements_per_rank: elements,
         sum13_elements_per_rank: sum13_elements,
-        array_bytes: (elements * 8) as u64,
+        array_bytes: elements as u64 * 8,
         llc_bytes: llc,
         timed_repeats: args.repeats - 1,
         write_allocate_counted: false,
@@ -137,6 +145,26 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         Format::Csv => report::csv(&report),
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// This rank's own check of the options; its thread count.
+fn validate(args: &StreamArgs, comm: &dyn Comm) -> Result<usize> {
+    if args.repeats < 2 || args.repeats > MAX_REPEATS {
+        return Err(Error::usage(format!(
+            "--repeats {} must be between 2 and {MAX_REPEATS} (the first is not timed)",
+            args.repeats
+        )));
+    }
+    match args.elements {
+        Some(0) => return Err(Error::usage("--elements must be at least 1")),
+        Some(n) if n > MAX_ELEMENTS => {
+            return Err(Error::usage(format!(
+                "--elements {n} is more than {MAX_ELEMENTS} (8 TiB per array): give fewer"
+            )));
+        }
+        _ => {}
+    }
+    threads::for_rank(args.threads, comm.node_size())
 }
 
 /// Aggregate bandwidths of a quick stream measurement, GB/s.
@@ -156,7 +184,7 @@ pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<Quick
     let elements = default_elements(llc_bytes());
     let sum_elements = sum13_elements(elements);
     let pool = Pool::new(threads, bind, comm.node_rank())?;
-    let mut arrays = Arrays::first_touch(&pool, elements, sum_elements);
+    let mut arrays = Arrays::first_touch(&pool, elements, sum_elements)?;
     let timings = arrays.time(&pool, comm, REPEATS, &[Kernel::Triad, Kernel::Sum13]);
     let ok = arrays.triad_valid(&pool);
     if comm.max(if ok { 0.0 } else { 1.0 }) != 0.0 {
@@ -178,8 +206,12 @@ pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<Quick
 /// Bytes one rank allocates for [`quick_stream`]: STREAM's three arrays
 /// and Sum13's fourteen.
 pub fn quick_bytes() -> u128 {
-    let n = default_elements(llc_bytes());
-    (3 * 8 * n + SUM_ARRAYS * 4 * sum13_elements(n)) as u128
+    arrays_bytes(default_elements(llc_bytes()))
+}
+
+/// Bytes of STREAM's three arrays of `elements` and Sum13's fourteen.
+fn arrays_bytes(elements: usize) -> u128 {
+    3 * 8 * elements as u128 + (SUM_ARRAYS * 4) as u128 * sum13_elements(elements) as u128
 }
 
 /// Bytes of one last-level cache instance: each rank sizes its arrays from
@@ -198,7 +230,8 @@ fn default_elements(llc: u64) -> usize {
 /// arrays take the bytes of STREAM's three `f64` ones, so both sets are
 /// as far beyond the caches.
 fn sum13_elements(elements: usize) -> usize {
-    (3 * 8 * elements / (SUM_ARRAYS * 4)).max(1)
+    // In u128: 24 x a 64-bit count may not fit in 64 bits.
+    ((3 * 8 * elements as u128 / (SUM_ARRAYS * 4) as u128) as usize).max(1)
 }
 
 #[cfg(test)]

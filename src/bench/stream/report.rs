@@ -99,7 +99,7 @@ pub fn summarise(timings: &[Timing], local: bool, elements: [f64; 2]) -> Vec<Ker
             KernelResult {
                 name: t.kernel,
                 bytes_per_element: bytes,
-                best_gbytes_per_s: bytes * elements / min.max(f64::MIN_POSITIVE) / 1e9,
+                best_gbytes_per_s: bytes * elements / min.max(crate::timing::RESOLUTION_S) / 1e9,
                 avg_s: avg,
                 min_s: min,
                 max_s: max,

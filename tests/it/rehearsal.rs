@@ -1,0 +1,130 @@
+//! Every run of a preset is verified by default: the rehearsal runs exactly
+//! `--warmup` iterations from the initial state, and for the default 3 of
+//! every preset a known answer is stored. A `--seconds` run (whose count
+//! is not known in advance) and a count without a stored answer are VALID
+//! by the rehearsal; a fixed count with its own answer keeps the full
+//! check; a wrong rehearsal is exit 1 before anything is timed or printed.
+
+use crate::common::*;
+use std::path::PathBuf;
+
+fn file(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("himeno-rehearsal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join(name);
+    let _ = std::fs::remove_file(&f);
+    f
+}
+
+#[test]
+fn seconds_runs_and_unstored_counts_of_presets_are_valid_by_the_rehearsal() {
+    for args in [
+        &["--size", "XS", "--seconds", "0.3"][..],
+        &["--size", "S", "--iterations", "7"],
+        &["--grid", "32x32x64", "--seconds", "0.3", "--threads", "1"],
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--format", "json"]);
+        let r = json_ok(&run(himeno(&a)));
+        assert_eq!(r["verified"], true, "{args:?}: {r}");
+        assert_eq!(r["verification"]["against"], "rehearsal", "{args:?}");
+        let detail = r["verification"]["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("p fingerprint") && detail.contains("(equal)"),
+            "{detail}"
+        );
+    }
+    let text = stdout_ok(&run(himeno(&["--size", "XS", "--seconds", "0.3"])));
+    assert!(
+        text.contains(" Verification : VALID (rehearsal: "),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_fixed_count_with_its_own_answer_keeps_the_full_check() {
+    let r = json_ok(&run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "100",
+        "--format",
+        "json",
+    ])));
+    assert_eq!(r["verification"]["against"], "known-answer");
+    // No answer for 2 rehearsal iterations: nothing to check it against.
+    let r = json_ok(&run(himeno(&[
+        "--size",
+        "XS",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "2",
+        "--format",
+        "json",
+    ])));
+    assert_eq!(r["verified"], serde_json::Value::Null, "{r}");
+}
+
+#[test]
+fn a_wrong_rehearsal_is_exit_1_before_anything_is_timed() {
+    let out = file("wrong.jsonl");
+    for fault in ["0:r2:perturb", "0:r3:perturb"] {
+        let mut cmd = himeno(&[
+            "--size",
+            "XS",
+            "--seconds",
+            "30",
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        cmd.env("HIMENO_FAULT", fault);
+        let o = run(cmd);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{fault}: {err}");
+        assert!(
+            o.stdout.is_empty(),
+            "{fault}: nothing is printed: {}",
+            stdout(&o)
+        );
+        let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("himeno:")).collect();
+        assert_eq!(ours.len(), 1, "{err}");
+        assert!(ours[0].contains("the rehearsal's answer is wrong"), "{err}");
+        assert!(ours[0].contains("DIFFERENT"), "{err}");
+    }
+    assert!(!out.exists(), "nothing was timed, nothing is recorded");
+}
+
+#[test]
+fn a_wrong_rehearsal_on_one_rank_stops_every_rank_with_exit_1() {
+    if !MPI {
+        return;
+    }
+    let mut cmd = mpirun(4, &["--size", "S", "--seconds", "30", "--threads", "1"]);
+    cmd.env("HIMENO_FAULT", "3:r2:perturb");
+    let o = run(cmd);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.matches("the rehearsal's answer is wrong").count(),
+        1,
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    // Unperturbed, the same job is VALID by its rehearsal.
+    let r = json_ok(&run(mpirun(
+        4,
+        &[
+            "--size",
+            "S",
+            "--seconds",
+            "1",
+            "--threads",
+            "1",
+            "--format",
+            "json",
+        ],
+    )));
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["verification"]["against"], "rehearsal");
+}

@@ -255,17 +255,27 @@ pub fn check_writable(path: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn temp(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("himeno-append-{}", std::process::id()));
+    /// A folder of one test, removed with everything in it when dropped.
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A fresh path `name` in a folder of its own, and the folder's guard.
+    fn temp(name: &str) -> (Scratch, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("himeno-append-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
-        let _ = std::fs::remove_file(&p);
-        p
+        (Scratch(dir), p)
     }
 
     #[test]
     fn a_torn_last_line_is_left_on_its_own_line() {
-        let p = temp("torn.jsonl");
+        let (_scratch, p) = temp("torn.jsonl");
         std::fs::write(&p, "{\"good\":1}\n{\"torn\":").unwrap();
         append_line(&p, "{\"next\":2}", &StopFlag::never()).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
@@ -280,7 +290,7 @@ mod tests {
 
     #[test]
     fn checking_a_missing_file_creates_nothing_there() {
-        let p = temp("checked.jsonl");
+        let (_scratch, p) = temp("checked.jsonl");
         check_writable(&p).unwrap();
         assert!(!p.exists());
         let dir = p.parent().unwrap();
@@ -297,7 +307,7 @@ mod tests {
 
     #[test]
     fn line_breaks_inside_a_record_are_refused() {
-        let p = temp("multi.jsonl");
+        let (_scratch, p) = temp("multi.jsonl");
         assert!(append_line(&p, "a\nb", &StopFlag::never()).is_err());
         assert!(!p.exists());
     }
@@ -313,7 +323,7 @@ mod tests {
 
     #[test]
     fn threads_appending_at_once_lose_nothing() {
-        let p = temp("threads.jsonl");
+        let (_scratch, p) = temp("threads.jsonl");
         std::thread::scope(|s| {
             for t in 0..8 {
                 let p = &p;
@@ -345,7 +355,7 @@ mod tests {
 
     #[test]
     fn a_held_lock_is_waited_for_within_bounds_and_a_signal_ends_the_wait() {
-        let p = temp("locked.jsonl");
+        let (_scratch, p) = temp("locked.jsonl");
         std::fs::write(&p, "").unwrap();
         let holder = File::open(&p).unwrap();
         holder.lock().unwrap();
@@ -371,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_fifo_without_a_reader_is_refused_not_waited_on() {
-        let p = temp("fifo");
+        let (_scratch, p) = temp("fifo");
         let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
         // SAFETY: mkfifo reads a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
@@ -383,7 +393,7 @@ mod tests {
 
     #[test]
     fn probes_fit_any_valid_name_and_pass_over_stale_ones() {
-        let dir = temp("probes");
+        let (_scratch, dir) = temp("probes");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let dir = dir.as_path();

@@ -383,7 +383,8 @@ fn rows() -> Vec<Row> {
 
 /// A fresh empty directory for one row.
 fn row_dir(n: usize) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("himeno-bad-{}-{n}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-bad-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

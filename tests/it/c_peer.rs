@@ -11,7 +11,8 @@ use std::process::Command;
 /// Compiles the C peer once per test run into the target directory.
 fn peer() -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c_peer/himeno_peer.c");
-    let exe = std::env::temp_dir().join(format!("himeno-peer-{}", std::process::id()));
+    let exe = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-peer-{}", std::process::id()));
     let o = Command::new("cc")
         .args(["-O2", "-ffp-contract=off", "-std=c99", "-o"])
         .arg(&exe)

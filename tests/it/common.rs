@@ -121,7 +121,8 @@ pub fn ranks(launcher: Launcher, np: usize, args: &[&str]) -> Command {
 /// A fresh path `name` in a folder of this test process, for results files
 /// and plots (`tag` keeps the areas' files apart).
 pub fn temp_file(tag: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("himeno-{tag}-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join(name);
     let _ = std::fs::remove_file(&f);

@@ -81,8 +81,8 @@ struct DryRun {
 impl DryRun {
     /// A fresh setting named `name` whose fake root holds `files`.
     fn new(name: &str, files: &[&str]) -> DryRun {
-        let dir =
-            std::env::temp_dir().join(format!("himeno-gpu-check-{}-{name}", std::process::id()));
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("himeno-gpu-check-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         for sub in ["bin", "out", "root"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();

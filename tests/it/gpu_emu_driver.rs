@@ -27,7 +27,8 @@ int cuDeviceGetCount(int *n) { *n = 0; return 0; }
 
 /// A fresh folder for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("himeno-emu-driver-{}-{name}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-emu-driver-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

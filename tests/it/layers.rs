@@ -567,7 +567,8 @@ fn lower_layers_never_import_the_tools() {
 fn the_scanner_resolves_paths_as_the_compiler_does() {
     // A ring through a use tree, an inline path and `super` from a child,
     // while `super` inside an inline test module stays in its file.
-    let dir = std::env::temp_dir().join(format!("himeno-layers-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-layers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("a")).unwrap();
     std::fs::write(dir.join("lib.rs"), "pub mod a; pub mod b;\n").unwrap();

@@ -9,7 +9,8 @@ use crate::common::*;
 use std::path::PathBuf;
 
 fn file(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("himeno-rehearsal-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-rehearsal-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join(name);
     let _ = std::fs::remove_file(&f);

@@ -162,7 +162,8 @@ fn seconds_mode_sizes_the_run_from_the_rehearsal() {
 
 #[test]
 fn results_file_gets_one_json_line_per_run() {
-    let dir = std::env::temp_dir().join(format!("himeno-out-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-out-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("results.jsonl");
     let _ = std::fs::remove_file(&file);

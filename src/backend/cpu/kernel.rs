@@ -17,6 +17,7 @@ use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK
 #[cfg(doc)]
 use crate::machine::isa::Isa;
 use crate::machine::isa::multiversion;
+use std::ops::Range;
 
 /// Number of interleaved partial sums per row.
 pub const LANES: usize = 8;
@@ -24,7 +25,7 @@ pub const LANES: usize = 8;
 /// Geometry of a block's local arrays, all of extents `dims`, k fastest.
 #[derive(Debug, Clone, Copy)]
 pub struct Layout {
-    /// Local extents (owned points plus one layer per side).
+    /// Local extents (owned points plus the halo layers on each side).
     pub dims: [usize; 3],
 }
 
@@ -50,11 +51,39 @@ pub struct Inputs<'a> {
     pub omega: f32,
 }
 
+impl<'a> Inputs<'a> {
+    /// The rows that the update of row `(i, j)` reads, all from these
+    /// arrays.
+    #[inline]
+    pub fn rows(&self, i: usize, j: usize) -> Rows<'a> {
+        let nk = self.lay.dims[2];
+        let at = |i: usize, j: usize| &self.p[self.lay.row(i, j)..][..nk];
+        let base = self.lay.row(i, j);
+        Rows {
+            p: std::array::from_fn(|a| std::array::from_fn(|b| at(i + a - 1, j + b - 1))),
+            coef: self.coef.map(|c| &c[base..base + nk]),
+        }
+    }
+}
+
+/// The rows one row update reads, each a whole row of the local k extent:
+/// `p` around the row and the coefficients of the row itself. They may come
+/// from different arrays (the temporal sweep reads `p` from cache-resident
+/// copies of earlier levels).
+#[derive(Clone, Copy)]
+pub struct Rows<'a> {
+    /// `p[a][b]` is the row of `p` at `(i + a - 1, j + b - 1)`.
+    pub p: [[&'a [f32]; 3]; 3],
+    /// `a0..a3, b0..b2, c0..c2, bnd, wrk1` at `(i, j)`.
+    pub coef: [&'a [f32]; COEFFICIENTS],
+}
+
 multiversion!(
-    /// Updates the owned points of row `(i, j)` with the kernel compiled for
-    /// `isa`: writes `out` (the row of `next`, full local k extent) and
-    /// returns the row's sum of squared residuals.
-    pub fn sweep_row(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 => row_body
+    /// Updates points `k` (not the first or last of the row) of one row
+    /// with the kernel compiled for `isa`: writes `out[k]` (`out` is the
+    /// whole row of the new field) and returns the sum of their squared
+    /// residuals, point `k.start + x` in lane `x % LANES`.
+    pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_body
 );
 
 /// One chunk of [`LANES`] points of every input row.
@@ -63,31 +92,32 @@ type Chunk = [f32; LANES];
 /// The row kernel, inlined into each instruction-set wrapper so that each
 /// copy is vectorised for its own target features.
 #[inline(always)]
-fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
-    let lay = inp.lay;
-    let p = inp.p;
-    let nk = lay.dims[2];
-    let m = nk - 2;
-    let base = lay.row(i, j) + 1;
-    let di = lay.dims[1] * nk;
-    let dj = nk;
-    // Row slices of exactly `m` values each, starting at the first owned k.
-    let r = |off: usize| &p[off..off + m];
-    let k = |f: usize| &inp.coef[f][base..base + m];
-    let (ip, jp, kp) = (r(base + di), r(base + dj), r(base + 1));
-    let (ipjp, ipjm) = (r(base + di + dj), r(base + di - dj));
-    let (imjp, imjm) = (r(base - di + dj), r(base - di - dj));
-    let (jpkp, jmkp) = (r(base + dj + 1), r(base - dj + 1));
-    let (jpkm, jmkm) = (r(base + dj - 1), r(base - dj - 1));
-    let (ipkp, imkp) = (r(base + di + 1), r(base - di + 1));
-    let (ipkm, imkm) = (r(base + di - 1), r(base - di - 1));
-    let (im, jm, km, c) = (r(base - di), r(base - dj), r(base - 1), r(base));
-    let (a0, a1, a2, a3) = (k(A0), k(A1), k(A2), k(A3));
-    let (b0, b1, b2) = (k(B0), k(B1), k(B2));
-    let (c0, c1, c2) = (k(C0), k(C1), k(C2));
-    let (bnd, wrk1) = (k(BND), k(WRK1));
-    let out = &mut out[1..1 + m];
-    let omega = inp.omega;
+fn row_body(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
+    let (k0, m) = (k.start, k.len());
+    /// `m` values of `row` from `from`.
+    #[inline(always)]
+    fn run(row: &[f32], from: usize, m: usize) -> &[f32] {
+        &row[from..from + m]
+    }
+    // Slices of exactly `m` values: a row shifted by -1, 0 or +1 in k.
+    let lo = |row| run(row, k0 - 1, m);
+    let mid = |row| run(row, k0, m);
+    let hi = |row| run(row, k0 + 1, m);
+    let [[pmm, pm0, pmp], [p0m, p00, p0p], [ppm, pp0, ppp]] = rows.p;
+    let (ip, jp, kp) = (mid(pp0), mid(p0p), hi(p00));
+    let (ipjp, ipjm) = (mid(ppp), mid(ppm));
+    let (imjp, imjm) = (mid(pmp), mid(pmm));
+    let (jpkp, jmkp) = (hi(p0p), hi(p0m));
+    let (jpkm, jmkm) = (lo(p0p), lo(p0m));
+    let (ipkp, imkp) = (hi(pp0), hi(pm0));
+    let (ipkm, imkm) = (lo(pp0), lo(pm0));
+    let (im, jm, km, c) = (mid(pm0), mid(p0m), lo(p00), mid(p00));
+    let coef = |f: usize| mid(rows.coef[f]);
+    let (a0, a1, a2, a3) = (coef(A0), coef(A1), coef(A2), coef(A3));
+    let (b0, b1, b2) = (coef(B0), coef(B1), coef(B2));
+    let (c0, c1, c2) = (coef(C0), coef(C1), coef(C2));
+    let (bnd, wrk1) = (coef(BND), coef(WRK1));
+    let out = &mut out[k0..k0 + m];
 
     // The values of point `x` of every row, in `point`'s order.
     // (The list is repeated at each use: macro hygiene binds the names
@@ -267,15 +297,27 @@ mod tests {
                     coef: std::array::from_fn(|c| f.coef[c].as_slice().unwrap()),
                     omega: OMEGA,
                 };
+                let mut pieces = f.next.clone();
                 let out = f.next.as_slice_mut().unwrap();
                 let mut gosa = 0.0;
+                let pieces_out = pieces.as_slice_mut().unwrap();
+                let nk = dims[2];
                 for i in 1..dims[0] - 1 {
                     for j in 1..dims[1] - 1 {
                         let at = lay.row(i, j);
-                        gosa += sweep_row(isa, &inp, i, j, &mut out[at..]);
+                        let row = &mut out[at..at + nk];
+                        gosa += sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, row);
+                        // The same row in up to three pieces (as the temporal
+                        // sweep splits its rows): the same values.
+                        let row = &mut pieces_out[at..at + nk];
+                        let cuts = [1, (nk / 3).max(1), (2 * nk / 3).max(1), nk - 1];
+                        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+                            sweep_row(isa, &inp.rows(i, j), w[0]..w[1], OMEGA, row);
+                        }
                     }
                 }
                 assert_eq!(f.next, reference.p, "{dims:?} {}", isa.name());
+                assert_eq!(pieces, reference.p, "{dims:?} {} in pieces", isa.name());
                 let rel = (gosa - ref_gosa).abs() / ref_gosa.abs().max(1e-300);
                 assert!(rel < 1e-9, "{dims:?} {}: {gosa} vs {ref_gosa}", isa.name());
             }

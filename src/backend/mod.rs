@@ -60,6 +60,12 @@ pub fn create(
             &cfg.cpu_options(),
             comm.node_size(),
         )?)),
+        // Refused in validation already; kept here so that no caller can
+        // hand a GPU a block it would sweep wrongly.
+        Kind::Gpu if block.depth > 1 => Err(crate::error::Error::usage(
+            "--temporal above 1 runs on the CPU backend only for now: use --backend cpu, \
+             or --temporal 1 on GPUs",
+        )),
         Kind::Gpu => gpu::create(cfg, grid, block, comm),
     }
 }

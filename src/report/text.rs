@@ -34,6 +34,22 @@ pub fn render(r: &Record) -> String {
     if let Some(st) = r.staging {
         let _ = writeln!(s, "GPU halo staging: {}, overlap: {}", st.name(), r.overlap);
     }
+    if r.temporal > 1 {
+        let _ = writeln!(
+            s,
+            "Temporal blocking: {} sweeps per halo exchange. The answer is the classic one \
+             (bitwise), computed with fewer memory passes: this score is not comparable with \
+             classic Himeno scores.",
+            r.temporal
+        );
+    }
+    if r.ranks > 1 {
+        let _ = writeln!(
+            s,
+            "Halo: {:.2} messages and {} bytes per iteration (all ranks)",
+            r.halo_messages_per_iteration, r.halo_bytes_per_iteration
+        );
+    }
     for d in &r.provenance.devices {
         let _ = writeln!(s, "Device: {d}");
     }

@@ -73,6 +73,12 @@ pub struct RunConfig {
     pub overlap: bool,
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
+    /// Sweeps per halo exchange (temporal blocking; 1 is the classic
+    /// iteration).
+    pub temporal: usize,
+    /// Rows per tile of the temporal wavefront, overriding the choice from
+    /// the cache sizes.
+    pub tile_rows: Option<usize>,
     /// Stream triad bandwidth of this machine in GB/s given by the user, to
     /// report the solver's bandwidth as a fraction of it.
     pub stream_gbs: Option<f64>,

@@ -64,7 +64,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         .filter(|b| !b.is_empty());
     collective_output_check(&cfg, comm)?;
     let (grid, procs) = (cfg.grid(), cfg.procs());
-    let block = Block::of(&grid, &procs, comm.rank());
+    let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
     tracing::info!(rank = comm.rank(), ?block, "block");
     let kind = backend::choose(cfg.backend, comm);
     // The quick stream's arrays are freed before the fields are made.
@@ -87,8 +87,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     };
     let mut backend = backend::create(kind, &cfg, &grid, &block, comm)?;
     let mut halo = Halo::new(&block, backend.as_mut())?;
-    let mut halo_bytes = [halo.bytes_per_exchange() as f64];
-    comm.sum(&mut halo_bytes);
 
     let mut progress = Progress::for_rank(comm.rank());
     let outcome = Solver {
@@ -148,7 +146,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             &outcome,
             RecordInputs {
                 cfg: &cfg,
-                halo_bytes: halo_bytes[0] as u64,
                 verdict,
                 ceilings,
                 binding,

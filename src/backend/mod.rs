@@ -54,12 +54,13 @@ pub fn create(
     comm: &dyn Comm,
 ) -> Result<Box<dyn Backend>> {
     match kind {
-        Kind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
-            grid,
-            block,
-            &cfg.cpu_options(),
-            comm.node_size(),
-        )?)),
+        Kind::Cpu => {
+            let mut cpu = cpu::CpuBackend::new(grid, block, &cfg.cpu_options(), comm.node_size())?;
+            if let Some(rows) = cfg.tile_rows {
+                cpu.set_tile_rows(rows);
+            }
+            Ok(Box::new(cpu))
+        }
         // Refused in validation already; kept here so that no caller can
         // hand a GPU a block it would sweep wrongly.
         Kind::Gpu if block.depth > 1 => Err(crate::error::Error::usage(

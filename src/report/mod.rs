@@ -155,9 +155,6 @@ pub struct Ceilings {
 pub struct RecordInputs<'a> {
     /// The validated configuration.
     pub cfg: &'a RunConfig,
-    /// Halo bytes per iteration over all ranks (no longer read: the
-    /// per-rank summaries carry them).
-    pub halo_bytes: u64,
     /// The verdict.
     pub verdict: Verdict,
     /// The bandwidths to compare with.

@@ -15,3 +15,4 @@ mod run;
 mod signals;
 mod stream;
 mod study;
+mod temporal;

@@ -164,6 +164,11 @@ pub struct ModelArgs {
     /// Bandwidth in GB/s (1e9 bytes).
     #[arg(long, requires = "latency_us")]
     pub bandwidth_gbs: Option<f64>,
+    /// Sweeps per halo exchange (temporal blocking, as `--temporal` of a
+    /// run): messages and latencies per iteration divided by T, and the
+    /// redundant updates of the ghost layers added to the compute.
+    #[arg(long, default_value_t = 1)]
+    pub temporal: usize,
     /// Report format on standard output.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -207,7 +212,15 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
             ));
         }
     };
-    let p = model::predict(&grid, &procs, rate, &net);
+    if !(1..=crate::solver::MAX_LEVELS).contains(&args.temporal) {
+        return Err(Error::usage(format!(
+            "--temporal {} must be from 1 (the classic iteration) to {}",
+            args.temporal,
+            crate::solver::MAX_LEVELS
+        )));
+    }
+    procs.check_depth(&grid, args.temporal)?;
+    let p = model::predict_temporal(&grid, &procs, rate, &net, args.temporal);
     let text = match args.format {
         Format::Json => output::json(&serde_json::json!({
             "grid": grid.n, "size": size, "procs": procs.p, "ranks": procs.ranks(),
@@ -219,8 +232,9 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
         }))?,
         Format::Csv => format!(
             "ni,nj,nk,size,pi,pj,pk,ranks,rate_mflops,latency_us,bandwidth_gbytes_per_s,\
-             slowest_rank,compute_s,halo_s,allreduce_s,total_s,compute_share,comm_share,mflops\n\
-             {},{},{},{},{},{},{},{},{rate},{},{},{},{:e},{:e},{:e},{:e},{},{},{}\n",
+             slowest_rank,compute_s,halo_s,allreduce_s,total_s,compute_share,comm_share,mflops,\
+             temporal,messages_per_iteration,halo_bytes_per_iteration,redundant_fraction\n\
+             {},{},{},{},{},{},{},{},{rate},{},{},{},{:e},{:e},{:e},{:e},{},{},{},{},{},{},{}\n",
             grid.n[0],
             grid.n[1],
             grid.n[2],
@@ -238,7 +252,11 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
             p.total_s,
             p.compute_share,
             p.comm_share,
-            p.mflops
+            p.mflops,
+            p.temporal,
+            p.messages_per_iteration,
+            p.halo_bytes_per_iteration,
+            p.redundant_fraction
         ),
         Format::Text => {
             render_prediction(&grid, &size, &procs, rate, &rate_from, &net, &net_from, &p)
@@ -260,13 +278,25 @@ fn render_prediction(
     net_from: &str,
     p: &Prediction,
 ) -> String {
+    let temporal = if p.temporal > 1 {
+        format!(
+            "temporal blocking: {} sweeps per exchange; {:.2} messages and {:.0} bytes per \
+             iteration, {:.1}% redundant updates in the ghost layers (slowest rank)\n",
+            p.temporal,
+            p.messages_per_iteration,
+            p.halo_bytes_per_iteration,
+            100.0 * p.redundant_fraction
+        )
+    } else {
+        String::new()
+    };
     format!(
         "model: grid {grid} ({size}), {} rank(s), process grid {procs}\n\
          inputs: single-rank rate {rate:.1} MFLOPS ({rate_from}); latency {:.3} us, \
          bandwidth {:.3} GB/s ({net_from})\n\
          per iteration (slowest rank {}): compute {:.4} ms + halo {:.4} ms + allreduce {:.4} ms \
          = {:.4} ms\n\
-         compute {:.1}%, communication {:.1}%; predicted {:.1} MFLOPS\n",
+         compute {:.1}%, communication {:.1}%; predicted {:.1} MFLOPS\n{temporal}",
         procs.ranks(),
         net.latency_s * 1e6,
         net.bandwidth_bytes_per_s / 1e9,

@@ -8,12 +8,15 @@ use crate::common::*;
 use himeno::grid::Grid;
 use himeno::verify::{KnownAnswer, fingerprint_hex, known_answers, reference_run};
 
-/// The cases kept: the presets the issue names, at fixed iteration counts.
-const CASES: [([usize; 3], u64); 4] = [
+/// The cases kept: the presets the issues name, at fixed iteration counts
+/// (M and L at 60 for the temporal-blocking benchmark runs).
+const CASES: [([usize; 3], u64); 6] = [
     ([32, 32, 64], 100),
     ([64, 64, 128], 100),
     ([128, 128, 256], 20),
     ([9, 10, 11], 50),
+    ([128, 128, 256], 60),
+    ([256, 256, 512], 60),
 ];
 
 fn path() -> std::path::PathBuf {

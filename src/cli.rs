@@ -59,12 +59,23 @@ pub struct SelftestArgs {
     /// The grid and process grid to test (default size XS).
     #[command(flatten)]
     pub problem: ProblemArgs,
+    /// Ghost layers to exchange and check, as a `--temporal T` run keeps.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole::<usize>)]
+    pub temporal: usize,
 }
 
 impl SelftestArgs {
-    /// The problem to test on `ranks` ranks.
+    /// The problem to test on `ranks` ranks, checked for the halo depth.
     pub fn resolve(&self, ranks: usize) -> Result<Problem> {
-        self.problem.resolve(Preset::XS, Ranks::Job(ranks))
+        let problem = self.problem.resolve(Preset::XS, Ranks::Job(ranks))?;
+        if !(1..=MAX_TEMPORAL).contains(&self.temporal) {
+            return Err(Error::usage(format!(
+                "--temporal {} must be from 1 (the classic iteration) to {MAX_TEMPORAL}",
+                self.temporal
+            )));
+        }
+        problem.procs.check_depth(&problem.grid, self.temporal)?;
+        Ok(problem)
     }
 }
 

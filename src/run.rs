@@ -36,13 +36,13 @@ pub fn benchmark(args: &RunArgs) -> ExitCode {
 pub fn selftest(args: &SelftestArgs) -> ExitCode {
     comm::with_comm(|comm| {
         let problem = args.resolve(comm.size())?;
-        let block = Block::of(&problem.grid, &problem.procs, comm.rank());
+        let block = Block::of(&problem.grid, &problem.procs, comm.rank()).with_depth(args.temporal);
         preflight::check_need(
             &problem.grid,
             preflight::host_bytes(&block, false, None),
             comm,
         )?;
-        let checked = selftest::halo_self_test(comm, &problem)?;
+        let checked = selftest::halo_self_test(comm, &problem, args.temporal)?;
         let mut total = [checked as f64];
         comm.sum(&mut total);
         if comm.rank() == 0 {

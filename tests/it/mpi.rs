@@ -88,12 +88,35 @@ fn halo_self_test_passes_on_every_process_grid() {
     if !MPI {
         return;
     }
-    for (np, procs) in GRIDS {
+    for (n, (np, procs)) in GRIDS.into_iter().enumerate() {
         let o = run(mpirun(
             np,
             &["selftest", "--grid", "9x8x7", "--procs", procs],
         ));
         assert!(o.status.success(), "{procs}: {}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("halo self-test passed"), "{procs}");
+        // Deep halos (temporal blocking): the same schedule fills every
+        // ghost layer, edges and corners included. Blocks of 12x11x10
+        // interior points over 3 ranks are at least 3 thick.
+        let depth = ["2", "3"][n % 2];
+        let o = run(mpirun(
+            np,
+            &[
+                "selftest",
+                "--grid",
+                "14x13x12",
+                "--procs",
+                procs,
+                "--temporal",
+                depth,
+            ],
+        ));
+        assert!(
+            o.status.success(),
+            "{procs} depth {depth}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
         assert!(stdout(&o).contains("halo self-test passed"), "{procs}");
     }
 }

@@ -257,7 +257,10 @@ mod tests {
         let one = predict(&grid, &procs, 34.0, &net);
         let two = predict_temporal(&grid, &procs, 34.0, &net, 2);
         assert_eq!((one.temporal, two.temporal), (1, 2));
-        assert_eq!((one.messages_per_iteration, two.messages_per_iteration), (1.0, 0.5));
+        assert_eq!(
+            (one.messages_per_iteration, two.messages_per_iteration),
+            (1.0, 0.5)
+        );
         // One layer: 12*12 values; two layers of a block 8 deep in i: 2*12*12.
         assert_eq!(one.halo_bytes_per_iteration, 576.0);
         assert_eq!(two.halo_bytes_per_iteration, 576.0);

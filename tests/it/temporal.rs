@@ -265,7 +265,10 @@ fn a_stop_signal_ends_the_run_after_a_whole_block() {
     let r: serde_json::Value = serde_json::from_str(&o).expect("a JSON report");
     assert_eq!(r["complete"], false);
     let done = r["iterations"].as_u64().unwrap();
-    assert!(done > 0 && done.is_multiple_of(temporal), "{done} iterations");
+    assert!(
+        done > 0 && done.is_multiple_of(temporal),
+        "{done} iterations"
+    );
     // Bitwise the classic answer after as many iterations.
     let classic = json_ok(&run(himeno(&[
         "--size",

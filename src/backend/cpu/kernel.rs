@@ -57,12 +57,30 @@ impl<'a> Inputs<'a> {
     #[inline]
     pub fn rows(&self, i: usize, j: usize) -> Rows<'a> {
         let nk = self.lay.dims[2];
-        let at = |i: usize, j: usize| &self.p[self.lay.row(i, j)..][..nk];
-        let base = self.lay.row(i, j);
+        let p = self.p;
+        let at = |i: usize, j: usize| &p[self.lay.row(i, j)..][..nk];
         Rows {
-            p: std::array::from_fn(|a| std::array::from_fn(|b| at(i + a - 1, j + b - 1))),
-            coef: self.coef.map(|c| &c[base..base + nk]),
+            p: [
+                [at(i - 1, j - 1), at(i - 1, j), at(i - 1, j + 1)],
+                [at(i, j - 1), at(i, j), at(i, j + 1)],
+                [at(i + 1, j - 1), at(i + 1, j), at(i + 1, j + 1)],
+            ],
+            coef: self.coef_rows(i, j),
         }
+    }
+
+    /// The coefficients' rows `(i, j)`.
+    #[inline]
+    pub fn coef_rows(&self, i: usize, j: usize) -> [&'a [f32]; COEFFICIENTS] {
+        let nk = self.lay.dims[2];
+        let base = self.lay.row(i, j);
+        // A plain loop: `array::map` and `from_fn` went through a closure
+        // call per element here (measured at a few % of the sweep).
+        let mut rows = [&self.coef[0][..0]; COEFFICIENTS];
+        for (row, field) in rows.iter_mut().zip(self.coef) {
+            *row = &field[base..base + nk];
+        }
+        rows
     }
 }
 
@@ -82,17 +100,45 @@ multiversion!(
     /// Updates points `k` (not the first or last of the row) of one row
     /// with the kernel compiled for `isa`: writes `out[k]` (`out` is the
     /// whole row of the new field) and returns the sum of their squared
-    /// residuals, point `k.start + x` in lane `x % LANES`.
-    pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_body
+    /// residuals, point `k.start + x` in lane `x % LANES`. For rows that
+    /// stream from memory: every input is prefetched ahead.
+    pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_streamed
+);
+
+multiversion!(
+    /// As [`sweep_row`], without software prefetch, for rows already in
+    /// the cache (the temporal wavefront's later levels), where the
+    /// prefetch instructions only compete with the loads: an L2-resident
+    /// row measured about 25% faster without them, a row from memory
+    /// 30-50% slower (notes/cpu-perf.md).
+    pub fn sweep_row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_cached
 );
 
 /// One chunk of [`LANES`] points of every input row.
 type Chunk = [f32; LANES];
 
-/// The row kernel, inlined into each instruction-set wrapper so that each
-/// copy is vectorised for its own target features.
+/// [`row_body`] with prefetch.
 #[inline(always)]
-fn row_body(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
+fn row_streamed(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
+    row_body::<true>(rows, k, omega, out)
+}
+
+/// [`row_body`] without prefetch.
+#[inline(always)]
+fn row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
+    row_body::<false>(rows, k, omega, out)
+}
+
+/// The row kernel, inlined into each instruction-set wrapper so that each
+/// copy is vectorised for its own target features; `PREFETCH` asks for the
+/// inputs ahead of use.
+#[inline(always)]
+fn row_body<const PREFETCH: bool>(
+    rows: &Rows<'_>,
+    k: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+) -> f64 {
     let (k0, m) = (k.start, k.len());
     /// `m` values of `row` from `from`.
     #[inline(always)]
@@ -144,7 +190,7 @@ fn row_body(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f6
         let out = out.as_chunks_mut::<LANES>().0;
         assert_eq!(out.len(), n);
         for ch in 0..n {
-            if ch % 2 == 0 {
+            if PREFETCH && ch % 2 == 0 {
                 // Two distances: far into L2 so the line is on its way from
                 // memory, near into L1 so the loads find it there.
                 for row in [ipjp, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1] {
@@ -307,6 +353,15 @@ mod tests {
                         let at = lay.row(i, j);
                         let row = &mut out[at..at + nk];
                         gosa += sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, row);
+                        let mut cached = vec![0.0; nk];
+                        let g =
+                            sweep_row_cached(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached);
+                        assert_eq!(&cached[1..nk - 1], &row[1..nk - 1]);
+                        assert_eq!(
+                            g.to_bits(),
+                            sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached)
+                                .to_bits()
+                        );
                         // The same row in up to three pieces (as the temporal
                         // sweep splits its rows): the same values.
                         let row = &mut pieces_out[at..at + nk];

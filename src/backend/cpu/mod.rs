@@ -82,9 +82,15 @@ struct Part {
 /// One thread's pieces of every field: (field number, memory).
 type Pieces<'a> = Vec<(usize, &'a mut [f32])>;
 
-/// Distance in bytes between the start offsets (modulo 4 KiB) of
-/// consecutive fields: 14 fields spread over 3.5 KiB of L1 set positions.
-const STAGGER_BYTES: usize = 256;
+/// Distance in bytes between the start offsets of consecutive fields: 256
+/// B modulo 4 KiB, so the 14 fields spread over 3.5 KiB of L1 set
+/// positions, and 8 KiB more, so that they also spread over the L2's sets
+/// (a 128 KiB period): on huge pages the L2 set follows the virtual
+/// address, and 256 B apart the same rows of all fields landed on a few
+/// percent of the sets, which emptied the temporal wavefront's tiles from
+/// the L2 (cachegrind with a 1 MiB 8-way last level, 4 sweeps per block in
+/// tiles of 8 rows: 7x more misses in the row kernel at 256 B).
+const STAGGER_BYTES: usize = 8192 + 256;
 /// Alignment of the first owned point of every row (a cache line).
 const ALIGN_BYTES: usize = 64;
 /// `f32` values per cache line.

@@ -57,9 +57,10 @@ impl PerCore {
     }
 
     /// Bytes one thread's cache-blocked working set should stay within:
-    /// its private cache.
+    /// its share of the last level (the core's own caches hold too little
+    /// to keep a useful tile without cutting its memory runs short).
     pub fn budget_bytes(&self) -> usize {
-        self.private_bytes
+        (self.shared_bytes / self.sharing.max(1)).max(self.private_bytes)
     }
 }
 

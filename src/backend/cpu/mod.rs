@@ -188,13 +188,21 @@ impl CpuBackend {
     pub fn set_tile_rows(&mut self, rows: usize) {
         self.tile_rows = rows.max(1);
         let depth = self.block.depth;
+        let band_rows = self.block.n[1].div_ceil(self.parts.len());
         let len = if depth > 1 {
-            wavefront::Plan::new(&self.block, depth, self.tile_rows).scratch_len()
+            wavefront::Plan::new(&self.block, depth, self.tile_rows).scratch_len(band_rows)
         } else {
             0
         };
-        // Zeroed and untouched until the thread that uses it writes it.
-        self.scratch = (0..self.parts.len()).map(|_| vec![0.0; len]).collect();
+        // Each thread makes and touches its own buffers (their pages then
+        // sit on its NUMA node, and no sweep pays their page faults).
+        self.scratch = self.pool.broadcast(|_| {
+            let mut v = vec![0.0f32; len];
+            for at in (0..len).step_by(1024) {
+                v[at] = std::hint::black_box(0.0);
+            }
+            v
+        });
     }
 
     /// Splits every field into the threads' memory ranges and calls `f` on

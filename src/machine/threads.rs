@@ -73,7 +73,12 @@ pub fn for_rank(given: Option<usize>, node_ranks: usize) -> Result<usize> {
 impl Pool {
     /// Starts `threads` workers; with [`Bind::Cores`] thread `t` is pinned
     /// to the `t`-th CPU of the allowed set (cyclically, with a warning, when
-    /// there are more threads than CPUs).
+    /// there are more threads than CPUs). When the launcher left the rank
+    /// free to use every CPU of the node (it did not bind, e.g. `mpirun
+    /// --bind-to none` or an oversubscribed run), the node's ranks would all
+    /// pin their threads to the same first CPUs; then thread `t` of the
+    /// rank with node-local number `r` (from the launcher's environment,
+    /// see [`launcher_local_rank`]) takes CPU `r * threads + t` instead.
     pub fn new(threads: usize, bind: Bind) -> Result<Pool> {
         let threads = threads.max(1);
         let allowed = affinity::allowed()?;
@@ -96,7 +101,17 @@ impl Pool {
                     "more threads than allowed CPUs: threads share CPUs"
                 );
             }
-            pinned = (0..threads).map(|t| allowed[t % allowed.len()]).collect();
+            // SAFETY: sysconf only reads a system constant.
+            let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+            let unbound = online > 0 && allowed.len() >= online as usize;
+            let first = if unbound {
+                launcher_local_rank().unwrap_or(0) * threads
+            } else {
+                0
+            };
+            pinned = (0..threads)
+                .map(|t| allowed[(first + t) % allowed.len()])
+                .collect();
             let outcomes = broadcast_on(&pool, |t| affinity::pin(pinned[t]));
             for (t, r) in outcomes.into_iter().enumerate() {
                 r.map_err(|e| {
@@ -174,6 +189,19 @@ impl Pool {
             }
         }
     }
+}
+
+/// This process's node-local rank as the launcher exports it (Open MPI,
+/// Slurm, MPICH/Hydra, PMI), if it does.
+pub fn launcher_local_rank() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+        "PMI_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
 fn broadcast_on<R: Send>(pool: &ThreadPool, f: impl Fn(usize) -> R + Sync) -> Vec<R> {

@@ -179,3 +179,49 @@ fn unbound_ranks_share_the_node_by_default() {
         "{threads} threads x 4 ranks on {cpus} CPUs"
     );
 }
+
+#[test]
+fn unbound_ranks_pin_their_threads_to_different_cpus() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if !MPI || cpus < 2 {
+        return;
+    }
+    // The launcher binds nothing: every rank may use every CPU, so --bind
+    // cores must place the ranks' threads apart (by node-local rank), not
+    // all on the first CPU.
+    let mut cmd = mpirun(
+        2,
+        &[
+            "--size",
+            "XS",
+            "--iterations",
+            "2",
+            "--threads",
+            "1",
+            "--bind",
+            "cores",
+            "--format",
+            "json",
+        ],
+    );
+    cmd.env("OMPI_MCA_hwloc_base_binding_policy", "none");
+    let o = run(cmd);
+    let r = json_ok(&o);
+    let pinned: Vec<String> = r["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let p = x["placement"].as_str().unwrap();
+            p.split("threads on cpus ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(pinned.len(), 2);
+    assert_ne!(pinned[0], pinned[1], "{pinned:?}");
+}

@@ -19,8 +19,9 @@ use crate::fault::Fault;
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
+use crate::machine::huge;
 use crate::signals::StopFlag;
-use crate::timing::{Lap, Phase, PhaseTimes};
+use crate::timing::{self, Lap, Phase, PhaseTimes};
 use crate::verify;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +52,15 @@ pub struct RankSummary {
     /// Halo bytes this rank sends per exchange.
     #[serde(default)]
     pub halo_bytes: usize,
+    /// CPU seconds this rank's process used in the timed loop (all its
+    /// threads): well below `loop_s` times its threads means that other
+    /// processes ran on its CPUs.
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// Fraction of the process's memory on huge pages at the end of the
+    /// run, where Linux tells.
+    #[serde(default)]
+    pub huge_pages: Option<f64>,
 }
 
 /// The result of the timed run.
@@ -185,6 +195,7 @@ impl Solver<'_> {
         let mut done = 0;
         let mut complete = !stopped_in_rehearsal;
         self.comm.barrier();
+        let cpu_start = timing::process_cpu_s();
         let mut clock = Lap::start();
         while done < planned {
             let levels = self.levels(done, planned);
@@ -212,6 +223,7 @@ impl Solver<'_> {
             }
         }
         let loop_s = clock.lap();
+        let cpu_s = timing::process_cpu_s() - cpu_start;
         self.comm.barrier();
         let wall_s = self.comm.max(loop_s);
 
@@ -229,6 +241,8 @@ impl Solver<'_> {
             fingerprint: part,
             halo_messages: self.halo.messages_per_exchange(),
             halo_bytes: self.halo.bytes_per_exchange(),
+            cpu_s,
+            huge_pages: huge::anon_huge_fraction(),
         };
         let bytes = serde_json::to_vec(&mine)
             .map_err(|e| Error::runtime(format!("cannot encode the rank summary: {e}")))?;

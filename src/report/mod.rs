@@ -38,6 +38,15 @@ pub struct RankRecord {
     pub phases_s: BTreeMap<String, f64>,
     /// Where the rank's work ran (threads, device, binding).
     pub placement: String,
+    /// CPU time of the rank's process in the timed loop over the loop's
+    /// wall time times its sweep threads: near 1 when the rank had its
+    /// CPUs to itself (its main thread adds a little during exchanges),
+    /// well below when other processes ran on them.
+    #[serde(default)]
+    pub cpu_share: f64,
+    /// Fraction of the rank's memory on huge pages, where Linux tells.
+    #[serde(default)]
+    pub huge_pages: Option<f64>,
 }
 
 /// One run's result: what JSON lines in results files hold.
@@ -206,6 +215,8 @@ impl Record {
                     .map(|&p| (p.name().to_string(), r.times.get(p)))
                     .collect(),
                 placement: placement(&r.backend),
+                cpu_share: r.cpu_s / (r.loop_s * r.backend.threads.max(1) as f64).max(1e-9),
+                huge_pages: r.huge_pages,
             })
             .collect();
         Record {

@@ -191,6 +191,12 @@ fn reports_name_the_mode_and_the_halo_traffic() {
     assert_eq!(lines[1].split(',').nth(col), Some("3"));
     let classic = stdout_ok(&run(himeno(&["--size", "XS", "--iterations", "2"])));
     assert!(!classic.contains("Temporal blocking"), "{classic}");
+    // Each rank's CPU time share and huge-page coverage, which tell a
+    // machine that was busy or short of huge pages from a slower sweep.
+    let json = json_ok(&run(himeno(&[&base[..], &["--format", "json"]].concat())));
+    let rank = &json["per_rank"][0];
+    assert!(rank["cpu_share"].as_f64().unwrap() > 0.0, "{rank}");
+    assert!(rank.get("huge_pages").is_some(), "{rank}");
 }
 
 #[test]

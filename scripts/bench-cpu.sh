@@ -20,6 +20,9 @@
 # known answers (or the reference with --verify); a T > 1 score is not
 # comparable with classic Himeno scores.
 #
+# --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
+# beside the presets: "S M L 34x66x130".
+#
 # Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
 #          [--temporal "1 2 4 8"] [--seconds 0.5 | --iterations N]
 #          [--repeats 5] [--bind none|cores] [--tile-rows R] [--verify]
@@ -37,7 +40,7 @@ repeats=5
 bind=none
 bin=target/release/himeno
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --sizes) sizes="$2"; shift 2 ;;
@@ -82,7 +85,7 @@ echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $r
 echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
 echo "# sum13: the solver's 56 bytes/point as 14 plain streams, no arithmetic (himeno bench stream)"
 echo "# paired: median over repeats of GB/s / triad (sum13) of the same repeat; T: sweeps per halo exchange (--temporal)"
-printf "%-5s %7s %3s %12s %10s %12s %8s %8s %12s %8s %8s %6s\n" size threads T MFLOPS GB/s \
+printf "%-10s %7s %3s %12s %10s %12s %8s %8s %12s %8s %8s %6s\n" size threads T MFLOPS GB/s \
     triad_GB/s %triad paired sum13_GB/s %sum13 paired valid
 for t in $threads; do
     declare -A mf=() gb=() pairs=() pairs13=() valid=()
@@ -96,9 +99,14 @@ for t in $threads; do
         triad=$(best "$triad" "$triad_r")
         sum13=$(best "$sum13" "$sum13_r")
         for s in $sizes; do
+            if [[ "$s" == *x* ]]; then
+                problem=(--grid "$s")
+            else
+                problem=(--size "$s")
+            fi
             for tt in $temporal; do
                 key="$s/$tt"
-                out=$("$bin" --size "$s" --threads "$t" --bind "$bind" --temporal "$tt" \
+                out=$("$bin" "${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt" \
                     "${length[@]}" "${extra[@]}" --format json)
                 m=$(field mflops <<<"$out")
                 g=$(field gbytes_per_s <<<"$out")
@@ -120,7 +128,7 @@ for t in $threads; do
         for tt in $temporal; do
             key="$s/$tt"
             # shellcheck disable=SC2086 # the lists split into their numbers
-            printf "%-5s %7s %3s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s %6s\n" "$s" "$t" "$tt" \
+            printf "%-10s %7s %3s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s %6s\n" "$s" "$t" "$tt" \
                 "${mf[$key]}" "${gb[$key]}" "$triad" "$(pct "${gb[$key]}" "$triad")" \
                 "$(median ${pairs[$key]})" "$sum13" "$(pct "${gb[$key]}" "$sum13")" \
                 "$(median ${pairs13[$key]})" "${valid[$key]}"

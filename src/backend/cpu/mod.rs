@@ -281,7 +281,7 @@ fn sweep_part_cached(
     let k = block.owned(2);
     for ((i, j), g) in part_rows(block, part).zip(gosa) {
         let row = &mut out[inp.lay.row(i, j) - start..][..nk];
-        *g = kernel::sweep_row(isa, &inp.rows(i, j), k.clone(), inp.omega, row);
+        *g = kernel::sweep_row_at(isa, inp, i, j, k.clone(), row);
     }
 }
 
@@ -311,7 +311,7 @@ fn sweep_part_streaming(
         // run of whole lines.
         row[..k.start].copy_from_slice(&inp.p[at..at + k.start]);
         row[k.end..].copy_from_slice(&inp.p[at + k.end..at + nk]);
-        *g = kernel::sweep_row(isa, &inp.rows(i, j), k.clone(), inp.omega, row);
+        *g = kernel::sweep_row_at(isa, inp, i, j, k.clone(), row);
         writer.write(at - start, row);
     }
 }

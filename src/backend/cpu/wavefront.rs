@@ -166,22 +166,21 @@ impl Plan {
     }
 }
 
-/// Bytes of each array that level 1 should read from memory in one run
-/// (a tile's rows of one plane): shorter runs cost more than the cache
-/// reuse gains, because the hardware prefetchers restart at each (tiles
-/// of 8 rows of size M, 8 KiB runs, were 20% slower than tiles of 32;
-/// notes/cpu-perf.md).
-const RUN_BYTES: usize = 32 << 10;
+/// Rows per tile, unless the cache is too small for them: measured best at
+/// sizes M and L, one and two threads, T = 4 and 8, against 8, 16, 48 and
+/// 64 (notes/cpu-perf.md). Shorter tiles keep the planes in flight in the
+/// L2 but cut level 1's runs from memory short (the hardware prefetchers
+/// restart at every run) and read more edge rows from the L3; taller ones
+/// fall out of the L2 and L3 share.
+const TILE_ROWS: usize = 32;
 
 /// Chooses the rows per tile for `levels` sweeps of rows `nk` values long:
-/// enough for runs of [`RUN_BYTES`] from memory, and few enough that the
-/// thirteen arrays' rows of the `levels` planes in flight stay within
-/// `budget` bytes (the core's share of the last-level cache), at least 2.
+/// [`TILE_ROWS`], or fewer if the thirteen arrays' rows of the `levels`
+/// planes in flight would not fit in `budget` bytes (the core's share of
+/// the last-level cache), at least 2.
 pub fn tile_rows(nk: usize, levels: usize, budget: usize) -> usize {
-    let row = nk * 4;
-    let run = RUN_BYTES.div_ceil(row);
-    let fit = budget / (row * 13 * levels).max(1);
-    run.min(fit).max(2)
+    let fit = budget / (nk * 4 * 13 * levels).max(1);
+    TILE_ROWS.min(fit).max(2)
 }
 
 /// One thread's part of a wavefront: its band of owned rows, the band of
@@ -390,7 +389,8 @@ fn sweep_tile(
                     [srcs[1].row(j - 1), srcs[1].row(j), srcs[1].row(j + 1)],
                     [srcs[2].row(j - 1), srcs[2].row(j), srcs[2].row(j + 1)],
                 ],
-                coef: inp.coef_rows(q, j),
+                coef: &inp.coef,
+                at: inp.lay.row(q, j),
             };
             // Where level s keeps its row j: the ring, or the edge buffer
             // for the tile's last two rows of the level.

@@ -13,25 +13,41 @@
 # solver run and the best stream run may come from different states, while
 # a repeat's stream and solver runs, seconds apart, share one.
 #
+# T is the solver's --temporal: sweeps per halo exchange, run as a
+# cache-blocked wavefront that reads memory once per T iterations, so its
+# GB/s (still 56 bytes per point and iteration) may exceed the triad. Its
+# answer is the classic one: `valid` is the run's verification against the
+# known answers (or the reference with --verify); a T > 1 score is not
+# comparable with classic Himeno scores.
+#
+# --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
+# beside the presets: "S M L 34x66x130".
+#
 # Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
-#          [--seconds 0.5 | --iterations N] [--repeats 5] [--bind none|cores]
+#          [--temporal "1 2 4 8"] [--seconds 0.5 | --iterations N]
+#          [--repeats 5] [--bind none|cores] [--tile-rows R] [--verify]
 #          [--bin target/release/himeno]
 # Needs the release binary: cargo build --release (it is built if missing).
 set -euo pipefail
 
 sizes="S M L"
 threads=""
+temporal="1 2 4 8"
+extra=()
 seconds=0.5
 iterations=""
 repeats=5
 bind=none
 bin=target/release/himeno
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --sizes) sizes="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
+        --temporal) temporal="$2"; shift 2 ;;
+        --tile-rows) extra+=(--tile-rows "$2"); shift 2 ;;
+        --verify) extra+=(--verify); shift ;;
         --seconds) seconds="$2"; shift 2 ;;
         --iterations) iterations="$2"; shift 2 ;;
         --repeats) repeats="$2"; shift 2 ;;
@@ -50,6 +66,8 @@ fi
 
 # The number after `"field":` in a JSON report (the first occurrence).
 field() { sed -n "s/^ *\"$1\": *\([-0-9.eE+]*\),*$/\1/p" | head -n 1; }
+# The word after `"field":` in a JSON report (true, false, null).
+word() { sed -n "s/^ *\"$1\": *\([a-z]*\),*$/\1/p" | head -n 1; }
 # The larger of two numbers (empty counts as nothing).
 best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b + 0 > a + 0) print b; else print a }'; }
 # 100 * a / b, with one decimal.
@@ -64,13 +82,13 @@ else
 fi
 
 echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $repeats (stream and solver runs interleaved)"
-echo "# $("$bin" --version); solver run length: ${length[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
+echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
 echo "# sum13: the solver's 56 bytes/point as 14 plain streams, no arithmetic (himeno bench stream)"
-echo "# paired: median over repeats of GB/s / triad (sum13) of the same repeat"
-printf "%-5s %7s %12s %10s %12s %8s %8s %12s %8s %8s\n" size threads MFLOPS GB/s \
-    triad_GB/s %triad paired sum13_GB/s %sum13 paired
+echo "# paired: median over repeats of GB/s / triad (sum13) of the same repeat; T: sweeps per halo exchange (--temporal)"
+printf "%-10s %7s %3s %12s %10s %12s %8s %8s %12s %8s %8s %6s\n" size threads T MFLOPS GB/s \
+    triad_GB/s %triad paired sum13_GB/s %sum13 paired valid
 for t in $threads; do
-    declare -A mf=() gb=() pairs=() pairs13=()
+    declare -A mf=() gb=() pairs=() pairs13=() valid=()
     triad=""
     sum13=""
     # Interleaved, so that stream and solver see the same machine state.
@@ -81,21 +99,39 @@ for t in $threads; do
         triad=$(best "$triad" "$triad_r")
         sum13=$(best "$sum13" "$sum13_r")
         for s in $sizes; do
-            out=$("$bin" --size "$s" --threads "$t" --bind "$bind" "${length[@]}" --format json)
-            m=$(field mflops <<<"$out")
-            g=$(field gbytes_per_s <<<"$out")
-            pairs[$s]+=" $(pct "$g" "$triad_r")"
-            pairs13[$s]+=" $(pct "$g" "$sum13_r")"
-            if [[ -z "${mf[$s]:-}" ]] || awk -v a="$m" -v b="${mf[$s]}" 'BEGIN { exit !(a > b) }'; then
-                mf[$s]=$m
-                gb[$s]=$g
+            if [[ "$s" == *x* ]]; then
+                problem=(--grid "$s")
+            else
+                problem=(--size "$s")
             fi
+            for tt in $temporal; do
+                key="$s/$tt"
+                out=$("$bin" "${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt" \
+                    "${length[@]}" "${extra[@]}" --format json)
+                m=$(field mflops <<<"$out")
+                g=$(field gbytes_per_s <<<"$out")
+                v=$(word verified <<<"$out")
+                # A failed verification in any repeat marks the row.
+                if [[ "${valid[$key]:-true}" != false ]]; then
+                    valid[$key]=$v
+                fi
+                pairs[$key]+=" $(pct "$g" "$triad_r")"
+                pairs13[$key]+=" $(pct "$g" "$sum13_r")"
+                if [[ -z "${mf[$key]:-}" ]] || awk -v a="$m" -v b="${mf[$key]}" 'BEGIN { exit !(a > b) }'; then
+                    mf[$key]=$m
+                    gb[$key]=$g
+                fi
+            done
         done
     done
     for s in $sizes; do
-        # shellcheck disable=SC2086 # the lists split into their numbers
-        printf "%-5s %7s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s\n" "$s" "$t" "${mf[$s]}" \
-            "${gb[$s]}" "$triad" "$(pct "${gb[$s]}" "$triad")" "$(median ${pairs[$s]})" \
-            "$sum13" "$(pct "${gb[$s]}" "$sum13")" "$(median ${pairs13[$s]})"
+        for tt in $temporal; do
+            key="$s/$tt"
+            # shellcheck disable=SC2086 # the lists split into their numbers
+            printf "%-10s %7s %3s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s %6s\n" "$s" "$t" "$tt" \
+                "${mf[$key]}" "${gb[$key]}" "$triad" "$(pct "${gb[$key]}" "$triad")" \
+                "$(median ${pairs[$key]})" "$sum13" "$(pct "${gb[$key]}" "$sum13")" \
+                "$(median ${pairs13[$key]})" "${valid[$key]}"
+        done
     done
 done

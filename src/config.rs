@@ -155,6 +155,12 @@ pub struct RunConfig {
     pub gpu_occupancy: Occupancy,
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
+    /// Sweeps per halo exchange (temporal blocking; 1 is the classic
+    /// iteration).
+    pub temporal: usize,
+    /// Rows per tile of the temporal wavefront, overriding the choice from
+    /// the cache sizes.
+    pub tile_rows: Option<usize>,
     /// Stream triad bandwidth of this machine in GB/s given by the user, to
     /// report the solver's bandwidth as a fraction of it.
     pub stream_gbs: Option<f64>,
@@ -196,6 +202,8 @@ impl RunConfig {
             ("overlap", self.overlap.to_string()),
             ("gpu occupancy", format!("{:?}", self.gpu_occupancy)),
             ("stores", format!("{:?}", self.stores)),
+            ("temporal", self.temporal.to_string()),
+            ("tile rows", format!("{:?}", self.tile_rows)),
             ("stream bandwidth", format!("{:?}", self.stream_gbs)),
             ("stream measurement", format!("{:?}", self.stream)),
             ("label", format!("{:?}", self.label)),

@@ -3,6 +3,12 @@
 //! extent of the other two dimensions, ghosts included, so a later step
 //! forwards the ghosts an earlier step received: that fills the edge ghosts
 //! the 19-point stencil's cross terms read, with face messages only.
+//!
+//! With temporal blocking (`--temporal T`) the same schedule carries faces
+//! `T` layers deep, once every `T` iterations: forwarding full-extent slabs
+//! dimension by dimension fills the edges and corners of the whole
+//! dependency cone of `T` sweeps, at any depth. The solver decides when to
+//! exchange; this module only moves the layers.
 
 use crate::backend::{Backend, HostBuffer};
 use crate::comm::Comm;
@@ -21,13 +27,17 @@ struct Step {
 /// The halo exchange of one rank, with its staging buffers.
 pub struct Halo {
     steps: Vec<Step>,
+    /// Layers per face message (the block's halo depth).
+    depth: usize,
 }
 
 impl Halo {
-    /// Prepares the exchange for `block`, taking staging buffers from the
-    /// backend (page-locked on GPUs when asked).
+    /// Prepares the exchange for `block` (faces `block.depth` layers deep),
+    /// taking staging buffers from the backend (page-locked on GPUs when
+    /// asked).
     pub fn new(block: &Block, backend: &mut dyn Backend) -> Result<Halo> {
         let dims = block.local_dims();
+        let layers = |face: Face| face.len(dims) * block.depth;
         let mut steps: Vec<Step> = Vec::new();
         for (face, peer) in block.halo_faces() {
             if steps.last().is_none_or(|s| s.dim != face.dim) {
@@ -40,10 +50,18 @@ impl Halo {
             }
             let step = steps.last_mut().expect("pushed above");
             step.peers[face.side] = Some(peer);
-            step.send[face.side] = backend.staging(face.len(dims))?;
-            step.recv[face.side] = backend.staging(face.len(dims))?;
+            step.send[face.side] = backend.staging(layers(face))?;
+            step.recv[face.side] = backend.staging(layers(face))?;
         }
-        Ok(Halo { steps })
+        Ok(Halo {
+            steps,
+            depth: block.depth,
+        })
+    }
+
+    /// Iterations one exchange serves: the halo depth.
+    pub fn depth(&self) -> usize {
+        self.depth
     }
 
     /// Bytes sent per exchange by this rank.
@@ -52,6 +70,15 @@ impl Halo {
             .iter()
             .flat_map(|s| s.send.iter())
             .map(|b| b.as_slice().len() * 4)
+            .sum()
+    }
+
+    /// Messages sent per exchange by this rank (one per face with a
+    /// neighbour).
+    pub fn messages_per_exchange(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|s| s.peers.iter().flatten().count())
             .sum()
     }
 

@@ -44,12 +44,16 @@ pub fn host_bytes(block: &Block, fields_on_host: bool, verify_grid: Option<&Grid
     let local: u128 = dims.iter().map(|&d| d as u128).product();
     let fields = FIELDS as u128;
     let mut bytes = local * 4; // the read-back copy of p
+    let depth = block.depth as u128;
     if fields_on_host {
         bytes += fields * local * 4;
-        bytes += (block.n[0] as u128) * (block.n[1] as u128) * 8;
+        // Residual sums per owned row, and with temporal blocking one set
+        // more per sweep between exchanges.
+        let sets = if depth > 1 { depth + 1 } else { 1 };
+        bytes += (block.n[0] as u128) * (block.n[1] as u128) * 8 * sets;
     }
     for (face, _) in block.halo_faces() {
-        bytes += 2 * face.len(dims) as u128 * 4;
+        bytes += 2 * face.len(dims) as u128 * 4 * depth;
     }
     if let Some(g) = verify_grid {
         let whole: u128 = g.n.iter().map(|&d| d as u128).product();

@@ -7,6 +7,7 @@ use crate::comm::MPI_ENABLED;
 use crate::error::{Error, Result};
 use crate::grid::decomp::ProcGrid;
 use crate::grid::{Grid, Preset};
+use crate::solver::MAX_LEVELS;
 use clap::Args;
 
 /// `--size`, `--grid` and `--procs`, as typed.
@@ -43,6 +44,20 @@ pub struct Problem {
     pub size_label: String,
     /// Process grid, checked against the rank count and the grid.
     pub procs: ProcGrid,
+}
+
+impl Problem {
+    /// Checks `temporal` sweeps per halo exchange for this problem: from 1
+    /// (the classic iteration) to [`MAX_LEVELS`], and no block thinner
+    /// than its ghost layers (the error names the largest depth that fits).
+    pub fn check_temporal(&self, temporal: usize) -> Result<()> {
+        if !(1..=MAX_LEVELS).contains(&temporal) {
+            return Err(Error::usage(format!(
+                "--temporal {temporal} must be from 1 (the classic iteration) to {MAX_LEVELS}"
+            )));
+        }
+        self.procs.check_depth(&self.grid, temporal)
+    }
 }
 
 impl ProblemArgs {

@@ -41,15 +41,16 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
                 ("command", "selftest".into()),
                 ("grid", p.grid.to_string()),
                 ("process grid", p.procs.to_string()),
+                ("temporal", args.temporal.to_string()),
             ]
         })?;
-        let block = Block::of(&problem.grid, &problem.procs, comm.rank());
+        let block = Block::of(&problem.grid, &problem.procs, comm.rank()).with_depth(args.temporal);
         preflight::check_need(
             &format!("grid {}", problem.grid),
             preflight::host_bytes(&block, false, None),
             comm,
         )?;
-        let checked = selftest::halo_self_test(comm, &problem)?;
+        let checked = selftest::halo_self_test(comm, &problem, args.temporal)?;
         let mut total = [checked as f64];
         comm.sum(&mut total);
         if comm.rank() == 0 {
@@ -76,7 +77,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         .map(|b| b.to_string_lossy().into_owned())
         .filter(|b| !b.is_empty());
     let (grid, procs) = (cfg.grid(), cfg.procs());
-    let block = Block::of(&grid, &procs, comm.rank());
+    let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
     tracing::info!(rank = comm.rank(), ?block, "block");
     let kind = backend::choose(cfg.backend, comm);
     // The quick stream's arrays are freed before the fields are made.
@@ -99,8 +100,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     };
     let mut backend = backend::create(kind, &cfg, &grid, &block, comm)?;
     let mut halo = Halo::new(&block, backend.as_mut())?;
-    let mut halo_bytes = [halo.bytes_per_exchange() as f64];
-    comm.sum(&mut halo_bytes);
 
     let mut progress = Progress::for_rank(comm.rank());
     // The rehearsal runs exactly `warmup` iterations from the initial
@@ -196,7 +195,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             &outcome,
             RecordInputs {
                 cfg: &cfg,
-                halo_bytes: halo_bytes[0] as u64,
                 verdict,
                 ceilings,
                 binding,

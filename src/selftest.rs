@@ -60,18 +60,20 @@ impl Backend for PatternBackend {
 }
 
 /// Runs the halo self-test on every rank of `comm` for `problem` (resolved
-/// for `comm`'s ranks). Returns the number of ghost values checked on this
-/// rank, or an error naming the first wrong one; the outcome is agreed by
-/// all ranks.
-pub fn halo_self_test(comm: &dyn Comm, problem: &Problem) -> Result<u64> {
+/// for `comm`'s ranks) with `depth` ghost layers. Returns the number of
+/// ghost values checked on this rank, or an error naming the first wrong
+/// one; the outcome is agreed by all ranks.
+pub fn halo_self_test(comm: &dyn Comm, problem: &Problem, depth: usize) -> Result<u64> {
     let grid = &problem.grid;
-    let block = Block::of(grid, &problem.procs, comm.rank());
-    let d = block.local_dims();
+    let block = Block::of(grid, &problem.procs, comm.rank()).with_depth(depth);
+    // A ghost lies beyond the owned points on a side with a neighbour (the
+    // layer beyond them on the other sides is the fixed boundary).
     let is_ghost = |l: [usize; 3]| {
         (0..3).any(|x| {
-            let side = if l[x] == 0 {
+            let own = block.owned(x);
+            let side = if l[x] < own.start {
                 Some(0)
-            } else if l[x] == d[x] - 1 {
+            } else if l[x] >= own.end {
                 Some(1)
             } else {
                 None
@@ -79,6 +81,7 @@ pub fn halo_self_test(comm: &dyn Comm, problem: &Problem) -> Result<u64> {
             side.is_some_and(|s| block.neighbours[x][s].is_some())
         })
     };
+    let d = block.local_dims();
     let global = |l: [usize; 3]| {
         [
             block.global(0, l[0]),
@@ -143,6 +146,6 @@ mod tests {
             size_label: "custom".into(),
             procs: ProcGrid { p: [1, 1, 1] },
         };
-        assert_eq!(halo_self_test(&SingleComm, &problem).unwrap(), 0);
+        assert_eq!(halo_self_test(&SingleComm, &problem, 3).unwrap(), 0);
     }
 }

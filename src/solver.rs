@@ -1,5 +1,15 @@
 //! The iteration loop: the only place that calls the sweep, the halo
 //! exchange and the global reduction, and times them.
+//!
+//! The loop runs in blocks of sweeps between two halo exchanges: one sweep
+//! each for the classic iteration, up to the backend's halo depth `T` with
+//! temporal blocking (`--temporal T`). A block sweeps, exchanges the new
+//! field's ghost layers (all `T` of them, once), then reduces the gosa of
+//! every sweep of the block and the stop flag in one allreduce. The NaN
+//! check and the stop decision are therefore made once per block: a stop
+//! signal ends the run after the block it arrives in. An iteration count
+//! that is not a multiple of `T` ends with a shorter block. Redundant
+//! updates of ghost layers count as compute, the exchange as comm.
 
 use crate::backend::{Backend, BackendInfo};
 use crate::comm::Comm;
@@ -9,8 +19,9 @@ use crate::fault::{Fault, Stage};
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
+use crate::machine::huge;
 use crate::signals::StopFlag;
-use crate::timing::{Lap, Phase, PhaseTimes};
+use crate::timing::{self, Lap, Phase, PhaseTimes};
 use crate::verify::{self, Answer};
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +46,21 @@ pub struct RankSummary {
     pub backend: BackendInfo,
     /// This rank's part of the field fingerprint.
     pub fingerprint: u64,
+    /// Halo messages this rank sends per exchange.
+    #[serde(default)]
+    pub halo_messages: usize,
+    /// Halo bytes this rank sends per exchange.
+    #[serde(default)]
+    pub halo_bytes: usize,
+    /// CPU seconds this rank's process used in the timed loop (all its
+    /// threads): well below `loop_s` times its threads means that other
+    /// processes ran on its CPUs.
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// Fraction of the process's memory on huge pages at the end of the
+    /// run, where Linux tells.
+    #[serde(default)]
+    pub huge_pages: Option<f64>,
 }
 
 /// The result of the timed run.
@@ -55,8 +81,23 @@ pub struct Outcome {
     pub complete: bool,
     /// Field fingerprint (sum of the ranks' parts), on rank 0.
     pub fingerprint: u64,
+    /// Sweeps per halo exchange (the backend's halo depth).
+    pub temporal: usize,
     /// Per-rank summaries, on rank 0 (empty elsewhere).
     pub ranks: Vec<RankSummary>,
+}
+
+/// Most sweeps in one block (the largest `--temporal`): beyond this the
+/// redundant updates in the ghost layers outweigh any saving.
+pub const MAX_LEVELS: usize = 32;
+
+/// Fails on the first sweep of a block whose gosa is not finite; the block
+/// starts after iteration `before`.
+fn check_block(gosa: &[f64], before: u64) -> Result<()> {
+    for (n, &g) in gosa.iter().enumerate() {
+        verify::check_finite(g, before + 1 + n as u64)?;
+    }
+    Ok(())
 }
 
 /// Everything the loop works on.
@@ -85,46 +126,72 @@ pub struct Solver<'a> {
 }
 
 impl Solver<'_> {
-    /// One iteration: sweep into `next`, exchange its ghosts (overlapping
-    /// the rest of the sweep where the backend can), swap, sum gosa. Returns
-    /// the global gosa and whether any rank was asked to stop.
-    fn iterate(&mut self, times: &mut PhaseTimes) -> Result<(f64, bool)> {
+    /// One block of `gosa.len()` sweeps: sweep into `next`, exchange its
+    /// ghosts (overlapping the rest of the sweeps where the backend can),
+    /// swap, sum the gosa of every sweep. Writes the global gosa of each
+    /// sweep into `gosa` and returns whether any rank was asked to stop.
+    fn block(&mut self, gosa: &mut [f64], times: &mut PhaseTimes) -> Result<bool> {
+        let levels = gosa.len();
         let mut clock = Lap::start();
-        self.backend.sweep_start()?;
+        self.backend.sweeps_start(levels)?;
         times.add(Phase::Compute, clock.lap());
         self.halo.exchange(self.backend, self.comm, times)?;
         clock.lap();
-        let local = self.backend.sweep_finish()?;
+        self.backend.sweeps_finish(gosa)?;
         self.backend.swap();
         times.add(Phase::Compute, clock.lap());
         // The stop request travels with gosa so that every rank leaves the
-        // loop after the same iteration (a signal may reach ranks at
-        // different times).
-        let mut red = [local, f64::from(u8::from(self.stop.raised()))];
-        self.comm.sum(&mut red);
+        // loop after the same block (a signal may reach ranks at different
+        // times). One allreduce for the whole block.
+        let mut red = [0.0; MAX_LEVELS + 1];
+        red[..levels].copy_from_slice(gosa);
+        red[levels] = f64::from(u8::from(self.stop.raised()));
+        self.comm.sum(&mut red[..=levels]);
+        gosa.copy_from_slice(&red[..levels]);
         times.add(Phase::Allreduce, clock.lap());
-        Ok((red[0], red[1] > 0.0))
+        Ok(red[levels] > 0.0)
+    }
+
+    /// Applies the injected fault, if any, meant for the `levels` iterations
+    /// after `done` of `stage`: one meant for an iteration inside the block
+    /// strikes before the block, since nothing runs between its sweeps.
+    fn strike(&mut self, stage: Stage, done: u64, levels: usize) -> Result<()> {
+        if let Some(f) = &self.fault {
+            for it in done + 1..=done + levels as u64 {
+                f.before_iteration(self.comm.rank(), stage, it, self.backend)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sweeps in the next block when `done` of `planned` iterations are
+    /// done: the halo depth, or fewer to end on `planned`.
+    fn levels(&self, done: u64, planned: u64) -> usize {
+        let depth = self.backend.depth().min(MAX_LEVELS) as u64;
+        depth.min(planned - done) as usize
     }
 
     /// Runs the rehearsal, sizes the run, resets the fields and runs the
     /// timed loop (barrier, loop, barrier), then gathers the summaries.
     pub fn run(&mut self, cfg: &RunConfig) -> Result<Outcome> {
         let mut scratch = PhaseTimes::default();
+        let mut gosa = [0.0; MAX_LEVELS];
         self.comm.barrier();
         let mut clock = Lap::start();
         let mut stopped_in_rehearsal = false;
         let mut rehearsal_gosa = f64::NAN;
-        for it in 0..cfg.warmup {
-            if let Some(f) = &self.fault {
-                f.before_iteration(self.comm.rank(), Stage::Rehearsal, it + 1, self.backend)?;
-            }
-            let (gosa, stop) = self.iterate(&mut scratch)?;
-            rehearsal_gosa = gosa;
-            verify::check_finite(gosa, it + 1)?;
+        let mut rehearsed = 0;
+        while rehearsed < cfg.warmup {
+            let levels = self.levels(rehearsed, cfg.warmup);
+            self.strike(Stage::Rehearsal, rehearsed, levels)?;
+            let stop = self.block(&mut gosa[..levels], &mut scratch)?;
+            check_block(&gosa[..levels], rehearsed)?;
+            rehearsed += levels as u64;
+            rehearsal_gosa = gosa[levels - 1];
             // A signal during the rehearsal ends the run before anything is
             // timed (the decision is collective, like any stop).
             if stop {
-                tracing::warn!(done = it + 1, "stop signal during the rehearsal");
+                tracing::warn!(done = rehearsed, "stop signal during the rehearsal");
                 stopped_in_rehearsal = true;
                 break;
             }
@@ -160,22 +227,25 @@ impl Solver<'_> {
         self.backend.reset()?;
 
         let mut times = PhaseTimes::default();
-        let mut gosa = f64::NAN;
+        let mut last_gosa = f64::NAN;
         let mut done = 0;
         let mut complete = !stopped_in_rehearsal;
         self.comm.barrier();
+        let cpu_start = timing::process_cpu_s();
         let mut clock = Lap::start();
         while done < planned {
-            if let Some(f) = &self.fault {
-                f.before_iteration(self.comm.rank(), Stage::Timed, done + 1, self.backend)?;
+            let levels = self.levels(done, planned);
+            self.strike(Stage::Timed, done, levels)?;
+            let stop = self.block(&mut gosa[..levels], &mut times)?;
+            for (n, g) in gosa[..levels].iter().enumerate() {
+                tracing::debug!(iteration = done + 1 + n as u64, gosa = g, "gosa");
             }
-            let (g, stop) = self.iterate(&mut times)?;
-            done += 1;
-            gosa = g;
+            check_block(&gosa[..levels], done)?;
+            done += levels as u64;
+            last_gosa = gosa[levels - 1];
             if let Some(tell) = self.progress.as_mut() {
                 tell(done, planned);
             }
-            verify::check_finite(gosa, done)?;
             if stop && done < planned {
                 tracing::warn!(done, planned, "stop signal: ending the run early");
                 complete = false;
@@ -183,6 +253,7 @@ impl Solver<'_> {
             }
         }
         let loop_s = clock.lap();
+        let cpu_s = timing::process_cpu_s() - cpu_start;
         self.comm.barrier();
         let wall_s = self.comm.max(loop_s);
 
@@ -198,6 +269,10 @@ impl Solver<'_> {
             loop_s,
             backend: self.backend.info(),
             fingerprint: part,
+            halo_messages: self.halo.messages_per_exchange(),
+            halo_bytes: self.halo.bytes_per_exchange(),
+            cpu_s,
+            huge_pages: huge::anon_huge_fraction(),
         };
         let bytes = serde_json::to_vec(&mine)
             .map_err(|e| Error::runtime(format!("cannot encode the rank summary: {e}")))?;
@@ -215,11 +290,12 @@ impl Solver<'_> {
         Ok(Outcome {
             iterations: done,
             planned,
-            gosa,
+            gosa: last_gosa,
             wall_s,
             warmup_s,
             complete,
             fingerprint,
+            temporal: self.backend.depth(),
             ranks,
         })
     }

@@ -113,6 +113,21 @@ impl Lap {
     }
 }
 
+/// CPU seconds (user and system) this process has used so far, all its
+/// threads together; 0 where the platform does not tell.
+pub fn process_cpu_s() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: rusage is plain data that getrusage fills in.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+            return secs(u.ru_utime) + secs(u.ru_stime);
+        }
+    }
+    0.0
+}
+
 /// Minimum, mean and maximum of one quantity across ranks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
@@ -169,6 +184,20 @@ mod tests {
         assert_eq!(t.get(Phase::Comm), 0.75);
         assert_eq!(t.total(), 3.0);
         assert_eq!(t.communication(), 1.0);
+    }
+
+    #[test]
+    fn process_cpu_time_grows_with_work() {
+        let before = process_cpu_s();
+        let mut x = 0u64;
+        let start = Instant::now();
+        while start.elapsed().as_millis() < 50 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let used = process_cpu_s() - before;
+        if cfg!(unix) {
+            assert!(used > 0.01, "{used} s of CPU for 50 ms of spinning");
+        }
     }
 
     #[test]

@@ -104,12 +104,12 @@ fn mix(mut z: u64) -> u64 {
 /// equal for bitwise-equal fields whatever the decomposition.
 pub fn fingerprint(grid: &Grid, block: &Block, p: &Array3<f32>) -> u64 {
     let mut sum = 0u64;
-    for li in 1..=block.n[0] {
+    for li in block.owned(0) {
         let gi = block.global(0, li) as u64;
-        for lj in 1..=block.n[1] {
+        for lj in block.owned(1) {
             let gj = block.global(1, lj) as u64;
             let row = (gi * grid.n[1] as u64 + gj) * grid.n[2] as u64;
-            for lk in 1..=block.n[2] {
+            for lk in block.owned(2) {
                 let g = row + block.global(2, lk) as u64;
                 let bits = u64::from(p[[li, lj, lk]].to_bits());
                 sum = sum.wrapping_add(mix(mix(g) ^ bits));

@@ -30,25 +30,41 @@ impl Kind {
     }
 }
 
-/// Copies the owned plane of `field` behind `face` into `buf`, in the
-/// order every backend and the host buffers use (the other two dimensions,
-/// in increasing index order, the later one fastest).
+/// Copies the owned planes of `field` behind `face` into `buf`, as many as
+/// `buf` holds layers of the face (the halo depth), in the order every
+/// backend and the host buffers use: planes in increasing index order, and
+/// within a plane the other two dimensions in increasing index order, the
+/// later one fastest.
 pub fn pack_plane(field: ArrayView3<f32>, face: Face, buf: &mut [f32]) {
     let dims = [field.dim().0, field.dim().1, field.dim().2];
-    let plane = field.index_axis_move(Axis(face.dim), face.send_plane(dims));
-    for (b, v) in buf.iter_mut().zip(plane.iter()) {
+    let depth = layers(dims, face, buf.len());
+    let slab = field.slice_axis_move(Axis(face.dim), face.send_planes(dims, depth).into());
+    let planes = slab.axis_iter(Axis(face.dim));
+    for (b, v) in buf.iter_mut().zip(planes.flat_map(|p| p.into_iter())) {
         *b = *v;
     }
 }
 
-/// Writes `buf` into the ghost plane of `field` behind `face` (the reverse
-/// of [`pack_plane`]).
+/// Writes `buf` into the ghost planes of `field` behind `face` (the reverse
+/// of [`pack_plane`]; as many planes as `buf` holds layers).
 pub fn unpack_plane(field: ArrayViewMut3<f32>, face: Face, buf: &[f32]) {
     let dims = [field.dim().0, field.dim().1, field.dim().2];
-    let mut plane = field.index_axis_move(Axis(face.dim), face.ghost_plane(dims));
-    for (v, b) in plane.iter_mut().zip(buf) {
+    let depth = layers(dims, face, buf.len());
+    let mut slab = field.slice_axis_move(Axis(face.dim), face.ghost_planes(dims, depth).into());
+    let planes = slab.axis_iter_mut(Axis(face.dim));
+    for (v, b) in planes.flat_map(|p| p.into_iter()).zip(buf) {
         *v = *b;
     }
+}
+
+/// How many layers of `face` a message of `len` values holds.
+fn layers(dims: [usize; 3], face: Face, len: usize) -> usize {
+    let layer = face.len(dims);
+    assert!(
+        len > 0 && len.is_multiple_of(layer),
+        "a halo message of {len} values is not whole layers of {layer}"
+    );
+    len / layer
 }
 
 /// A host buffer that halo messages are staged in. Backends may hand out
@@ -110,11 +126,40 @@ pub trait Backend {
     fn sweep_start(&mut self) -> Result<()>;
     /// Completes the sweep and returns this rank's sum of squared residuals.
     fn sweep_finish(&mut self) -> Result<f64>;
-    /// Copies the owned plane of `next` behind `face` into `buf`. Returns the
-    /// seconds spent in host<->device transfer within the call (0 on CPU).
+    /// Ghost layers this backend keeps towards each neighbour, and so the
+    /// most sweeps it runs between two halo exchanges: 1 unless it was
+    /// built for temporal blocking.
+    fn depth(&self) -> usize {
+        1
+    }
+    /// Starts `levels` successive sweeps (1 to [`Backend::depth`]), each
+    /// reading the previous one's field; `next` then holds the last. As
+    /// with [`Backend::sweep_start`], the owned planes next to every face
+    /// are final when it returns. The default runs the one sweep of a
+    /// classic backend.
+    fn sweeps_start(&mut self, levels: usize) -> Result<()> {
+        if levels != 1 {
+            return Err(crate::error::Error::usage(format!(
+                "{levels} sweeps between halo exchanges need temporal blocking, which this \
+                 backend does not do: use --temporal 1"
+            )));
+        }
+        self.sweep_start()
+    }
+    /// Completes the sweeps begun by [`Backend::sweeps_start`] and writes
+    /// this rank's sum of squared residuals of each, in order, to `gosa`
+    /// (one value per sweep).
+    fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
+        gosa[0] = self.sweep_finish()?;
+        Ok(())
+    }
+    /// Copies the owned planes of `next` behind `face` into `buf` (as many
+    /// as `buf` holds layers: [`Backend::depth`]). Returns the seconds spent
+    /// in host<->device transfer within the call (0 on CPU).
     fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64>;
-    /// Writes `buf` into the ghost plane of `next` behind `face`. Returns the
-    /// seconds spent in host<->device transfer within the call.
+    /// Writes `buf` into the ghost planes of `next` behind `face` (as many
+    /// as `buf` holds layers). Returns the seconds spent in host<->device
+    /// transfer within the call.
     fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64>;
     /// Makes `next` the current field (after the halo exchange).
     fn swap(&mut self);

@@ -54,16 +54,28 @@ pub fn create(
     comm: &dyn Comm,
 ) -> Result<Box<dyn Backend>> {
     match kind {
-        Kind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
-            grid,
-            block,
-            &cpu::CpuOptions {
-                threads: cfg.threads,
-                bind: cfg.bind,
-                stores: cfg.stores,
-            },
-            [comm.node_rank(), comm.node_size()],
-        )?)),
+        Kind::Cpu => {
+            let mut cpu = cpu::CpuBackend::new(
+                grid,
+                block,
+                &cpu::CpuOptions {
+                    threads: cfg.threads,
+                    bind: cfg.bind,
+                    stores: cfg.stores,
+                },
+                [comm.node_rank(), comm.node_size()],
+            )?;
+            if let Some(rows) = cfg.tile_rows {
+                cpu.set_tile_rows(rows)?;
+            }
+            Ok(Box::new(cpu))
+        }
+        // Refused in validation already; kept here so that no caller can
+        // hand a GPU a block it would sweep wrongly.
+        Kind::Gpu if block.depth > 1 => Err(crate::error::Error::usage(
+            "--temporal above 1 runs on the CPU backend only for now: use --backend cpu, \
+             or --temporal 1 on GPUs",
+        )),
         Kind::Gpu => gpu::create(cfg, grid, block, comm),
     }
 }

@@ -11,6 +11,7 @@ use super::Grid;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::ops::Range;
 
 /// Most ranks a process grid may have (2^24, beyond the largest machines'
 /// core counts): every loop over ranks or divisors of a rank count stays
@@ -116,6 +117,33 @@ impl ProcGrid {
         best.map(|(_, g)| g).ok_or_else(cannot)
     }
 
+    /// Checks that a halo `depth` layers deep can be filled on this process
+    /// grid: every block must own at least `depth` points along each split
+    /// dimension, because each face message carries the `depth` owned
+    /// layers next to the face (a thinner neighbour would have to forward
+    /// layers it has not received yet).
+    pub fn check_depth(&self, grid: &Grid, depth: usize) -> Result<()> {
+        for d in 0..3 {
+            if self.p[d] == 1 {
+                continue;
+            }
+            // The split gives the first `n % p` blocks one point more, so
+            // the thinnest block owns `n / p`.
+            let thinnest = (grid.n[d] - 2) / self.p[d];
+            if thinnest < depth {
+                return Err(Error::usage(format!(
+                    "--temporal {depth} needs blocks at least {depth} points thick along every \
+                     split dimension, but process grid {self} leaves blocks of {thinnest} \
+                     point(s) along {}: use --temporal {thinnest} or less, or fewer ranks \
+                     along {}",
+                    ["i", "j", "k"][d],
+                    ["i", "j", "k"][d],
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Points exchanged per iteration over all internal faces.
     pub fn halo_surface(&self, grid: &Grid) -> u128 {
         let n = grid.n;
@@ -168,6 +196,11 @@ pub struct Block {
     /// Rank of the neighbour below (`[d][0]`) and above (`[d][1]`) in each
     /// dimension, if any.
     pub neighbours: [[Option<usize>; 2]; 3],
+    /// Ghost layers on each side that has a neighbour: 1 for the classic
+    /// iteration, `T` for temporal blocking (`T` sweeps between two
+    /// exchanges). A side on the grid's edge always has one layer, the
+    /// fixed boundary.
+    pub depth: usize,
 }
 
 impl Block {
@@ -196,18 +229,49 @@ impl Block {
             lo,
             n,
             neighbours,
+            depth: 1,
         }
     }
 
-    /// Local array extents: owned points plus one layer on each side (a ghost
-    /// layer from a neighbour or the global boundary).
+    /// This block with `depth` ghost layers on each side that has a
+    /// neighbour (at least 1).
+    pub fn with_depth(self, depth: usize) -> Block {
+        Block {
+            depth: depth.max(1),
+            ..self
+        }
+    }
+
+    /// Layers outside the owned points on `side` of dimension `d`: `depth`
+    /// ghost layers towards a neighbour, the one boundary layer at the
+    /// grid's edge.
+    pub fn halo(&self, d: usize, side: usize) -> usize {
+        if self.neighbours[d][side].is_some() {
+            self.depth
+        } else {
+            1
+        }
+    }
+
+    /// Local index of the first owned point along dimension `d`.
+    pub fn origin(&self, d: usize) -> usize {
+        self.halo(d, 0)
+    }
+
+    /// Local indices of the owned points along dimension `d`.
+    pub fn owned(&self, d: usize) -> Range<usize> {
+        self.origin(d)..self.origin(d) + self.n[d]
+    }
+
+    /// Local array extents: owned points plus the layers on each side (ghost
+    /// layers from a neighbour, or the global boundary).
     pub fn local_dims(&self) -> [usize; 3] {
-        [self.n[0] + 2, self.n[1] + 2, self.n[2] + 2]
+        std::array::from_fn(|d| self.halo(d, 0) + self.n[d] + self.halo(d, 1))
     }
 
     /// Global index of local index `l` along dimension `d`.
     pub fn global(&self, d: usize, l: usize) -> usize {
-        self.lo[d] - 1 + l
+        self.lo[d] - self.origin(d) + l
     }
 
     /// Owned interior points.
@@ -242,29 +306,45 @@ pub struct Face {
 }
 
 impl Face {
-    /// Number of values in this face of a block with local extents `dims`
-    /// (the full extents of the other two dimensions, ghosts included, so
-    /// that exchanging dimension by dimension fills edge ghosts).
+    /// Number of values in one layer of this face of a block with local
+    /// extents `dims` (the full extents of the other two dimensions, ghosts
+    /// included, so that exchanging dimension by dimension fills edge and
+    /// corner ghosts at any depth). A message carries `depth` layers.
     pub fn len(&self, dims: [usize; 3]) -> usize {
         (0..3).filter(|&d| d != self.dim).map(|d| dims[d]).product()
     }
 
-    /// Local index of the owned plane sent through this face.
-    pub fn send_plane(&self, dims: [usize; 3]) -> usize {
+    /// Local indices of the `depth` owned planes sent through this face (a
+    /// face exists only towards a neighbour, so its side has `depth` ghost
+    /// layers).
+    pub fn send_planes(&self, dims: [usize; 3], depth: usize) -> Range<usize> {
         if self.side == 0 {
-            1
+            depth..2 * depth
         } else {
-            dims[self.dim] - 2
+            dims[self.dim] - 2 * depth..dims[self.dim] - depth
         }
     }
 
-    /// Local index of the ghost plane this face's message is written to.
-    pub fn ghost_plane(&self, dims: [usize; 3]) -> usize {
+    /// Local indices of the `depth` ghost planes this face's message is
+    /// written to.
+    pub fn ghost_planes(&self, dims: [usize; 3], depth: usize) -> Range<usize> {
         if self.side == 0 {
-            0
+            0..depth
         } else {
-            dims[self.dim] - 1
+            dims[self.dim] - depth..dims[self.dim]
         }
+    }
+
+    /// Local index of the owned plane sent through this face of a block
+    /// with one ghost layer.
+    pub fn send_plane(&self, dims: [usize; 3]) -> usize {
+        self.send_planes(dims, 1).start
+    }
+
+    /// Local index of the ghost plane this face's message is written to, in
+    /// a block with one ghost layer.
+    pub fn ghost_plane(&self, dims: [usize; 3]) -> usize {
+        self.ghost_planes(dims, 1).start
     }
 }
 
@@ -366,6 +446,47 @@ mod tests {
         assert_eq!(faces, [(2, 1, 3), (0, 0, 0), (0, 1, 4)]);
         let alone = Block::of(&g, &ProcGrid { p: [1, 1, 1] }, 0);
         assert_eq!(alone.halo_faces().count(), 0);
+    }
+
+    #[test]
+    fn deep_halos_shift_the_owned_points_and_only_towards_neighbours() {
+        let g = Grid::new([20, 21, 22]).unwrap();
+        let pg = ProcGrid { p: [3, 1, 2] };
+        // Rank 2 at (1, 0, 0): neighbours on both i sides and above in k.
+        let b = Block::of(&g, &pg, 2).with_depth(3);
+        assert_eq!(b.n, [6, 19, 10]);
+        assert_eq!(b.local_dims(), [3 + 6 + 3, 1 + 19 + 1, 1 + 10 + 3]);
+        assert_eq!((b.origin(0), b.origin(1), b.origin(2)), (3, 1, 1));
+        assert_eq!(b.owned(0), 3..9);
+        // The first owned point keeps its global index at any depth.
+        let one = Block::of(&g, &pg, 2);
+        for d in 0..3 {
+            assert_eq!(b.global(d, b.origin(d)), one.global(d, one.origin(d)));
+        }
+        let dims = b.local_dims();
+        let low = Face { dim: 0, side: 0 };
+        let high = Face { dim: 0, side: 1 };
+        assert_eq!(
+            (low.send_planes(dims, 3), low.ghost_planes(dims, 3)),
+            (3..6, 0..3)
+        );
+        assert_eq!(
+            (high.send_planes(dims, 3), high.ghost_planes(dims, 3)),
+            (6..9, 9..12)
+        );
+        assert_eq!(high.send_plane(one.local_dims()), one.local_dims()[0] - 2);
+    }
+
+    #[test]
+    fn check_depth_refuses_blocks_thinner_than_the_halo() {
+        // 10 interior points along i over 3 ranks: blocks of 4, 3 and 3.
+        let g = Grid::new([12, 5, 5]).unwrap();
+        let pg = ProcGrid { p: [3, 1, 1] };
+        assert!(pg.check_depth(&g, 3).is_ok());
+        let err = pg.check_depth(&g, 4).unwrap_err().to_string();
+        assert!(err.contains("--temporal 3 or less"), "{err}");
+        // Unsplit dimensions are never too thin: their edges are boundary.
+        assert!(ProcGrid { p: [1, 1, 1] }.check_depth(&g, 8).is_ok());
     }
 
     #[test]

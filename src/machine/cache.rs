@@ -1,6 +1,7 @@
-//! The node's last-level cache, read from Linux sysfs, for sizing `bench stream`'s
-//! arrays beyond it and deciding whether a rank's fields can stay in it
-//! between sweeps.
+//! The node's caches, read from Linux sysfs: the last level, for sizing
+//! `bench stream`'s arrays beyond it and deciding whether a rank's fields
+//! can stay in it between sweeps, and one core's own caches, for sizing the
+//! tiles of the temporal wavefront.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -29,6 +30,84 @@ impl LastLevel {
             node_bytes: ASSUMED_BYTES,
         })
     }
+}
+
+/// Private cache assumed per core when sysfs does not tell (a common L2).
+pub const ASSUMED_PRIVATE_BYTES: usize = 1 << 20;
+
+/// The caches one core works in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerCore {
+    /// The largest cache private to the core (L2 on most).
+    pub private_bytes: usize,
+    /// One instance of the last level.
+    pub shared_bytes: usize,
+    /// CPUs that share that instance.
+    pub sharing: usize,
+}
+
+impl PerCore {
+    /// The caches of CPU 0, or assumed ones when sysfs does not tell.
+    pub fn detect() -> PerCore {
+        per_core_from_sysfs(Path::new("/sys/devices/system/cpu/cpu0")).unwrap_or(PerCore {
+            private_bytes: ASSUMED_PRIVATE_BYTES,
+            shared_bytes: ASSUMED_BYTES,
+            sharing: 8,
+        })
+    }
+
+    /// Bytes one thread's cache-blocked working set should stay within:
+    /// its share of the last level (the core's own caches hold too little
+    /// to keep a useful tile without cutting its memory runs short).
+    pub fn budget_bytes(&self) -> usize {
+        (self.shared_bytes / self.sharing.max(1)).max(self.private_bytes)
+    }
+}
+
+/// [`PerCore::detect`] over the sysfs folder `cpu` of one CPU.
+fn per_core_from_sysfs(cpu: &Path) -> Option<PerCore> {
+    // (level, CPUs sharing it, bytes) of every data or unified cache.
+    let mut caches = Vec::new();
+    for index in fs::read_dir(cpu.join("cache")).ok()?.flatten() {
+        let read = |f: &str| fs::read_to_string(index.path().join(f)).ok();
+        if read("type").is_some_and(|t| t.trim() == "Instruction") {
+            continue;
+        }
+        let level = read("level").and_then(|l| l.trim().parse::<u32>().ok());
+        let bytes = read("size").and_then(|s| parse_size(&s));
+        let sharing = read("shared_cpu_list").and_then(|s| cpu_count(&s));
+        if let (Some(level), Some(bytes), Some(sharing)) = (level, bytes, sharing) {
+            caches.push((level, sharing, bytes));
+        }
+    }
+    let top = caches.iter().max_by_key(|c| c.0)?;
+    let private = caches
+        .iter()
+        .filter(|c| c.1 == 1)
+        .max_by_key(|c| c.0)
+        .map_or(ASSUMED_PRIVATE_BYTES, |c| c.2);
+    Some(PerCore {
+        private_bytes: private,
+        shared_bytes: top.2,
+        sharing: top.1,
+    })
+}
+
+/// Number of CPUs in a sysfs CPU list such as `0-3,8,10-11`.
+fn cpu_count(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
+            None => part.parse::<usize>().map(|_| 1).ok()?,
+        };
+    }
+    (n > 0).then_some(n)
 }
 
 /// [`LastLevel::detect`] over a sysfs tree rooted at `cpus`.
@@ -128,7 +207,21 @@ mod tests {
         };
         assert_eq!(from_sysfs(&root), Some(want));
         assert_eq!(from_sysfs(&root.join("nowhere")), None);
+        let core = PerCore {
+            private_bytes: 1 << 20,
+            shared_bytes: 16 << 20,
+            sharing: 2,
+        };
+        assert_eq!(per_core_from_sysfs(&root.join("cpu3")), Some(core));
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn cpu_lists_count_their_cpus() {
+        assert_eq!(cpu_count("0\n"), Some(1));
+        assert_eq!(cpu_count("0-3,8,10-11"), Some(7));
+        assert_eq!(cpu_count(""), None);
+        assert_eq!(cpu_count("3-1"), None);
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub fn header() -> String {
         "ranks",
         "threads_per_rank",
         "backend",
+        "temporal",
         "iterations",
         "complete",
         "gosa",
@@ -36,7 +37,15 @@ pub fn header() -> String {
     for p in Phase::ALL {
         cols.push(format!("{}_max_s", p.name()));
     }
-    cols.extend(["p_fingerprint".to_string(), "verified".to_string()]);
+    cols.extend(
+        [
+            "halo_messages_per_iteration",
+            "halo_bytes_per_iteration",
+            "p_fingerprint",
+            "verified",
+        ]
+        .map(String::from),
+    );
     cols.join(",")
 }
 
@@ -53,6 +62,7 @@ pub fn row(r: &Record) -> String {
         r.ranks.to_string(),
         r.threads_per_rank.to_string(),
         r.backend.name().to_string(),
+        r.temporal.to_string(),
         r.iterations.to_string(),
         r.complete.to_string(),
         format!("{:e}", r.gosa),
@@ -66,6 +76,8 @@ pub fn row(r: &Record) -> String {
     for p in Phase::ALL {
         v.push(format!("{:.6}", r.phases[p.name()].max_s));
     }
+    v.push(format!("{}", r.halo_messages_per_iteration));
+    v.push(r.halo_bytes_per_iteration.to_string());
     v.push(r.p_fingerprint.clone());
     v.push(r.verified.map_or("".to_string(), |b| b.to_string()));
     v.join(",")

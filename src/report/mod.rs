@@ -41,6 +41,15 @@ pub struct RankRecord {
     pub phases_s: BTreeMap<String, f64>,
     /// Where the rank's work ran (threads, device, binding).
     pub placement: String,
+    /// CPU time of the rank's process in the timed loop over the loop's
+    /// wall time times its sweep threads: near 1 when the rank had its
+    /// CPUs to itself (its main thread adds a little during exchanges),
+    /// well below when other processes ran on them.
+    #[serde(default)]
+    pub cpu_share: f64,
+    /// Fraction of the rank's memory on huge pages, where Linux tells.
+    #[serde(default)]
+    pub huge_pages: Option<f64>,
 }
 
 /// One run's result: what JSON lines in results files hold.
@@ -106,8 +115,18 @@ pub struct Record {
     pub compute_share: f64,
     /// Fraction of the slowest rank's loop spent communicating.
     pub comm_share: f64,
-    /// Halo bytes sent per iteration, all ranks together.
+    /// Halo bytes sent per iteration, all ranks together (a `T`-deep
+    /// exchange every `T` iterations counts a `T`-th per iteration).
     pub halo_bytes_per_iteration: u64,
+    /// Halo messages sent per iteration, all ranks together.
+    #[serde(default)]
+    pub halo_messages_per_iteration: f64,
+    /// Sweeps per halo exchange (`--temporal`): 1 is the classic
+    /// iteration; above 1 the answer is the classic one, computed with
+    /// fewer memory passes, so the score is not comparable with classic
+    /// Himeno scores.
+    #[serde(default = "classic")]
+    pub temporal: usize,
     /// Fingerprint of the final interior `p`, hexadecimal.
     pub p_fingerprint: String,
     /// `true` passed, `false` failed, `null` not checked.
@@ -133,6 +152,11 @@ pub struct Record {
     pub provenance: Provenance,
 }
 
+/// The temporal depth of records written before `--temporal` existed.
+fn classic() -> usize {
+    1
+}
+
 /// The bandwidths a run's effective bandwidth is compared with, in GB/s:
 /// given by the user or measured before the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -147,8 +171,6 @@ pub struct Ceilings {
 pub struct RecordInputs<'a> {
     /// The validated configuration.
     pub cfg: &'a RunConfig,
-    /// Halo bytes per iteration over all ranks.
-    pub halo_bytes: u64,
     /// The verdict.
     pub verdict: Verdict,
     /// The bandwidths to compare with.
@@ -182,7 +204,11 @@ impl Record {
             .iter()
             .max_by(|a, b| a.loop_s.total_cmp(&b.loop_s))
             .expect("at least one rank");
-        let loop_s = slowest.loop_s.max(RESOLUTION_S);
+        let loop_s = slowest.loop_s.max(f64::MIN_POSITIVE);
+        // One exchange serves `temporal` iterations.
+        let temporal = out.temporal.max(1);
+        let halo_bytes: usize = out.ranks.iter().map(|r| r.halo_bytes).sum();
+        let halo_messages: usize = out.ranks.iter().map(|r| r.halo_messages).sum();
         let first = &out.ranks[0].backend;
         let per_rank = out
             .ranks
@@ -199,6 +225,8 @@ impl Record {
                     .map(|&p| (p.name().to_string(), r.times.get(p)))
                     .collect(),
                 placement: placement(&r.backend),
+                cpu_share: r.cpu_s / (r.loop_s * r.backend.threads.max(1) as f64).max(1e-9),
+                huge_pages: r.huge_pages,
             })
             .collect();
         Record {
@@ -229,7 +257,9 @@ impl Record {
             slowest_rank: slowest.rank,
             compute_share: slowest.times.get(Phase::Compute) / loop_s,
             comm_share: slowest.times.communication() / loop_s,
-            halo_bytes_per_iteration: inp.halo_bytes,
+            halo_bytes_per_iteration: (halo_bytes as f64 / temporal as f64).round() as u64,
+            halo_messages_per_iteration: halo_messages as f64 / temporal as f64,
+            temporal,
             p_fingerprint: fingerprint_hex(out.fingerprint),
             verified: inp.verdict.verified,
             verification: inp.verdict,

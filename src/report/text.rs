@@ -6,6 +6,11 @@ use crate::comm::Launch;
 use crate::timing::Phase;
 use std::fmt::Write;
 
+/// A rank's CPU time share below which the report notes contention.
+const CPU_SHARE_WARN: f64 = 0.8;
+/// A rank's huge-page coverage below which the report notes it.
+const HUGE_WARN: f64 = 0.8;
+
 /// Renders `r` as the text report.
 pub fn render(r: &Record) -> String {
     let mut s = String::new();
@@ -39,6 +44,22 @@ pub fn render(r: &Record) -> String {
     );
     if let Some(st) = r.staging {
         let _ = writeln!(s, "GPU halo staging: {}, overlap: {}", st.name(), r.overlap);
+    }
+    if r.temporal > 1 {
+        let _ = writeln!(
+            s,
+            "Temporal blocking: {} sweeps per halo exchange. The answer is the classic one \
+             (bitwise), computed with fewer memory passes: this score is not comparable with \
+             classic Himeno scores.",
+            r.temporal
+        );
+    }
+    if r.ranks > 1 {
+        let _ = writeln!(
+            s,
+            "Halo: {:.2} messages and {} bytes per iteration (all ranks)",
+            r.halo_messages_per_iteration, r.halo_bytes_per_iteration
+        );
     }
     for d in &r.provenance.devices {
         let _ = writeln!(s, "Device: {d}");
@@ -109,6 +130,28 @@ pub fn render(r: &Record) -> String {
             sl
         );
     }
+    // Why one run is slower than another is often the machine's, not the
+    // solver's: say so where the record shows it.
+    for x in &r.per_rank {
+        if x.cpu_share < CPU_SHARE_WARN {
+            let _ = writeln!(
+                s,
+                " Note: rank {} ran {:.0}% of its loop time on its CPUs: other processes \
+                 were running there",
+                x.rank,
+                100.0 * x.cpu_share
+            );
+        }
+        if let Some(h) = x.huge_pages.filter(|&h| h < HUGE_WARN) {
+            let _ = writeln!(
+                s,
+                " Note: rank {} has {:.0}% of its memory on huge pages (the kernel found too \
+                 few free 2 MiB blocks); its sweep is slower for it",
+                x.rank,
+                100.0 * h
+            );
+        }
+    }
     let _ = writeln!(
         s,
         " Slowest rank {}: compute {:.1}%, communication {:.1}% of its loop time",
@@ -120,8 +163,8 @@ pub fn render(r: &Record) -> String {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            " {:>5} {:<12} {:>9} {:>14} {:>10} {:>10} {:>10}  placement",
-            "rank", "host", "coords", "points", "loop s", "compute s", "comm s"
+            " {:>5} {:<12} {:>9} {:>14} {:>10} {:>10} {:>10} {:>5} {:>5}  placement",
+            "rank", "host", "coords", "points", "loop s", "compute s", "comm s", "cpu%", "huge%"
         );
         for x in &r.per_rank {
             let comm: f64 = Phase::ALL
@@ -131,7 +174,7 @@ pub fn render(r: &Record) -> String {
                 .sum();
             let _ = writeln!(
                 s,
-                " {:>5} {:<12} {:>9} {:>14} {:>10.4} {:>10.4} {:>10.4}  {}",
+                " {:>5} {:<12} {:>9} {:>14} {:>10.4} {:>10.4} {:>10.4} {:>5.0} {:>5}  {}",
                 x.rank,
                 x.host,
                 format!("{},{},{}", x.coords[0], x.coords[1], x.coords[2]),
@@ -139,6 +182,9 @@ pub fn render(r: &Record) -> String {
                 x.loop_s,
                 x.phases_s["compute"],
                 comm,
+                100.0 * x.cpu_share,
+                x.huge_pages
+                    .map_or("-".to_string(), |h| format!("{:.0}", 100.0 * h)),
                 x.placement
             );
         }

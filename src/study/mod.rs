@@ -169,6 +169,11 @@ pub struct ModelArgs {
     /// Bandwidth in GB/s (1e9 bytes).
     #[arg(long, requires = "latency_us")]
     pub bandwidth_gbs: Option<f64>,
+    /// Sweeps per halo exchange (temporal blocking, as `--temporal` of a
+    /// run): messages and latencies per iteration divided by T, and the
+    /// redundant updates of the ghost layers added to the compute.
+    #[arg(long, default_value_t = 1)]
+    pub temporal: usize,
     /// Report format on standard output.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -177,6 +182,7 @@ pub struct ModelArgs {
 /// Runs `himeno model`.
 pub fn model(args: &ModelArgs) -> Result<ExitCode> {
     let problem = args.problem.resolve(Preset::M, Ranks::Model(args.ranks))?;
+    problem.check_temporal(args.temporal)?;
     let (grid, procs) = (problem.grid, problem.procs);
     let size = problem.size_label;
     let (rate, rate_from) = match (args.rate_mflops, args.seconds_per_iteration, &args.results) {
@@ -220,7 +226,7 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
             ));
         }
     };
-    let p = model::predict(&grid, &procs, rate, &net);
+    let p = model::predict_temporal(&grid, &procs, rate, &net, args.temporal);
     if !p.is_finite() {
         return Err(Error::runtime(format!(
             "the model's prediction is not a finite number ({p:?}): the rates given are \
@@ -238,8 +244,9 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
         }))?,
         Format::Csv => format!(
             "ni,nj,nk,size,pi,pj,pk,ranks,rate_mflops,latency_us,bandwidth_gbytes_per_s,\
-             slowest_rank,compute_s,halo_s,allreduce_s,total_s,compute_share,comm_share,mflops\n\
-             {},{},{},{},{},{},{},{},{rate},{},{},{},{:e},{:e},{:e},{:e},{},{},{}\n",
+             slowest_rank,compute_s,halo_s,allreduce_s,total_s,compute_share,comm_share,mflops,\
+             temporal,messages_per_iteration,halo_bytes_per_iteration,redundant_fraction\n\
+             {},{},{},{},{},{},{},{},{rate},{},{},{},{:e},{:e},{:e},{:e},{},{},{},{},{},{},{}\n",
             grid.n[0],
             grid.n[1],
             grid.n[2],
@@ -257,7 +264,11 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
             p.total_s,
             p.compute_share,
             p.comm_share,
-            p.mflops
+            p.mflops,
+            p.temporal,
+            p.messages_per_iteration,
+            p.halo_bytes_per_iteration,
+            p.redundant_fraction
         ),
         Format::Text => {
             render_prediction(&grid, &size, &procs, rate, &rate_from, &net, &net_from, &p)
@@ -279,13 +290,25 @@ fn render_prediction(
     net_from: &str,
     p: &Prediction,
 ) -> String {
+    let temporal = if p.temporal > 1 {
+        format!(
+            "temporal blocking: {} sweeps per exchange; {:.2} messages and {:.0} bytes per \
+             iteration, {:.1}% redundant updates in the ghost layers (slowest rank)\n",
+            p.temporal,
+            p.messages_per_iteration,
+            p.halo_bytes_per_iteration,
+            100.0 * p.redundant_fraction
+        )
+    } else {
+        String::new()
+    };
     format!(
         "model: grid {grid} ({size}), {} rank(s), process grid {procs}\n\
          inputs: single-rank rate {rate:.1} MFLOPS ({rate_from}); latency {:.3} us, \
          bandwidth {:.3} GB/s ({net_from})\n\
          per iteration (slowest rank {}): compute {:.4} ms + halo {:.4} ms + allreduce {:.4} ms \
          = {:.4} ms\n\
-         compute {:.1}%, communication {:.1}%; predicted {:.1} MFLOPS\n",
+         compute {:.1}%, communication {:.1}%; predicted {:.1} MFLOPS\n{temporal}",
         procs.ranks(),
         net.latency_s * 1e6,
         net.bandwidth_bytes_per_s / 1e9,

@@ -10,6 +10,14 @@
 //! The step's messages are counted one after the other (a conservative
 //! choice: the ranks' links are shared). The gosa allreduce costs
 //! ceil(log2(ranks)) latencies. The job's time is that of its slowest rank.
+//!
+//! With temporal blocking (`T` sweeps per exchange) the faces are `T`
+//! layers deep and exchanged, with one allreduce, once every `T`
+//! iterations: per iteration `1/T` of the messages and latencies, the same
+//! bytes. Sweep `s` of a block also updates `T - s` ghost layers on each
+//! side with a neighbour (redundant work, counted as compute at the same
+//! rate). The rate given is the single-rank rate of the sweep being
+//! modelled (a temporal run's own rate for `T` > 1).
 
 use crate::bench::pingpong::PingpongReport;
 use crate::error::{Error, Result};
@@ -47,6 +55,15 @@ pub struct Prediction {
     pub comm_share: f64,
     /// Predicted MFLOPS of the whole job.
     pub mflops: f64,
+    /// Sweeps per halo exchange.
+    pub temporal: usize,
+    /// Halo messages the slowest rank sends per iteration.
+    pub messages_per_iteration: f64,
+    /// Halo bytes the slowest rank sends per iteration.
+    pub halo_bytes_per_iteration: f64,
+    /// Points the slowest rank updates beyond its own, in its ghost layers,
+    /// as a fraction of its own.
+    pub redundant_fraction: f64,
 }
 
 impl Prediction {
@@ -60,6 +77,9 @@ impl Prediction {
             self.compute_share,
             self.comm_share,
             self.mflops,
+            self.messages_per_iteration,
+            self.halo_bytes_per_iteration,
+            self.redundant_fraction,
         ]
         .iter()
         .all(|v| v.is_finite())
@@ -79,9 +99,22 @@ impl Prediction {
 /// is also the lowest slowest rank of the whole grid, as a loop over every
 /// rank would find it.
 pub fn predict(grid: &Grid, procs: &ProcGrid, rate_mflops: f64, net: &Network) -> Prediction {
+    predict_temporal(grid, procs, rate_mflops, net, 1)
+}
+
+/// As [`predict`], with `temporal` sweeps per halo exchange (1 is the
+/// classic iteration).
+pub fn predict_temporal(
+    grid: &Grid,
+    procs: &ProcGrid,
+    rate_mflops: f64,
+    net: &Network,
+    temporal: usize,
+) -> Prediction {
+    let t = temporal.max(1);
     let ranks = procs.ranks();
     let allreduce_s = if ranks > 1 {
-        (ranks as f64).log2().ceil() * net.latency_s
+        (ranks as f64).log2().ceil() * net.latency_s / t as f64
     } else {
         0.0
     };
@@ -100,7 +133,7 @@ pub fn predict(grid: &Grid, procs: &ProcGrid, rate_mflops: f64, net: &Network) -
         for &cj in &kinds[1] {
             for &ck in &kinds[2] {
                 let rank = procs.rank_of([ci, cj, ck]);
-                let p = predict_rank(grid, procs, rank, rate_mflops, net, allreduce_s);
+                let p = predict_rank(grid, procs, rank, rate_mflops, net, allreduce_s, t);
                 if best.is_none_or(|b| p.total_s > b.total_s) {
                     best = Some(p);
                 }
@@ -110,7 +143,8 @@ pub fn predict(grid: &Grid, procs: &ProcGrid, rate_mflops: f64, net: &Network) -
     best.expect("a process grid has at least one rank")
 }
 
-/// The prediction for one rank (`slowest_rank` is that rank).
+/// The prediction for one rank (`slowest_rank` is that rank) with `t`
+/// sweeps per halo exchange.
 fn predict_rank(
     grid: &Grid,
     procs: &ProcGrid,
@@ -118,14 +152,22 @@ fn predict_rank(
     rate_mflops: f64,
     net: &Network,
     allreduce_s: f64,
+    t: usize,
 ) -> Prediction {
-    let block = Block::of(grid, procs, rank);
-    let compute_s = block.points() as f64 * FLOPS_PER_POINT / (rate_mflops * 1e6);
+    let block = Block::of(grid, procs, rank).with_depth(t);
+    let updated = updated_points(&block, t);
+    let own = block.points() as f64 * t as f64;
+    let compute_s = updated * FLOPS_PER_POINT / (rate_mflops * 1e6) / t as f64;
     let dims = block.local_dims();
-    let halo_s: f64 = block
+    let faces: Vec<f64> = block
         .halo_faces()
-        .map(|(face, _)| net.latency_s + face.len(dims) as f64 * 4.0 / net.bandwidth_bytes_per_s)
-        .sum();
+        .map(|(face, _)| face.len(dims) as f64 * t as f64 * 4.0)
+        .collect();
+    let halo_s: f64 = faces
+        .iter()
+        .map(|bytes| net.latency_s + bytes / net.bandwidth_bytes_per_s)
+        .sum::<f64>()
+        / t as f64;
     let total_s = compute_s + halo_s + allreduce_s;
     Prediction {
         slowest_rank: rank,
@@ -136,6 +178,10 @@ fn predict_rank(
         compute_share: compute_s / total_s,
         comm_share: (halo_s + allreduce_s) / total_s,
         mflops: grid.interior_points() as f64 * FLOPS_PER_POINT / total_s / 1e6,
+        temporal: t,
+        messages_per_iteration: faces.len() as f64 / t as f64,
+        halo_bytes_per_iteration: faces.iter().sum::<f64>() / t as f64,
+        redundant_fraction: updated / own - 1.0,
     }
 }
 
@@ -150,6 +196,23 @@ const BANDWIDTH_RANGE_GBS: (f64, f64) = (1e-6, 1e9);
 /// Whether `v` is a number within `range` (both ends included).
 fn within(v: f64, range: (f64, f64)) -> bool {
     v.is_finite() && v >= range.0 && v <= range.1
+}
+
+/// Points `block` updates in one exchange's `t` sweeps: sweep `s` its own
+/// and `t - s` more layers on each side with a neighbour.
+fn updated_points(block: &Block, t: usize) -> f64 {
+    (1..=t)
+        .map(|s| {
+            (0..3)
+                .map(|d| {
+                    let grow = (0..2)
+                        .filter(|&side| block.neighbours[d][side].is_some())
+                        .count();
+                    (block.n[d] + grow * (t - s)) as f64
+                })
+                .product::<f64>()
+        })
+        .sum()
 }
 
 /// Checks a compute rate given by the user.
@@ -273,7 +336,7 @@ mod tests {
                 }
                 let fast = predict(&grid, &procs, 34.0, &net);
                 let all = (0..procs.ranks())
-                    .map(|r| predict_rank(&grid, &procs, r, 34.0, &net, fast.allreduce_s))
+                    .map(|r| predict_rank(&grid, &procs, r, 34.0, &net, fast.allreduce_s, 1))
                     .fold(None::<Prediction>, |b, p| {
                         if b.is_none_or(|b| p.total_s > b.total_s) {
                             Some(p)
@@ -299,6 +362,32 @@ mod tests {
         assert_eq!((p.halo_s, p.allreduce_s, p.comm_share), (0.0, 0.0, 0.0));
         assert!((p.mflops - 34.0).abs() < 1e-9);
         assert!(network(-1.0, 1.0).is_err() && network(1.0, 0.0).is_err());
+    }
+
+    #[test]
+    fn temporal_blocking_divides_messages_and_adds_ghost_updates() {
+        // The two-rank case above with T = 2: faces two layers deep every
+        // second iteration, and the first sweep of each pair also updates
+        // the ghost layer next to the neighbour (one 10x10 plane more).
+        let grid = Grid::new([12, 12, 12]).unwrap();
+        let procs = ProcGrid { p: [2, 1, 1] };
+        let net = network(1.0, 1.0).unwrap();
+        let one = predict(&grid, &procs, 34.0, &net);
+        let two = predict_temporal(&grid, &procs, 34.0, &net, 2);
+        assert_eq!((one.temporal, two.temporal), (1, 2));
+        assert_eq!(
+            (one.messages_per_iteration, two.messages_per_iteration),
+            (1.0, 0.5)
+        );
+        // One layer: 12*12 values; two layers of a block 8 deep in i: 2*12*12.
+        assert_eq!(one.halo_bytes_per_iteration, 576.0);
+        assert_eq!(two.halo_bytes_per_iteration, 576.0);
+        assert_eq!(one.redundant_fraction, 0.0);
+        // 600 + 500 points per two sweeps over 1000 own.
+        assert!((two.redundant_fraction - 0.1).abs() < 1e-12);
+        assert!((two.compute_s - 550e-6).abs() < 1e-15);
+        assert!((two.halo_s - (1e-6 + 1152e-9) / 2.0).abs() < 1e-15);
+        assert!((two.allreduce_s - 0.5e-6).abs() < 1e-15);
     }
 
     #[test]

@@ -144,6 +144,20 @@ fn rows() -> Vec<Row> {
         Row::run(&["--bind", "sockets"], &["'sockets'", "possible values"]),
         Row::run(&["--staging", "magic"], &["'magic'", "possible values"]),
         Row::run(&["--no-such-option"], &["--no-such-option", "--help"]),
+        // Temporal blocking.
+        Row::run(&["--temporal", "0"], &["--temporal 0", "from 1"]),
+        Row::run(&["--temporal", "33"], &["--temporal 33", "to 32"]),
+        Row::run(&["--temporal", "-2"], &["--temporal", "negative"]),
+        Row::run(&["--tile-rows", "0"], &["--tile-rows", "at least 1"]),
+        Row::run(
+            &["--temporal", "2", "--backend", "gpu"],
+            &["--temporal", "cpu backend only", "--backend cpu"],
+        ),
+        Row::run(
+            &["--grid", "12x5x5", "--procs", "3x1x1", "--temporal", "4"],
+            &["--temporal 4", "3 point(s) along i", "--temporal 3 or less"],
+        )
+        .mpirun(3),
         Row::run(
             &["--backend", "gpu", "--size", "XS", "--iterations", "1"],
             &["no GPU support", "--features cuda", "--backend cpu"],

@@ -21,15 +21,18 @@ use himeno::grid::{Grid, Preset};
 use himeno::signals::StopFlag;
 use himeno::verify::{KnownAnswer, fingerprint_hex, known_answers, reference_run};
 
-/// The cases kept: the presets at fixed iteration counts, every preset at
-/// the default 3 rehearsal iterations (which make every run of a preset
-/// verified), and an odd grid.
+/// The cases kept: the presets at fixed iteration counts (M and L at 60
+/// for the temporal-blocking benchmark runs), every preset at the default 3
+/// rehearsal iterations (which make every run of a preset verified), and an
+/// odd grid.
 fn cases() -> Vec<([usize; 3], u64)> {
     let mut v = vec![
         ([32, 32, 64], 100),
         ([64, 64, 128], 100),
         ([128, 128, 256], 20),
         ([9, 10, 11], 50),
+        ([128, 128, 256], 60),
+        ([256, 256, 512], 60),
     ];
     v.extend(Preset::ALL.iter().map(|p| (p.grid().n, 3)));
     v

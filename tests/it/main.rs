@@ -21,3 +21,4 @@ mod run;
 mod signals;
 mod stream;
 mod study;
+mod temporal;

@@ -121,7 +121,7 @@ fn local_ranks_verify_against_the_reference_run() {
 #[test]
 fn halo_self_test_passes_on_every_process_grid() {
     for launcher in launchers() {
-        for (np, procs) in GRIDS {
+        for (n, (np, procs)) in GRIDS.into_iter().enumerate() {
             let o = run(ranks(
                 launcher,
                 np,
@@ -130,6 +130,30 @@ fn halo_self_test_passes_on_every_process_grid() {
             assert!(
                 o.status.success(),
                 "{launcher:?} {procs}: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+            assert!(stdout(&o).contains("halo self-test passed"), "{procs}");
+            // Deep halos (temporal blocking): the same schedule fills every
+            // ghost layer, edges and corners included. Blocks of 12x11x10
+            // interior points over 3 ranks are at least 3 thick.
+            let depth = ["2", "3"][n % 2];
+            let o = run(ranks(
+                launcher,
+                np,
+                &[
+                    "selftest",
+                    "--grid",
+                    "14x13x12",
+                    "--procs",
+                    procs,
+                    "--temporal",
+                    depth,
+                ],
+            ));
+            assert!(
+                o.status.success(),
+                "{launcher:?} {procs} depth {depth}: {}{}",
                 stdout(&o),
                 stderr(&o)
             );
@@ -203,34 +227,44 @@ fn unbound_ranks_share_the_node_by_default() {
 }
 
 #[test]
-fn pinned_local_ranks_take_different_cpus() {
-    let r = json_ok(&run(himeno(&[
-        "--local-ranks",
-        "2",
-        "--size",
-        "XS",
-        "--iterations",
-        "1",
-        "--threads",
-        "1",
-        "--bind",
-        "cores",
-        "--format",
-        "json",
-    ])));
-    let cpus: Vec<String> = r["per_rank"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let pl = p["placement"].as_str().unwrap();
-            let at = pl.find("threads on cpus ").expect("pinned cpus") + 16;
-            pl[at..].split(' ').next().unwrap().to_string()
-        })
-        .collect();
+fn pinned_ranks_take_different_cpus() {
     let online = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if online >= 2 {
-        assert_ne!(cpus[0], cpus[1], "{r}");
+    for launcher in launchers() {
+        // In-process ranks share the process's CPUs; under mpirun the
+        // launcher binds nothing here, so every rank may use every CPU:
+        // --bind cores must place the ranks' threads apart (by node-local
+        // rank), not all on the first CPU.
+        let mut cmd = ranks(
+            launcher,
+            2,
+            &[
+                "--size",
+                "XS",
+                "--iterations",
+                "1",
+                "--threads",
+                "1",
+                "--bind",
+                "cores",
+                "--format",
+                "json",
+            ],
+        );
+        cmd.env("OMPI_MCA_hwloc_base_binding_policy", "none");
+        let r = json_ok(&run(cmd));
+        let cpus: Vec<String> = r["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let pl = p["placement"].as_str().unwrap();
+                let at = pl.find("threads on cpus ").expect("pinned cpus") + 16;
+                pl[at..].split(' ').next().unwrap().to_string()
+            })
+            .collect();
+        if online >= 2 {
+            assert_ne!(cpus[0], cpus[1], "{launcher:?}: {r}");
+        }
     }
 }
 

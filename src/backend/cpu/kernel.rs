@@ -17,6 +17,7 @@ use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK
 #[cfg(doc)]
 use crate::machine::isa::Isa;
 use crate::machine::isa::multiversion;
+use std::ops::Range;
 
 /// Number of interleaved partial sums per row.
 pub const LANES: usize = 8;
@@ -24,7 +25,7 @@ pub const LANES: usize = 8;
 /// Geometry of a block's local arrays, all of extents `dims`, k fastest.
 #[derive(Debug, Clone, Copy)]
 pub struct Layout {
-    /// Local extents (owned points plus one layer per side).
+    /// Local extents (owned points plus the halo layers on each side).
     pub dims: [usize; 3],
 }
 
@@ -50,44 +51,170 @@ pub struct Inputs<'a> {
     pub omega: f32,
 }
 
+impl<'a> Inputs<'a> {
+    /// The rows that the update of row `(i, j)` reads, all from these
+    /// arrays.
+    #[inline]
+    pub fn rows(&'a self, i: usize, j: usize) -> Rows<'a> {
+        let nk = self.lay.dims[2];
+        let p = self.p;
+        let at = |i: usize, j: usize| &p[self.lay.row(i, j)..][..nk];
+        Rows {
+            p: [
+                [at(i - 1, j - 1), at(i - 1, j), at(i - 1, j + 1)],
+                [at(i, j - 1), at(i, j), at(i, j + 1)],
+                [at(i + 1, j - 1), at(i + 1, j), at(i + 1, j + 1)],
+            ],
+            coef: &self.coef,
+            at: self.lay.row(i, j),
+        }
+    }
+}
+
+/// The rows one row update reads: `p` around the row, each a whole row of
+/// the local k extent, which may come from different arrays (the temporal
+/// sweep reads `p` from cache-resident copies of earlier levels), and the
+/// coefficients of the row itself, from the fields.
+#[derive(Clone, Copy)]
+pub struct Rows<'a> {
+    /// `p[a][b]` is the row of `p` at `(i + a - 1, j + b - 1)`.
+    pub p: [[&'a [f32]; 3]; 3],
+    /// The coefficient fields, `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
+    pub coef: &'a [&'a [f32]; COEFFICIENTS],
+    /// Offset of row `(i, j)` in the fields.
+    pub at: usize,
+}
+
 multiversion!(
-    /// Updates the owned points of row `(i, j)` with the kernel compiled for
-    /// `isa`: writes `out` (the row of `next`, full local k extent) and
-    /// returns the row's sum of squared residuals.
-    pub fn sweep_row(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 => row_body
+    /// Updates points `k` (not the first or last of the row) of one row
+    /// with the kernel compiled for `isa`: writes `out[k]` (`out` is the
+    /// whole row of the new field) and returns the sum of their squared
+    /// residuals, point `k.start + x` in lane `x % LANES`. For rows that
+    /// stream from memory: every input is prefetched ahead.
+    pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_streamed
 );
+
+multiversion!(
+    /// As [`sweep_row`], without software prefetch, for rows already in
+    /// the cache (the temporal wavefront's later levels), where the
+    /// prefetch instructions only compete with the loads: an L2-resident
+    /// row measured about 25% faster without them, a row from memory
+    /// 30-50% slower (notes/cpu-perf.md).
+    pub fn sweep_row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_cached
+);
+
+multiversion!(
+    /// As [`sweep_row`] for row `(i, j)` of the fields in `inp` (the
+    /// classic sweep): the same kernel, with every row found at its offset
+    /// from the one field, which the compiler turns into fewer live
+    /// pointers than nine separate rows (measured 7% faster at size M).
+    pub fn sweep_row_at(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at
+);
+
+/// Where a row update finds the rows it reads, as slices of the `m`
+/// values it updates from `k0`.
+trait Source<'a> {
+    /// The row of `p` at `(i + a - 1, j + b - 1)`, shifted by `dk - 1` in
+    /// k.
+    fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32];
+    /// Coefficient `f`'s row at `(i, j)`.
+    fn coef(&self, f: usize, k0: usize, m: usize) -> &'a [f32];
+}
+
+impl<'a> Source<'a> for Rows<'a> {
+    #[inline(always)]
+    fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32] {
+        &self.p[a][b][k0 + dk - 1..k0 + dk - 1 + m]
+    }
+    // The coefficients from one offset into their fields: the compiler
+    // then addresses all twelve from one index.
+    #[inline(always)]
+    fn coef(&self, f: usize, k0: usize, m: usize) -> &'a [f32] {
+        &self.coef[f][self.at + k0..self.at + k0 + m]
+    }
+}
+
+/// The fields' rows around row `(i, j)`, at `at`, its offset.
+struct Around<'a, 'b> {
+    inp: &'b Inputs<'a>,
+    at: usize,
+}
+
+impl<'a> Source<'a> for Around<'a, '_> {
+    // Every slice is one offset from the start of its field, as the
+    // original kernel wrote them: the compiler then addresses all of them
+    // from one index (an earlier form, whole rows sliced again, made it
+    // step 25 pointers and spill them, 7-15% slower at size M).
+    #[inline(always)]
+    fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32] {
+        let [_, nj, nk] = self.inp.lay.dims;
+        let off = self.at + k0 + a * nj * nk + b * nk + dk - nj * nk - nk - 1;
+        &self.inp.p[off..off + m]
+    }
+    #[inline(always)]
+    fn coef(&self, f: usize, k0: usize, m: usize) -> &'a [f32] {
+        &self.inp.coef[f][self.at + k0..self.at + k0 + m]
+    }
+}
+
+/// [`row_body`] over the fields, with prefetch.
+#[inline(always)]
+fn row_at(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 {
+    let src = Around {
+        inp,
+        at: inp.lay.row(i, j),
+    };
+    row_body::<_, true>(&src, k, inp.omega, out)
+}
 
 /// One chunk of [`LANES`] points of every input row.
 type Chunk = [f32; LANES];
 
-/// The row kernel, inlined into each instruction-set wrapper so that each
-/// copy is vectorised for its own target features.
+/// A row's partial sums of squared residuals, one per lane, aligned to a
+/// cache line.
+#[repr(C, align(64))]
+struct Lanes([f64; LANES]);
+
+/// [`row_body`] with prefetch.
 #[inline(always)]
-fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
-    let lay = inp.lay;
-    let p = inp.p;
-    let nk = lay.dims[2];
-    let m = nk - 2;
-    let base = lay.row(i, j) + 1;
-    let di = lay.dims[1] * nk;
-    let dj = nk;
-    // Row slices of exactly `m` values each, starting at the first owned k.
-    let r = |off: usize| &p[off..off + m];
-    let k = |f: usize| &inp.coef[f][base..base + m];
-    let (ip, jp, kp) = (r(base + di), r(base + dj), r(base + 1));
-    let (ipjp, ipjm) = (r(base + di + dj), r(base + di - dj));
-    let (imjp, imjm) = (r(base - di + dj), r(base - di - dj));
-    let (jpkp, jmkp) = (r(base + dj + 1), r(base - dj + 1));
-    let (jpkm, jmkm) = (r(base + dj - 1), r(base - dj - 1));
-    let (ipkp, imkp) = (r(base + di + 1), r(base - di + 1));
-    let (ipkm, imkm) = (r(base + di - 1), r(base - di - 1));
-    let (im, jm, km, c) = (r(base - di), r(base - dj), r(base - 1), r(base));
-    let (a0, a1, a2, a3) = (k(A0), k(A1), k(A2), k(A3));
-    let (b0, b1, b2) = (k(B0), k(B1), k(B2));
-    let (c0, c1, c2) = (k(C0), k(C1), k(C2));
-    let (bnd, wrk1) = (k(BND), k(WRK1));
-    let out = &mut out[1..1 + m];
-    let omega = inp.omega;
+fn row_streamed(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
+    row_body::<_, true>(rows, k, omega, out)
+}
+
+/// [`row_body`] without prefetch.
+#[inline(always)]
+fn row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
+    row_body::<_, false>(rows, k, omega, out)
+}
+
+/// The row kernel, inlined into each instruction-set wrapper so that each
+/// copy is vectorised for its own target features; `PREFETCH` asks for the
+/// inputs ahead of use.
+#[inline(always)]
+fn row_body<'a, S: Source<'a>, const PREFETCH: bool>(
+    rows: &S,
+    k: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+) -> f64 {
+    let (k0, m) = (k.start, k.len());
+    // Slices of exactly `m` values: the row of p at (i+a-1, j+b-1) shifted
+    // by dk-1 in k, and the coefficients.
+    let r = |a: usize, b: usize, dk: usize| rows.p(a, b, dk, k0, m);
+    let (ip, jp, kp) = (r(2, 1, 1), r(1, 2, 1), r(1, 1, 2));
+    let (ipjp, ipjm) = (r(2, 2, 1), r(2, 0, 1));
+    let (imjp, imjm) = (r(0, 2, 1), r(0, 0, 1));
+    let (jpkp, jmkp) = (r(1, 2, 2), r(1, 0, 2));
+    let (jpkm, jmkm) = (r(1, 2, 0), r(1, 0, 0));
+    let (ipkp, imkp) = (r(2, 1, 2), r(0, 1, 2));
+    let (ipkm, imkm) = (r(2, 1, 0), r(0, 1, 0));
+    let (im, jm, km, c) = (r(0, 1, 1), r(1, 0, 1), r(1, 1, 0), r(1, 1, 1));
+    let coef = |f: usize| rows.coef(f, k0, m);
+    let (a0, a1, a2, a3) = (coef(A0), coef(A1), coef(A2), coef(A3));
+    let (b0, b1, b2) = (coef(B0), coef(B1), coef(B2));
+    let (c0, c1, c2) = (coef(C0), coef(C1), coef(C2));
+    let (bnd, wrk1) = (coef(BND), coef(WRK1));
+    let out = &mut out[k0..k0 + m];
 
     // The values of point `x` of every row, in `point`'s order.
     // (The list is repeated at each use: macro hygiene binds the names
@@ -98,7 +225,12 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
         };
     }
 
-    let mut acc = [0.0f64; LANES];
+    // On a cache line of its own: the compiler keeps the partial sums on
+    // the stack and zeroes them with one 64-byte store per row, which a
+    // frame that happened to put them across a page boundary made cost
+    // 15% of the sweep (perf put 17% of the kernel's samples on it).
+    let mut acc = Lanes([0.0f64; LANES]);
+    let acc = &mut acc.0;
     let n = m / LANES;
     // Whole chunks of LANES points: each input row viewed as `[Chunk]`, all
     // of length `n`, so that indexing by `ch < n` needs no bounds checks.
@@ -114,7 +246,7 @@ fn row_body(inp: &Inputs<'_>, i: usize, j: usize, out: &mut [f32]) -> f64 {
         let out = out.as_chunks_mut::<LANES>().0;
         assert_eq!(out.len(), n);
         for ch in 0..n {
-            if ch % 2 == 0 {
+            if PREFETCH && ch % 2 == 0 {
                 // Two distances: far into L2 so the line is on its way from
                 // memory, near into L1 so the loads find it there.
                 for row in [ipjp, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1] {
@@ -267,15 +399,36 @@ mod tests {
                     coef: std::array::from_fn(|c| f.coef[c].as_slice().unwrap()),
                     omega: OMEGA,
                 };
+                let mut pieces = f.next.clone();
                 let out = f.next.as_slice_mut().unwrap();
                 let mut gosa = 0.0;
+                let pieces_out = pieces.as_slice_mut().unwrap();
+                let nk = dims[2];
                 for i in 1..dims[0] - 1 {
                     for j in 1..dims[1] - 1 {
                         let at = lay.row(i, j);
-                        gosa += sweep_row(isa, &inp, i, j, &mut out[at..]);
+                        let row = &mut out[at..at + nk];
+                        gosa += sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, row);
+                        let mut cached = vec![0.0; nk];
+                        let g =
+                            sweep_row_cached(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached);
+                        assert_eq!(&cached[1..nk - 1], &row[1..nk - 1]);
+                        assert_eq!(
+                            g.to_bits(),
+                            sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached)
+                                .to_bits()
+                        );
+                        // The same row in up to three pieces (as the temporal
+                        // sweep splits its rows): the same values.
+                        let row = &mut pieces_out[at..at + nk];
+                        let cuts = [1, (nk / 3).max(1), (2 * nk / 3).max(1), nk - 1];
+                        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+                            sweep_row(isa, &inp.rows(i, j), w[0]..w[1], OMEGA, row);
+                        }
                     }
                 }
                 assert_eq!(f.next, reference.p, "{dims:?} {}", isa.name());
+                assert_eq!(pieces, reference.p, "{dims:?} {} in pieces", isa.name());
                 let rel = (gosa - ref_gosa).abs() / ref_gosa.abs().max(1e-300);
                 assert!(rel < 1e-9, "{dims:?} {}: {gosa} vs {ref_gosa}", isa.name());
             }

@@ -718,10 +718,17 @@ fn a_failed_mpi_start_is_exit_2_with_a_himeno_line() {
     if !MPI {
         return;
     }
-    let mut alone = himeno(&["--grid", "5x5x5", "--iterations", "2"]);
-    alone.env("OMPI_MCA_pml", "doesnotexist");
-    let mut stream = himeno(&["bench", "stream", "--elements", "1000"]);
-    stream.env("OMPI_MCA_pml", "doesnotexist");
+    // A start that fails in either MPI library: Open MPI cannot find the
+    // named messaging component, MPICH cannot reach its process manager
+    // (each library ignores the other's setting).
+    let broken = |args: &[&str]| {
+        let mut cmd = himeno(args);
+        cmd.env("OMPI_MCA_pml", "doesnotexist")
+            .env("PMI_PORT", "127.0.0.1:1");
+        cmd
+    };
+    let alone = broken(&["--grid", "5x5x5", "--iterations", "2"]);
+    let stream = broken(&["bench", "stream", "--elements", "1000"]);
     // (Under mpirun, Open MPI's launcher exits 1 for a failed start of its
     // ranks whatever their own exit codes: that one is not ours to set.)
     for cmd in [alone, stream] {

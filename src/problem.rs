@@ -5,9 +5,8 @@
 
 use crate::comm::MPI_ENABLED;
 use crate::error::{Error, Result};
-use crate::grid::decomp::ProcGrid;
+use crate::grid::decomp::{MAX_DEPTH, ProcGrid};
 use crate::grid::{Grid, Preset};
-use crate::solver::MAX_LEVELS;
 use clap::Args;
 
 /// `--size`, `--grid` and `--procs`, as typed.
@@ -48,12 +47,12 @@ pub struct Problem {
 
 impl Problem {
     /// Checks `temporal` sweeps per halo exchange for this problem: from 1
-    /// (the classic iteration) to [`MAX_LEVELS`], and no block thinner
+    /// (the classic iteration) to [`MAX_DEPTH`], and no block thinner
     /// than its ghost layers (the error names the largest depth that fits).
     pub fn check_temporal(&self, temporal: usize) -> Result<()> {
-        if !(1..=MAX_LEVELS).contains(&temporal) {
+        if !(1..=MAX_DEPTH).contains(&temporal) {
             return Err(Error::usage(format!(
-                "--temporal {temporal} must be from 1 (the classic iteration) to {MAX_LEVELS}"
+                "--temporal {temporal} must be from 1 (the classic iteration) to {MAX_DEPTH}"
             )));
         }
         self.procs.check_depth(&self.grid, temporal)

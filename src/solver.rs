@@ -17,7 +17,7 @@ use crate::config::{RunConfig, RunLength};
 use crate::error::{Error, Result};
 use crate::fault::{Fault, Stage};
 use crate::grid::Grid;
-use crate::grid::decomp::Block;
+use crate::grid::decomp::{Block, MAX_DEPTH};
 use crate::halo::Halo;
 use crate::machine::huge;
 use crate::signals::StopFlag;
@@ -87,10 +87,6 @@ pub struct Outcome {
     pub ranks: Vec<RankSummary>,
 }
 
-/// Most sweeps in one block (the largest `--temporal`): beyond this the
-/// redundant updates in the ghost layers outweigh any saving.
-pub const MAX_LEVELS: usize = 32;
-
 /// Fails on the first sweep of a block whose gosa is not finite; the block
 /// starts after iteration `before`.
 fn check_block(gosa: &[f64], before: u64) -> Result<()> {
@@ -143,7 +139,7 @@ impl Solver<'_> {
         // The stop request travels with gosa so that every rank leaves the
         // loop after the same block (a signal may reach ranks at different
         // times). One allreduce for the whole block.
-        let mut red = [0.0; MAX_LEVELS + 1];
+        let mut red = [0.0; MAX_DEPTH + 1];
         red[..levels].copy_from_slice(gosa);
         red[levels] = f64::from(u8::from(self.stop.raised()));
         self.comm.sum(&mut red[..=levels]);
@@ -167,7 +163,7 @@ impl Solver<'_> {
     /// Sweeps in the next block when `done` of `planned` iterations are
     /// done: the halo depth, or fewer to end on `planned`.
     fn levels(&self, done: u64, planned: u64) -> usize {
-        let depth = self.backend.depth().min(MAX_LEVELS) as u64;
+        let depth = self.backend.depth().min(MAX_DEPTH) as u64;
         depth.min(planned - done) as usize
     }
 
@@ -175,7 +171,7 @@ impl Solver<'_> {
     /// timed loop (barrier, loop, barrier), then gathers the summaries.
     pub fn run(&mut self, cfg: &RunConfig) -> Result<Outcome> {
         let mut scratch = PhaseTimes::default();
-        let mut gosa = [0.0; MAX_LEVELS];
+        let mut gosa = [0.0; MAX_DEPTH];
         self.comm.barrier();
         let mut clock = Lap::start();
         let mut stopped_in_rehearsal = false;

@@ -18,6 +18,11 @@ use std::ops::Range;
 /// bounded, and every product of rank counts fits in 64 bits.
 pub const MAX_RANKS: usize = 1 << 24;
 
+/// Most ghost layers a block keeps towards a neighbour, hence the most
+/// sweeps per halo exchange (the largest `--temporal`): beyond this the
+/// redundant updates in the ghost layers outweigh any saving.
+pub const MAX_DEPTH: usize = 32;
+
 /// A Cartesian process grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcGrid {

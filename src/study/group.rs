@@ -4,8 +4,9 @@
 //! The rule, in order:
 //! 1. Records stopped early or with a failed verification are set aside
 //!    (listed, never tabulated).
-//! 2. The rest are keyed by (label, backend, threads per rank); runs
-//!    without a label share the empty label.
+//! 2. The rest are keyed by (label, backend, threads per rank, sweeps per
+//!    halo exchange); runs without a label share the empty label. (A
+//!    `--temporal` run is never the base of a classic run's speed-up.)
 //! 3. Within a key, the runs form one **weak-scaling** group when the label
 //!    contains `weak` (any case), or when they span several grids and
 //!    several rank counts while the interior points per rank agree within
@@ -89,6 +90,8 @@ pub struct Group {
     pub backend: String,
     /// Threads per rank.
     pub threads_per_rank: usize,
+    /// Sweeps per halo exchange (`--temporal`).
+    pub temporal: usize,
     /// Smallest rank count, the base of speed-up.
     pub base_ranks: usize,
     /// Rows by rank count, then process grid.
@@ -110,6 +113,9 @@ impl Group {
             s.push_str(&format!("-{}x{}x{}", g[0], g[1], g[2]));
         }
         s.push_str(&format!("-{}-t{}", self.backend, self.threads_per_rank));
+        if self.temporal > 1 {
+            s.push_str(&format!("-T{}", self.temporal));
+        }
         s.chars()
             .map(|c| {
                 if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -137,8 +143,13 @@ impl Group {
         } else {
             format!(" [{}]", self.label)
         };
+        let temporal = if self.temporal > 1 {
+            format!(", temporal blocking T={}", self.temporal)
+        } else {
+            String::new()
+        };
         format!(
-            "{what}{label}, {} x{} thread(s)/rank",
+            "{what}{label}, {} x{} thread(s)/rank{temporal}",
             self.backend, self.threads_per_rank
         )
     }
@@ -153,13 +164,17 @@ pub struct Study {
     pub flagged: Vec<(RunRecord, &'static str)>,
 }
 
+/// What runs of one scaling group share: label, backend, threads per rank
+/// and sweeps per halo exchange.
+type GroupKey = (String, String, usize, usize);
+
 /// Groups `records` by the rule in the module documentation.
 pub fn group(records: &[RunRecord]) -> Study {
     let mut study = Study::default();
     // Keys in first-appearance order, found through a map: a file of a
     // million distinct labels must not cost a million squared steps.
-    let mut keys: Vec<(String, String, usize)> = Vec::new();
-    let mut index: HashMap<(String, String, usize), usize> = HashMap::new();
+    let mut keys: Vec<GroupKey> = Vec::new();
+    let mut index: HashMap<GroupKey, usize> = HashMap::new();
     let mut by_key: BTreeMap<usize, Vec<&RunRecord>> = BTreeMap::new();
     for r in records {
         if let Some(why) = r.flag() {
@@ -170,6 +185,7 @@ pub fn group(records: &[RunRecord]) -> Study {
             r.label.clone().unwrap_or_default(),
             r.backend.clone(),
             r.threads_per_rank,
+            r.temporal,
         );
         let idx = *index.entry(key.clone()).or_insert_with(|| {
             keys.push(key);
@@ -178,16 +194,12 @@ pub fn group(records: &[RunRecord]) -> Study {
         by_key.entry(idx).or_default().push(r);
     }
     for (idx, runs) in by_key {
-        let (label, backend, threads) = keys[idx].clone();
+        let (label, backend, threads, temporal) = keys[idx].clone();
+        let make = |kind, grid, runs: &[&RunRecord]| {
+            make_group(kind, &label, grid, &backend, [threads, temporal], runs)
+        };
         if is_weak(&label, &runs) {
-            study.groups.push(make_group(
-                Kind::Weak,
-                &label,
-                None,
-                &backend,
-                threads,
-                &runs,
-            ));
+            study.groups.push(make(Kind::Weak, None, &runs));
         } else {
             // Grids in first-appearance order, each with its runs.
             let mut grids: Vec<[usize; 3]> = Vec::new();
@@ -202,14 +214,7 @@ pub fn group(records: &[RunRecord]) -> Study {
                     .push(r);
             }
             for g in grids {
-                study.groups.push(make_group(
-                    Kind::Strong,
-                    &label,
-                    Some(g),
-                    &backend,
-                    threads,
-                    &by_grid[&g],
-                ));
+                study.groups.push(make(Kind::Strong, Some(g), &by_grid[&g]));
             }
         }
     }
@@ -245,7 +250,7 @@ fn make_group(
     label: &str,
     grid: Option<[usize; 3]>,
     backend: &str,
-    threads: usize,
+    [threads, temporal]: [usize; 2],
     runs: &[&RunRecord],
 ) -> Group {
     // Rows keyed by (ranks, hosts, process grid, grid): already in table
@@ -288,6 +293,7 @@ fn make_group(
         size: runs.first().map_or_else(String::new, |r| r.size.clone()),
         backend: backend.to_string(),
         threads_per_rank: threads,
+        temporal,
         base_ranks,
         rows,
     }
@@ -383,6 +389,31 @@ mod tests {
         let b = &study.groups[1];
         assert_eq!(b.base_ranks, 2);
         assert_eq!((b.rows[1].speedup, b.rows[1].efficiency), (1.5, 0.75));
+    }
+
+    #[test]
+    fn temporal_runs_form_their_own_groups() {
+        let g = [34, 34, 34];
+        let deep = |procs, mflops| {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&line("s", g, procs, mflops)).unwrap();
+            v["temporal"] = 4.into();
+            v.to_string()
+        };
+        let study = group(&records(&[
+            line("s", g, [1, 1, 1], 100.0),
+            deep([1, 1, 1], 150.0),
+            line("s", g, [2, 1, 1], 180.0),
+            deep([2, 1, 1], 240.0),
+        ]));
+        let got: Vec<(usize, Vec<f64>)> = study
+            .groups
+            .iter()
+            .map(|g| (g.temporal, g.rows.iter().map(|r| r.speedup).collect()))
+            .collect();
+        assert_eq!(got, [(1, vec![1.0, 1.8]), (4, vec![1.0, 1.6])]);
+        assert!(study.groups[1].title().contains("T=4"));
+        assert_ne!(study.groups[0].slug(), study.groups[1].slug());
     }
 
     #[test]

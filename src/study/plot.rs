@@ -141,8 +141,8 @@ fn stems(groups: &[Group]) -> Vec<String> {
             let mut stem = slug[..slug.len().min(MAX_STEM)].to_string();
             if !plain(&g.label) || !plain(&g.backend) || slug.len() > MAX_STEM {
                 let key = format!(
-                    "{:?}\u{0}{}\u{0}{:?}\u{0}{}\u{0}{}",
-                    g.kind, g.label, g.grid, g.backend, g.threads_per_rank
+                    "{:?}\u{0}{}\u{0}{:?}\u{0}{}\u{0}{}\u{0}{}",
+                    g.kind, g.label, g.grid, g.backend, g.threads_per_rank, g.temporal
                 );
                 stem.push_str(&format!("-{:08x}", fnv(&key) as u32));
             }

@@ -71,6 +71,10 @@ pub struct RunRecord {
     /// Sweep threads per rank.
     #[serde(default = "one")]
     pub threads_per_rank: usize,
+    /// Sweeps per halo exchange (`--temporal`; 1, the classic iteration,
+    /// in records written before it existed).
+    #[serde(default = "one")]
+    pub temporal: usize,
     /// `cpu` or `gpu`.
     #[serde(default)]
     pub backend: String,
@@ -208,6 +212,9 @@ impl RunRecord {
         }
         if self.threads_per_rank == 0 {
             return Err("threads_per_rank is 0".into());
+        }
+        if !(1..=crate::grid::decomp::MAX_DEPTH).contains(&self.temporal) {
+            return Err(format!("temporal {} is out of range", self.temporal));
         }
         if self.iterations == 0 {
             return Err("a run with 0 iterations".into());

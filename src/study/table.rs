@@ -94,7 +94,7 @@ fn group_text(s: &mut String, g: &Group) {
 /// CSV: one line per row, with the group's columns repeated.
 pub fn csv(study: &Study) -> String {
     let mut s = String::from(
-        "kind,label,backend,threads_per_rank,ranks,hosts,pi,pj,pk,ni,nj,nk,runs,mflops,\
+        "kind,label,backend,threads_per_rank,temporal,ranks,hosts,pi,pj,pk,ni,nj,nk,runs,mflops,\
          seconds_per_iteration,speedup,efficiency,compute_share,comm_share",
     );
     for p in Phase::ALL {
@@ -109,10 +109,11 @@ pub fn csv(study: &Study) -> String {
             };
             let _ = write!(
                 s,
-                "{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_field(&g.label),
                 csv_field(&g.backend),
                 g.threads_per_rank,
+                g.temporal,
                 r.ranks,
                 r.hosts,
                 r.procs[0],

@@ -208,3 +208,19 @@ pub fn json_ok(o: &Output) -> serde_json::Value {
     serde_json::from_str(&stdout_ok(o))
         .unwrap_or_else(|e| panic!("stdout is not one JSON report ({e}):\n{}", stdout(o)))
 }
+
+/// Process grids over 1..8 ranks that split each axis, alone and together.
+pub const PROCESS_GRIDS: [(usize, &str); 12] = [
+    (1, "1x1x1"),
+    (2, "2x1x1"),
+    (2, "1x2x1"),
+    (2, "1x1x2"),
+    (3, "3x1x1"),
+    (3, "1x1x3"),
+    (4, "2x2x1"),
+    (4, "1x2x2"),
+    (4, "2x1x2"),
+    (6, "3x2x1"),
+    (6, "1x2x3"),
+    (8, "2x2x2"),
+];

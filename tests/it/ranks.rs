@@ -6,22 +6,6 @@
 
 use crate::common::*;
 
-/// Process grids over 1..8 ranks that split each axis, alone and together.
-const GRIDS: [(usize, &str); 12] = [
-    (1, "1x1x1"),
-    (2, "2x1x1"),
-    (2, "1x2x1"),
-    (2, "1x1x2"),
-    (3, "3x1x1"),
-    (3, "1x1x3"),
-    (4, "2x2x1"),
-    (4, "1x2x2"),
-    (4, "2x1x2"),
-    (6, "3x2x1"),
-    (6, "1x2x3"),
-    (8, "2x2x2"),
-];
-
 /// The JSON report of `np` ranks started by `launcher` on `procs`, one
 /// sweep thread each unless `extra` says otherwise.
 fn report(launcher: Launcher, np: usize, procs: &str, extra: &[&str]) -> serde_json::Value {
@@ -49,7 +33,7 @@ fn every_process_grid_gives_the_single_rank_answer() {
     assert_eq!(reference["verified"], true);
     let gosa0 = reference["gosa"].as_f64().unwrap();
     for launcher in launchers() {
-        for (n, (np, procs)) in GRIDS.into_iter().enumerate() {
+        for (n, (np, procs)) in PROCESS_GRIDS.into_iter().enumerate() {
             // Half the grids with streaming stores, whose rows carry their
             // ghost ends: the exchange must still find them replaced; in
             // turn one and two sweep threads per rank.
@@ -121,7 +105,7 @@ fn local_ranks_verify_against_the_reference_run() {
 #[test]
 fn halo_self_test_passes_on_every_process_grid() {
     for launcher in launchers() {
-        for (n, (np, procs)) in GRIDS.into_iter().enumerate() {
+        for (n, (np, procs)) in PROCESS_GRIDS.into_iter().enumerate() {
             let o = run(ranks(
                 launcher,
                 np,

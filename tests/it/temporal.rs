@@ -6,9 +6,9 @@
 //! iteration is read from the `-vv` log (`iteration=N gosa=X`).
 
 use crate::common::*;
+use crate::signals::Running;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// The gosa of every iteration in a `-vv` log: every rank logs the same
@@ -90,26 +90,12 @@ fn one_rank_matches_the_classic_sweep_for_every_depth_and_thread_count() {
 
 #[test]
 fn every_process_grid_matches_one_rank_with_fewer_messages() {
-    let grids: [(usize, &str); 12] = [
-        (1, "1x1x1"),
-        (2, "2x1x1"),
-        (2, "1x2x1"),
-        (2, "1x1x2"),
-        (3, "3x1x1"),
-        (3, "1x1x3"),
-        (4, "2x2x1"),
-        (4, "1x2x2"),
-        (4, "2x1x2"),
-        (6, "3x2x1"),
-        (6, "1x2x3"),
-        (8, "2x2x2"),
-    ];
     // 21x17x27 interior points: blocks of 5 to 14 points, at least 5 thick,
     // so T up to 5 fits every grid; 12 iterations are no multiple of 5.
     let (want, want_trace) = traced(himeno(&args("23x19x29", "12", &["--threads", "1"])));
     for (n, (launcher, (np, procs))) in launchers()
         .into_iter()
-        .flat_map(|l| grids.map(|g| (l, g)))
+        .flat_map(|l| PROCESS_GRIDS.map(|g| (l, g)))
         .enumerate()
     {
         let temporal = ["2", "3", "4", "5"][n % 4];
@@ -228,7 +214,7 @@ fn a_nan_is_caught_in_the_block_it_appears_in() {
 #[test]
 fn a_stop_signal_ends_the_run_after_a_whole_block() {
     let temporal = 4u64;
-    let mut child = himeno(&[
+    let job = Running::start(himeno(&[
         "--size",
         "S",
         "--iterations",
@@ -240,24 +226,11 @@ fn a_stop_signal_ends_the_run_after_a_whole_block() {
         "--format",
         "json",
         "-v",
-    ])
-    .env("NO_COLOR", "1")
-    .env_remove("RUST_LOG")
-    .env_remove("HIMENO_FAULT")
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("the run starts");
-    let err = BufReader::new(child.stderr.take().unwrap());
-    let mut lines = err.lines().map_while(Result::ok);
-    assert!(
-        lines.any(|l| l.contains("rehearsal done")),
-        "no 'rehearsal done' line"
-    );
+    ]));
+    job.wait_for("rehearsal done");
     // Some timed blocks first, so that the signal lands inside one.
     std::thread::sleep(Duration::from_millis(300));
-    let pid = child.id().to_string();
+    let pid = job.child.id().to_string();
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])
@@ -265,16 +238,9 @@ fn a_stop_signal_ends_the_run_after_a_whole_block() {
             .unwrap()
             .success()
     );
-    let drain = std::thread::spawn(move || lines.count());
-    let o = {
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
-        out
-    };
-    let status = child.wait().unwrap();
-    drain.join().unwrap();
-    assert_eq!(status.code(), Some(2));
-    let r: serde_json::Value = serde_json::from_str(&o).expect("a JSON report");
+    let ended = job.finish();
+    assert_eq!(ended.status.code(), Some(2), "{}", ended.stderr);
+    let r: serde_json::Value = serde_json::from_str(&ended.stdout).expect("a JSON report");
     assert_eq!(r["complete"], false);
     let done = r["iterations"].as_u64().unwrap();
     assert!(

@@ -135,7 +135,7 @@ pub struct Record {
     pub verification: Verdict,
     /// GPU halo staging (`pinned`/`pageable`), null on CPU.
     pub staging: Option<Staging>,
-    /// Whether the halo exchange overlapped the sweep.
+    /// Whether the halo exchange overlapped the sweep (GPU ranks only).
     pub overlap: bool,
     /// Thread binding policy.
     pub bind: Bind,
@@ -264,7 +264,7 @@ impl Record {
             verified: inp.verdict.verified,
             verification: inp.verdict,
             staging: (first.kind == Kind::Gpu).then_some(cfg.staging),
-            overlap: cfg.overlap,
+            overlap: cfg.overlap && first.kind == Kind::Gpu,
             bind: cfg.bind,
             stores: (first.kind == Kind::Cpu).then_some(cfg.stores),
             binding: inp.binding,

@@ -159,6 +159,23 @@ fn rows() -> Vec<Row> {
         )
         .mpirun(3),
         Row::run(
+            &[
+                "--grid",
+                "5x12x5",
+                "--procs",
+                "1x3x1",
+                "--temporal",
+                "5",
+                "--local-ranks",
+                "3",
+            ],
+            &["--temporal 5", "3 point(s) along j", "--temporal 3 or less"],
+        ),
+        Row::run(
+            &["--overlap", "--backend", "cpu"],
+            &["--overlap", "GPU sweeps only", "--backend gpu"],
+        ),
+        Row::run(
             &["--backend", "gpu", "--size", "XS", "--iterations", "1"],
             &["no GPU support", "--features cuda", "--backend cpu"],
         )
@@ -259,6 +276,10 @@ fn rows() -> Vec<Row> {
         ),
         // The halo self-test.
         Row::new(&["selftest", "--size", "XXL"], &["unknown size", "XS, S"]),
+        Row::new(
+            &["selftest", "--temporal", "40"],
+            &["--temporal 40", "to 32"],
+        ),
         Row::new(&["selftest", "--grid", "2x3x3"], &["at least 3"]),
         Row::new(
             &["selftest", "--procs", "2x1"],
@@ -278,6 +299,20 @@ fn rows() -> Vec<Row> {
         Row::new(
             &["model", "--size", "S"],
             &["compute rate", "--rate-mflops"],
+        ),
+        Row::new(
+            &[
+                "model",
+                "--grid",
+                "12x12x12",
+                "--procs",
+                "1x1x4",
+                "--temporal",
+                "4",
+                "--rate-mflops",
+                "100",
+            ],
+            &["--temporal 4", "along k", "--temporal 2 or less"],
         ),
         Row::new(
             &[

@@ -22,7 +22,9 @@
 #
 # Environment: HIMENO_CLUSTER_DIR (state folder, default /run/himeno-cluster),
 # HIMENO_CLUSTER_NET (first three octets of the /24 network, default 10.77.0),
-# HIMENO_CLUSTER_MPI (srun's default --mpi, default pmix).
+# HIMENO_CLUSTER_MPI (srun's default --mpi, default pmix),
+# HIMENO_CLUSTER_SHARE (folders under /tmp the hosts see as the machine's,
+# colon-separated; the repository and CARGO_TARGET_DIR always are).
 # After `up`, sbatch/srun/sinfo work from the shell as usual: slurm.conf is
 # linked at /etc/slurm/slurm.conf unless a real one is there (then
 # `export SLURM_CONF=$HIMENO_CLUSTER_DIR/slurm.conf`).
@@ -34,6 +36,16 @@ state=${HIMENO_CLUSTER_DIR:-/run/himeno-cluster}
 net=${HIMENO_CLUSTER_NET:-10.77.0}
 mpi_default=${HIMENO_CLUSTER_MPI:-pmix}
 bridge=himeno-br0
+# Folders in the machine's /tmp that the hosts see too (each host has its
+# own /tmp): the repository, the cargo target folder and any listed in
+# HIMENO_CLUSTER_SHARE (colon-separated), when they live under /tmp.
+shared_tmp=()
+IFS=: read -r -a share_list <<< "$(dirname "$here"):${CARGO_TARGET_DIR:-}:${HIMENO_CLUSTER_SHARE:-}"
+for d in "${share_list[@]}"; do
+  [[ -n $d && -d $d ]] || continue
+  d=$(cd "$d" && pwd -P)
+  [[ $d == /tmp/?* ]] && shared_tmp+=("$d")
+done
 system_conf=/etc/slurm/slurm.conf
 
 die() { echo "local-cluster.sh: $*" >&2; exit 2; }
@@ -199,13 +211,28 @@ make_host() {
   # The holder: a sleeping process in the host's own UTS and mount
   # namespaces; daemons and the mpirun agent join it with nsenter.
   # `ip netns exec` gives it a fresh /sys without the cgroup mounts.
-  # shellcheck disable=SC2016 # $1 and $2 are the inner shell's arguments
+  # The host's /tmp is its own, but the folders the jobs need from the
+  # machine's /tmp (the repository and the cargo target folder, when a
+  # checkout lives there, as CI's may) are moved into it at the same
+  # paths: each is bound to a mount point under the state folder before
+  # the new /tmp hides it, then moved (the mount point is empty again).
+  local under=$state/hosts/$host/shared
+  mkdir -p "$under"
+  # shellcheck disable=SC2016 # $1.. are the inner shell's arguments
   setsid ip netns exec "$ns" unshare --uts --mount --propagation private -- /bin/sh -c '
-    hostname "$1" &&
+    host=$1 hosts=$2 under=$3 && shift 3 &&
+    hostname "$host" &&
+    n=0 && for d in "$@"; do
+      n=$((n + 1)) && mkdir -p "$under/$n" && mount --bind "$d" "$under/$n" || exit 1
+    done &&
     mount -t tmpfs -o mode=1777 tmpfs /tmp &&
+    n=0 && for d in "$@"; do
+      n=$((n + 1)) && mkdir -p "$d" && mount --move "$under/$n" "$d" || exit 1
+    done &&
     mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup &&
-    mount --bind "$2" /etc/hosts &&
-    exec sleep infinity' sh "$host" "$state/etc-hosts" < /dev/null > /dev/null 2>&1 &
+    mount --bind "$hosts" /etc/hosts &&
+    exec sleep infinity' sh "$host" "$state/etc-hosts" "$under" "${shared_tmp[@]}" \
+    < /dev/null > /dev/null 2>&1 &
   echo $! > "$state/hosts/$host/holder.pid"
   wait_for 10 host_named "$host" || die "host $host did not come up"
 }

@@ -137,7 +137,8 @@ pub fn render(r: &Record) -> String {
             let _ = writeln!(
                 s,
                 " Note: rank {} ran {:.0}% of its loop time on its CPUs: other processes \
-                 were running there",
+                 (this job's own ranks, when they outnumber the CPUs, or other work) ran \
+                 there too",
                 x.rank,
                 100.0 * x.cpu_share
             );

@@ -20,7 +20,7 @@
 #   --dry-run          print the commands instead of running them
 #
 # A study file is data (KEY=VALUE lines: NAME, KIND = strong, weak or shape,
-# SIZES, RANKS, PROCS, ITERATIONS, THREADS); `himeno plan` reads it and
+# SIZES, RANKS, PROCS, ITERATIONS, THREADS, TEMPORAL); `himeno plan` reads it and
 # resolves every run's grid and process grid as a run does (for KIND=weak
 # each size is the per-rank block), so this script keeps no copy of them.
 set -euo pipefail

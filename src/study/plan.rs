@@ -5,7 +5,8 @@
 //! `NAME` (the label of its runs), `KIND` (`strong`, `weak` or `shape`),
 //! `SIZES` (presets or `NIxNJxNK` grids), `RANKS` (rank counts), `PROCS`
 //! (process grids; for each rank count those whose product matches, or the
-//! automatic choice when none is given), `ITERATIONS` and `THREADS`.
+//! automatic choice when none is given), `ITERATIONS`, `THREADS` and
+//! `TEMPORAL` (sweeps per halo exchange, `--temporal`; default 1).
 //!
 //! For a weak study each size is the block of one rank: the global grid
 //! grows with the rank count so that every rank owns exactly that interior
@@ -18,7 +19,7 @@
 //! of the decomposition rules.
 
 use crate::error::{Error, Result};
-use crate::grid::decomp::ProcGrid;
+use crate::grid::decomp::{MAX_DEPTH, ProcGrid};
 use crate::grid::{Grid, Preset};
 use crate::output::{self, Format};
 use crate::problem::{ProblemArgs, Ranks};
@@ -78,6 +79,8 @@ pub struct Study {
     pub iterations: u64,
     /// Sweep threads per rank.
     pub threads: usize,
+    /// Sweeps per halo exchange (`--temporal`; 1 is the classic iteration).
+    pub temporal: usize,
 }
 
 /// One run of a study.
@@ -99,6 +102,8 @@ pub struct Run {
     pub iterations: u64,
     /// Sweep threads per rank.
     pub threads: usize,
+    /// Sweeps per halo exchange.
+    pub temporal: usize,
     /// The run's options for `himeno` (no launcher, no output file).
     pub args: Vec<String>,
 }
@@ -146,7 +151,7 @@ impl Study {
         let mut name = None;
         let mut kind = Kind::Strong;
         let (mut sizes, mut ranks, mut procs) = (None, None, Vec::new());
-        let (mut iterations, mut threads) = (100, 1);
+        let (mut iterations, mut threads, mut temporal) = (100, 1, 1);
         for (n, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -213,10 +218,19 @@ impl Study {
                         .filter(|&t| t >= 1)
                         .ok_or_else(|| at(format!("THREADS '{value}' must be at least 1")))?;
                 }
+                "TEMPORAL" => {
+                    temporal = value
+                        .parse()
+                        .ok()
+                        .filter(|t| (1..=MAX_DEPTH).contains(t))
+                        .ok_or_else(|| {
+                            at(format!("TEMPORAL '{value}' must be from 1 to {MAX_DEPTH}"))
+                        })?;
+                }
                 other => {
                     return Err(at(format!(
                         "unknown key '{other}' (NAME, KIND, SIZES, RANKS, PROCS, ITERATIONS, \
-                         THREADS)"
+                         THREADS, TEMPORAL)"
                     )));
                 }
             }
@@ -234,6 +248,7 @@ impl Study {
             procs,
             iterations,
             threads,
+            temporal,
         };
         Ok(study)
     }
@@ -265,6 +280,7 @@ impl Study {
                         procs: procs.map(|p| p.to_string()),
                     }
                     .resolve(Preset::M, Ranks::Model(Some(np)))
+                    .and_then(|p| p.check_temporal(self.temporal).map(|()| p))
                     .map_err(|e| {
                         Error::usage(format!(
                             "study {}: size {size} on {np} ranks: {}",
@@ -288,6 +304,9 @@ impl Study {
                         "--label".to_string(),
                         self.name.clone(),
                     ]);
+                    if self.temporal > 1 {
+                        args.extend(["--temporal".to_string(), self.temporal.to_string()]);
+                    }
                     out.push(Run {
                         study: self.name.clone(),
                         kind: self.kind,
@@ -297,6 +316,7 @@ impl Study {
                         procs: problem.procs.p,
                         iterations: self.iterations,
                         threads: self.threads,
+                        temporal: self.temporal,
                         args,
                     });
                 }
@@ -417,11 +437,12 @@ fn text(runs: &[Run]) -> String {
 
 /// CSV: one row per run.
 fn csv(runs: &[Run]) -> String {
-    let mut s = String::from("study,kind,size,ranks,ni,nj,nk,pi,pj,pk,iterations,threads\n");
+    let mut s =
+        String::from("study,kind,size,ranks,ni,nj,nk,pi,pj,pk,iterations,threads,temporal\n");
     for r in runs {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.study,
             serde_json::to_value(r.kind)
                 .ok()
@@ -436,7 +457,8 @@ fn csv(runs: &[Run]) -> String {
             r.procs[1],
             r.procs[2],
             r.iterations,
-            r.threads
+            r.threads,
+            r.temporal
         );
     }
     s
@@ -460,6 +482,32 @@ mod tests {
         );
         assert_eq!(runs[7].procs, [2, 2, 1]);
         assert_eq!(runs[7].grid, [64, 64, 128]);
+    }
+
+    #[test]
+    fn temporal_studies_pass_the_depth_and_refuse_thin_blocks() {
+        let runs = Study::parse("NAME=t\nSIZES=S\nRANKS=\"1 2\"\nTEMPORAL=4\n")
+            .unwrap()
+            .runs()
+            .unwrap();
+        assert!(runs[1].args.join(" ").ends_with("--label t --temporal 4"));
+        assert_eq!(runs[1].temporal, 4);
+        assert!(csv(&runs).lines().nth(2).unwrap().ends_with(",1,4"));
+        // 30 interior points along i over 8 ranks: blocks of 3 or 4.
+        let err = Study::parse("NAME=t\nSIZES=32x32x32\nRANKS=8\nPROCS=8x1x1\nTEMPORAL=4\n")
+            .unwrap()
+            .runs()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("study t") && err.contains("--temporal 3 or less"),
+            "{err}"
+        );
+        let err = Study::parse("NAME=t\nSIZES=S\nRANKS=1\nTEMPORAL=0\n").unwrap_err();
+        assert!(
+            err.to_string().contains("TEMPORAL '0' must be from 1"),
+            "{err}"
+        );
     }
 
     #[test]

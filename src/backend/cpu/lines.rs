@@ -12,10 +12,47 @@
 //! wholly go out as non-temporal stores, the partial lines at the ends of
 //! a run of contiguous rows as ordinary ones.
 
+use std::ops::Range;
+
 /// Values of `f32` per 64-byte cache line.
 const LINE: usize = 16;
 /// A cache line in bytes.
-const LINE_BYTES: usize = LINE * std::mem::size_of::<f32>();
+pub const LINE_BYTES: usize = LINE * std::mem::size_of::<f32>();
+
+/// The L1-resident row a sweep computes into before a [`LineWriter`]
+/// copies it out: `nk` values placed so that point `k0`, a row's first
+/// owned point, sits on a cache line as it does in the field, and so the
+/// row's whole lines are the field's.
+pub struct RowBuffer {
+    buf: Vec<f32>,
+    /// Where the row starts in `buf`.
+    start: usize,
+    nk: usize,
+}
+
+impl RowBuffer {
+    /// A buffer for rows of `nk` values whose owned points start at `k0`.
+    pub fn new(nk: usize, k0: usize) -> RowBuffer {
+        let buf = vec![0.0f32; nk + LINE];
+        let skew = (buf[k0..].as_ptr() as usize % LINE_BYTES) / 4;
+        RowBuffer {
+            buf,
+            start: (LINE - skew) % LINE,
+            nk,
+        }
+    }
+
+    /// The row, its values outside `k` (those the sweep does not compute)
+    /// taken from `p_row`, `p`'s row: the fixed boundary both fields share,
+    /// or ghosts the exchange replaces. So consecutive rows of a plane
+    /// reach the writer as one contiguous run of whole lines.
+    pub fn with_ends(&mut self, p_row: &[f32], k: &Range<usize>) -> &mut [f32] {
+        let row = &mut self.buf[self.start..][..self.nk];
+        row[..k.start].copy_from_slice(&p_row[..k.start]);
+        row[k.end..].copy_from_slice(&p_row[k.end..self.nk]);
+        row
+    }
+}
 
 /// Copies runs of values into `dst` in increasing order of position,
 /// streaming every whole line and holding back the last partial one until
@@ -134,6 +171,20 @@ impl Drop for LineWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_buffers_put_the_first_owned_point_on_a_line_and_take_the_ends_from_p() {
+        let p_row: Vec<f32> = (0..37).map(|v| v as f32).collect();
+        for k0 in 1..20 {
+            let k = k0..30;
+            let mut b = RowBuffer::new(37, k0);
+            let row = b.with_ends(&p_row, &k);
+            assert_eq!(row.len(), 37);
+            assert_eq!(row[k0..].as_ptr() as usize % LINE_BYTES, 0, "k0 {k0}");
+            assert_eq!(row[..k0], p_row[..k0]);
+            assert_eq!(row[30..], p_row[30..]);
+        }
+    }
 
     /// Runs of every length, contiguous and with gaps, land exactly where
     /// they are written and nowhere else, from every start offset.

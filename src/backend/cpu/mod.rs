@@ -39,7 +39,7 @@ use crate::machine::huge::HugeBuffer;
 use crate::machine::isa::Isa;
 use crate::machine::threads::{Bind, Pool};
 use kernel::{Inputs, Layout};
-use lines::LineWriter;
+use lines::{LineWriter, RowBuffer};
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use std::ops::Range;
 
@@ -78,9 +78,7 @@ type Pieces<'a> = Vec<(usize, &'a mut [f32])>;
 /// tiles of 8 rows: 7x more misses in the row kernel at 256 B).
 const STAGGER_BYTES: usize = 8192 + 256;
 /// Alignment of the first owned point of every row (a cache line).
-const ALIGN_BYTES: usize = 64;
-/// `f32` values per cache line.
-const LINE_FLOATS: usize = ALIGN_BYTES / 4;
+const ALIGN_BYTES: usize = lines::LINE_BYTES;
 
 /// A zeroed field of `len` values, the `n`-th of the block, on huge pages:
 /// element `k0` (the first owned k of a row, rows being multiples of the k
@@ -304,19 +302,11 @@ fn sweep_part_streaming(
     let nk = inp.lay.dims[2];
     let start = part.mem.start * nk;
     let k = block.owned(2);
-    let mut buf = vec![0.0f32; nk + LINE_FLOATS];
-    // The row buffer's owned points start on a cache line, as the field's do.
-    let skew = (buf[k.start..].as_ptr() as usize % ALIGN_BYTES) / 4;
-    let row = &mut buf[(LINE_FLOATS - skew) % LINE_FLOATS..][..nk];
+    let mut buf = RowBuffer::new(nk, k.start);
     let mut writer = LineWriter::new(out);
     for ((i, j), g) in part_rows(block, part).zip(gosa) {
         let at = inp.lay.row(i, j);
-        // The row's end values are p's (a boundary value both fields
-        // share, or ghosts that the exchange replaces), so that
-        // consecutive rows of a plane reach the writer as one contiguous
-        // run of whole lines.
-        row[..k.start].copy_from_slice(&inp.p[at..at + k.start]);
-        row[k.end..].copy_from_slice(&inp.p[at + k.end..at + nk]);
+        let row = buf.with_ends(&inp.p[at..at + nk], &k);
         *g = kernel::sweep_row_at(isa, inp, i, j, k.clone(), row);
         writer.write(at - start, row);
     }

@@ -34,7 +34,7 @@
 //! classic sweep's sums, bit for bit.
 
 use super::kernel::{self, Inputs, Layout, Rows};
-use super::lines::LineWriter;
+use super::lines::{LineWriter, RowBuffer};
 use crate::grid::decomp::Block;
 use crate::machine::isa::Isa;
 use ndarray::{ArrayViewMut2, ArrayViewMut3, s};
@@ -43,8 +43,6 @@ use std::ops::Range;
 /// Ring slots per intermediate level: a level reads its predecessor's
 /// planes `q-1`, `q` and `q+1`.
 const SLOTS: usize = 3;
-/// `f32` values per cache line.
-const LINE_FLOATS: usize = 16;
 /// `f32` values in 4 KiB, the period of the L1 cache's set index and of
 /// the address bits a load is compared with earlier stores on.
 const PAGE_FLOATS: usize = 1024;
@@ -330,10 +328,7 @@ fn sweep_tile(
     let k_own = plan.owned[2].clone();
     let i_own = plan.owned[0].clone();
     let band_rows = band.rows.clone();
-    let mut buf = vec![0.0f32; nk + LINE_FLOATS];
-    // The row buffer's owned points start on a cache line, as the field's do.
-    let bskew = (buf[k_own.start..].as_ptr() as usize % 64) / 4;
-    let row_buf = &mut buf[(LINE_FLOATS - bskew) % LINE_FLOATS..][..nk];
+    let mut row_buf = streaming.then(|| RowBuffer::new(nk, k_own.start));
     let first = i_range[1].start;
     let last = i_range[1].end + levels - 1;
     for w in first..last {
@@ -443,18 +438,15 @@ fn sweep_tile(
                     .expect("rows of a plane are contiguous");
                 let gosa = &mut band.gosa;
                 let row_gosa = |j: usize| [s - 1, q - i_own.start, j - band_rows.start];
-                if streaming {
+                if let Some(buf) = row_buf.as_mut() {
                     let mut writer = LineWriter::new(dst);
                     for j in rows.clone() {
                         let nb = rows_of(j);
-                        // Whole rows, their ends from `p` (ghosts the
-                        // exchange replaces, or the shared boundary), so
-                        // that the tile's rows form one run of lines.
-                        let p_row = &inp.p[inp.lay.row(q, j)..][..nk];
-                        row_buf[..k_own.start].copy_from_slice(&p_row[..k_own.start]);
-                        row_buf[k_own.end..].copy_from_slice(&p_row[k_own.end..]);
-                        gosa[row_gosa(j)] = kernel(isa, &nb, k_own.clone(), inp.omega, row_buf);
-                        writer.write((j - rows.start) * nk, row_buf);
+                        // Whole rows, so that the tile's rows form one run
+                        // of lines.
+                        let row = buf.with_ends(&inp.p[inp.lay.row(q, j)..][..nk], &k_own);
+                        gosa[row_gosa(j)] = kernel(isa, &nb, k_own.clone(), inp.omega, row);
+                        writer.write((j - rows.start) * nk, row);
                     }
                 } else {
                     for j in rows.clone() {

@@ -227,6 +227,7 @@ mod tests {
             threads: 1,
             bind: Bind::None,
             stores: Stores::Auto,
+            tile_rows: None,
         };
         (
             CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap(),

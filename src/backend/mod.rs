@@ -54,28 +54,19 @@ pub fn create(
     comm: &dyn Comm,
 ) -> Result<Box<dyn Backend>> {
     match kind {
-        Kind::Cpu => {
-            let mut cpu = cpu::CpuBackend::new(
-                grid,
-                block,
-                &cpu::CpuOptions {
-                    threads: cfg.threads,
-                    bind: cfg.bind,
-                    stores: cfg.stores,
-                },
-                [comm.node_rank(), comm.node_size()],
-            )?;
-            if let Some(rows) = cfg.tile_rows {
-                cpu.set_tile_rows(rows)?;
-            }
-            Ok(Box::new(cpu))
-        }
-        // Refused in validation already; kept here so that no caller can
-        // hand a GPU a block it would sweep wrongly.
-        Kind::Gpu if block.depth > 1 => Err(crate::error::Error::usage(
-            "--temporal above 1 runs on the CPU backend only for now: use --backend cpu, \
-             or --temporal 1 on GPUs",
-        )),
+        Kind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
+            grid,
+            block,
+            &cpu::CpuOptions {
+                threads: cfg.threads,
+                bind: cfg.bind,
+                stores: cfg.stores,
+                tile_rows: cfg.tile_rows,
+            },
+            [comm.node_rank(), comm.node_size()],
+        )?)),
+        // A block deeper than one layer never gets here: validation refuses
+        // --backend gpu with --temporal above 1 and resolves auto to cpu.
         Kind::Gpu => gpu::create(cfg, grid, block, comm),
     }
 }

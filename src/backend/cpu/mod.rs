@@ -52,6 +52,9 @@ pub struct CpuOptions {
     pub bind: Bind,
     /// How the new field is stored.
     pub stores: Stores,
+    /// Rows per tile of the temporal wavefront; `None`: chosen from the
+    /// detected cache sizes.
+    pub tile_rows: Option<usize>,
 }
 
 /// The rows one thread owns.
@@ -140,7 +143,9 @@ impl CpuBackend {
         let parts = partition(block, threads);
         let owned_rows = block.n[0] * block.n[1];
         let depth = block.depth;
-        let tile_rows = wavefront::tile_rows(lay.dims[2], depth, PerCore::detect().budget_bytes());
+        let tile_rows = opts.tile_rows.unwrap_or_else(|| {
+            wavefront::tile_rows(lay.dims[2], depth, PerCore::detect().budget_bytes())
+        });
         let level_shape = (if depth > 1 { depth } else { 0 }, block.n[0], block.n[1]);
         let points: usize = lay.dims.iter().product();
         let field_bytes = points
@@ -180,11 +185,10 @@ impl CpuBackend {
         Ok(cpu)
     }
 
-    /// Sets the rows per tile of the temporal wavefront, instead of the
-    /// choice from the detected cache sizes (for experiments and tests),
-    /// and sizes each thread's wavefront buffers for them (an error when
-    /// they cannot be allocated).
-    pub fn set_tile_rows(&mut self, rows: usize) -> Result<()> {
+    /// Sets the rows per tile of the temporal wavefront and sizes each
+    /// thread's wavefront buffers for them (an error when they cannot be
+    /// allocated).
+    fn set_tile_rows(&mut self, rows: usize) -> Result<()> {
         self.tile_rows = rows.max(1);
         let depth = self.block.depth;
         let band_rows = self.block.n[1].div_ceil(self.parts.len());
@@ -539,6 +543,7 @@ mod tests {
             threads,
             bind: Bind::None,
             stores,
+            tile_rows: None,
         };
         CpuBackend::new(grid, &block, &opts, [0, 1]).unwrap()
     }

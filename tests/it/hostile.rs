@@ -395,7 +395,7 @@ fn the_model_of_sixteen_million_ranks_is_immediate() {
 
 // ---- Class 3: every wait listens to stop signals and is bounded -----------
 
-use crate::signals::{Running, kill};
+use crate::signals::stop_after;
 
 #[test]
 fn a_signal_ends_the_wait_for_a_held_results_file_lock() {
@@ -405,18 +405,19 @@ fn a_signal_ends_the_wait_for_a_held_results_file_lock() {
     // This test holds the lock, as `flock l sleep 20` would.
     let holder = std::fs::File::open(&file).unwrap();
     holder.lock().unwrap();
-    let run = Running::start(himeno(&[
-        "--grid",
-        "9x9x9",
-        "--iterations",
-        "5",
-        "-v",
-        "--output",
-        file.to_str().unwrap(),
-    ]));
-    run.wait_for("waiting for the results-file lock");
-    kill("TERM", run.child.id());
-    let e = run.finish();
+    let e = stop_after(
+        himeno(&[
+            "--grid",
+            "9x9x9",
+            "--iterations",
+            "5",
+            "-v",
+            "--output",
+            file.to_str().unwrap(),
+        ]),
+        "waiting for the results-file lock",
+        "TERM",
+    );
     assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
     assert!(
         e.stdout.contains("Loop executed for 5 times"),
@@ -475,21 +476,22 @@ fn a_signal_ends_the_reference_run_and_the_record_says_so() {
     // The fast solver does 400 iterations of 96^3 in about a second; the
     // plain reference kernel takes several times longer for them (7 s on a
     // 2-core VM), so the signal comes while it runs.
-    let run = Running::start(himeno(&[
-        "--grid",
-        "96x96x96",
-        "--iterations",
-        "400",
-        "--verify",
-        "-v",
-        "--format",
-        "json",
-        "--output",
-        file.to_str().unwrap(),
-    ]));
-    run.wait_for("verifying against the reference kernel");
-    kill("TERM", run.child.id());
-    let e = run.finish();
+    let e = stop_after(
+        himeno(&[
+            "--grid",
+            "96x96x96",
+            "--iterations",
+            "400",
+            "--verify",
+            "-v",
+            "--format",
+            "json",
+            "--output",
+            file.to_str().unwrap(),
+        ]),
+        "verifying against the reference kernel",
+        "TERM",
+    );
     assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
     let r: serde_json::Value = serde_json::from_str(&e.stdout).expect("the report");
     assert_eq!(r["complete"], true);
@@ -518,10 +520,7 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
     ]);
     cmd.env("HIMENO_FAULT", "0:3:hang")
         .env("HIMENO_STOP_GRACE", "1");
-    let run = Running::start(cmd);
-    run.wait_for("injecting a fault");
-    kill("TERM", run.child.id());
-    let e = run.finish();
+    let e = stop_after(cmd, "injecting a fault", "TERM");
     assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
     assert!(
         e.stderr.contains("still running 1 s after a stop signal"),
@@ -545,10 +544,7 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
         );
         cmd.env("HIMENO_FAULT", "1:3:hang")
             .env("HIMENO_STOP_GRACE", "1");
-        let run = Running::start(cmd);
-        run.wait_for("injecting a fault");
-        kill("USR1", run.child.id());
-        let e = run.finish();
+        let e = stop_after(cmd, "injecting a fault", "USR1");
         assert_ne!(e.status.code(), Some(0), "{}", e.stderr);
         assert!(e.stderr.contains("after a stop signal"), "{}", e.stderr);
     }

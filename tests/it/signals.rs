@@ -138,6 +138,15 @@ impl Drop for KillOnPanic {
     }
 }
 
+/// Starts `cmd`, sends it `sig` once a line containing `after` is on its
+/// stderr, and waits for the end.
+pub(crate) fn stop_after(cmd: Command, after: &str, sig: &str) -> Ended {
+    let run = Running::start(cmd);
+    run.wait_for(after);
+    kill(sig, run.child.id());
+    run.finish()
+}
+
 /// Sends `sig` (e.g. "TERM") to process `pid`.
 pub(crate) fn kill(sig: &str, pid: u32) {
     let ok = Command::new("kill")
@@ -235,10 +244,7 @@ fn sigusr1_and_sigint_mark_the_text_and_csv_reports_incomplete() {
     for (sig, format) in [("USR1", "text"), ("INT", "csv")] {
         let mut args = LONG.to_vec();
         args.extend(["3", "--format", format]);
-        let run = Running::start(himeno(&args));
-        run.wait_for("rehearsal done");
-        kill(sig, run.child.id());
-        let e = run.finish();
+        let e = stop_after(himeno(&args), "rehearsal done", sig);
         assert_eq!(e.status.code(), Some(2), "{sig}: {}", e.stderr);
         if format == "text" {
             assert!(
@@ -274,10 +280,7 @@ fn a_signal_during_the_rehearsal_ends_cleanly_without_a_report() {
         "--output",
         file.to_str().unwrap(),
     ]);
-    let run = Running::start(himeno(&args));
-    run.wait_for("memory preflight passed");
-    kill("TERM", run.child.id());
-    let e = run.finish();
+    let e = stop_after(himeno(&args), "memory preflight passed", "TERM");
     assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
     assert!(e.stdout.is_empty(), "{}", e.stdout);
     assert!(e.stderr.contains("during the rehearsal"), "{}", e.stderr);
@@ -291,10 +294,7 @@ fn four_ranks_stop_on(launcher: Launcher, sig: &str) {
     let file = temp_file("sig", &format!("{launcher:?}-{sig}.jsonl"));
     let mut args = LONG.to_vec();
     args.extend(["3", "--format", "json", "--output", file.to_str().unwrap()]);
-    let run = Running::start(ranks(launcher, 4, &args));
-    run.wait_for("rehearsal done");
-    kill(sig, run.child.id());
-    let e = run.finish();
+    let e = stop_after(ranks(launcher, 4, &args), "rehearsal done", sig);
     assert_incomplete_json(&e, &file);
     assert_eq!(
         e.stderr

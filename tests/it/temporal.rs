@@ -6,7 +6,7 @@
 //! iteration is read from the `-vv` log (`iteration=N gosa=X`).
 
 use crate::common::*;
-use crate::signals::Running;
+use crate::signals::{Running, kill};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
@@ -230,14 +230,7 @@ fn a_stop_signal_ends_the_run_after_a_whole_block() {
     job.wait_for("rehearsal done");
     // Some timed blocks first, so that the signal lands inside one.
     std::thread::sleep(Duration::from_millis(300));
-    let pid = job.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    kill("TERM", job.child.id());
     let ended = job.finish();
     assert_eq!(ended.status.code(), Some(2), "{}", ended.stderr);
     let r: serde_json::Value = serde_json::from_str(&ended.stdout).expect("a JSON report");

@@ -509,7 +509,7 @@ fn a_signal_ends_the_reference_run_and_the_record_says_so() {
 
 #[test]
 fn a_hung_rank_cannot_outlive_a_stop_signal() {
-    let mut cmd = himeno(&[
+    const LONG: [&str; 7] = [
         "--size",
         "XS",
         "--iterations",
@@ -517,10 +517,15 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
         "--threads",
         "1",
         "-v",
-    ]);
-    cmd.env("HIMENO_FAULT", "0:3:hang")
-        .env("HIMENO_STOP_GRACE", "1");
-    let e = stop_after(cmd, "injecting a fault", "TERM");
+    ];
+    // Rank `rank` hangs at iteration 3; a second after the stop signal the
+    // watchdog ends it.
+    let hung = |mut cmd: Command, rank: usize| {
+        cmd.env("HIMENO_FAULT", format!("{rank}:3:hang"))
+            .env("HIMENO_STOP_GRACE", "1");
+        cmd
+    };
+    let e = stop_after(hung(himeno(&LONG), 0), "injecting a fault", "TERM");
     assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
     assert!(
         e.stderr.contains("still running 1 s after a stop signal"),
@@ -530,21 +535,7 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
     if MPI {
         // Rank 1 hangs; the others wait for it in the allreduce. SIGUSR1
         // to mpirun reaches every rank, and the watchdogs end the job.
-        let mut cmd = mpirun(
-            3,
-            &[
-                "--size",
-                "XS",
-                "--iterations",
-                "1000000",
-                "--threads",
-                "1",
-                "-v",
-            ],
-        );
-        cmd.env("HIMENO_FAULT", "1:3:hang")
-            .env("HIMENO_STOP_GRACE", "1");
-        let e = stop_after(cmd, "injecting a fault", "USR1");
+        let e = stop_after(hung(mpirun(3, &LONG), 1), "injecting a fault", "USR1");
         assert_ne!(e.status.code(), Some(0), "{}", e.stderr);
         assert!(e.stderr.contains("after a stop signal"), "{}", e.stderr);
     }

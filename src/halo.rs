@@ -27,8 +27,6 @@ struct Step {
 /// The halo exchange of one rank, with its staging buffers.
 pub struct Halo {
     steps: Vec<Step>,
-    /// Layers per face message (the block's halo depth).
-    depth: usize,
 }
 
 impl Halo {
@@ -53,15 +51,7 @@ impl Halo {
             step.send[face.side] = backend.staging(layers(face))?;
             step.recv[face.side] = backend.staging(layers(face))?;
         }
-        Ok(Halo {
-            steps,
-            depth: block.depth,
-        })
-    }
-
-    /// Iterations one exchange serves: the halo depth.
-    pub fn depth(&self) -> usize {
-        self.depth
+        Ok(Halo { steps })
     }
 
     /// Bytes sent per exchange by this rank.

@@ -2,7 +2,7 @@
 //! exchange and the global reduction, and times them.
 //!
 //! The loop runs in blocks of sweeps between two halo exchanges: one sweep
-//! each for the classic iteration, up to the backend's halo depth `T` with
+//! each for the classic iteration, up to the block's halo depth `T` with
 //! temporal blocking (`--temporal T`). A block sweeps, exchanges the new
 //! field's ghost layers (all `T` of them, once), then reduces the gosa of
 //! every sweep of the block and the stop flag in one allreduce. The NaN
@@ -81,7 +81,7 @@ pub struct Outcome {
     pub complete: bool,
     /// Field fingerprint (sum of the ranks' parts), on rank 0.
     pub fingerprint: u64,
-    /// Sweeps per halo exchange (the backend's halo depth).
+    /// Sweeps per halo exchange (the block's halo depth).
     pub temporal: usize,
     /// Per-rank summaries, on rank 0 (empty elsewhere).
     pub ranks: Vec<RankSummary>,
@@ -163,7 +163,7 @@ impl Solver<'_> {
     /// Sweeps in the next block when `done` of `planned` iterations are
     /// done: the halo depth, or fewer to end on `planned`.
     fn levels(&self, done: u64, planned: u64) -> usize {
-        let depth = self.backend.depth().min(MAX_DEPTH) as u64;
+        let depth = self.block.depth.min(MAX_DEPTH) as u64;
         depth.min(planned - done) as usize
     }
 
@@ -291,7 +291,7 @@ impl Solver<'_> {
             warmup_s,
             complete,
             fingerprint,
-            temporal: self.backend.depth(),
+            temporal: self.block.depth,
             ranks,
         })
     }

@@ -126,13 +126,7 @@ pub trait Backend {
     fn sweep_start(&mut self) -> Result<()>;
     /// Completes the sweep and returns this rank's sum of squared residuals.
     fn sweep_finish(&mut self) -> Result<f64>;
-    /// Ghost layers this backend keeps towards each neighbour, and so the
-    /// most sweeps it runs between two halo exchanges: 1 unless it was
-    /// built for temporal blocking.
-    fn depth(&self) -> usize {
-        1
-    }
-    /// Starts `levels` successive sweeps (1 to [`Backend::depth`]), each
+    /// Starts `levels` successive sweeps (1 to the block's ghost depth), each
     /// reading the previous one's field; `next` then holds the last. As
     /// with [`Backend::sweep_start`], the owned planes next to every face
     /// are final when it returns. The default runs the one sweep of a
@@ -154,7 +148,7 @@ pub trait Backend {
         Ok(())
     }
     /// Copies the owned planes of `next` behind `face` into `buf` (as many
-    /// as `buf` holds layers: [`Backend::depth`]). Returns the seconds spent
+    /// as `buf` holds layers: the block's ghost depth). Returns the seconds spent
     /// in host<->device transfer within the call (0 on CPU).
     fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64>;
     /// Writes `buf` into the ghost planes of `next` behind `face` (as many

@@ -462,10 +462,6 @@ impl Backend for CpuBackend {
         Ok(self.gosa[0])
     }
 
-    fn depth(&self) -> usize {
-        self.block.depth
-    }
-
     fn sweeps_start(&mut self, levels: usize) -> Result<()> {
         if levels == 0 || levels > self.block.depth {
             return Err(crate::error::Error::runtime(format!(

@@ -419,7 +419,7 @@ for p in "${PARTS[@]}"; do
     case "${PART[$p]}" in
         ok) ;;
         fail)
-            if printf '%s\n' "${CORRECTNESS[@]}" | grep -qx "$p"; then FAILED=1; else PARTIAL=1; fi
+            if grep -qx -- "$p" <<< "$(printf '%s\n' "${CORRECTNESS[@]}")"; then FAILED=1; else PARTIAL=1; fi
             ;;
         *) PARTIAL=1 ;;
     esac

@@ -26,7 +26,9 @@ have_libclang() {
   return 1
 }
 
-have_lib() { ldconfig -p 2> /dev/null | grep -q "$1"; }
+# (Not `ldconfig -p | grep -q`: under pipefail that fails when grep leaves
+# at its match and ldconfig dies writing the rest.)
+have_lib() { grep -q "$1" <<< "$(ldconfig -p 2> /dev/null)"; }
 
 need=()
 services=0

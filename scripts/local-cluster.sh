@@ -138,7 +138,7 @@ cmd_down() {
     rm -f "$system_conf"
   fi
   rm -rf "$state"
-  if ip netns list 2> /dev/null | grep -q '^himeno-'; then
+  if grep -q '^himeno-' <<< "$(ip netns list 2> /dev/null)"; then
     die "down: namespaces are left: $(ip netns list | grep '^himeno-' | xargs)"
   fi
   if ((found)); then say "down: namespaces, daemons and $state removed"; else say "down: nothing was up"; fi
@@ -279,7 +279,7 @@ cmd_up() {
   fi
   need_root
   install_missing
-  if [[ -e $state ]] || ip netns list 2> /dev/null | grep -q '^himeno-'; then
+  if [[ -e $state ]] || grep -q '^himeno-' <<< "$(ip netns list 2> /dev/null)"; then
     if cmd_status > /dev/null 2>&1; then die "already up (scripts/local-cluster.sh status; down first)"; fi
     say "removing the remains of an earlier cluster"
     cmd_down
@@ -350,7 +350,9 @@ cmd_mpirun() {
   [[ -r $state/hostfile ]] || die "the cluster is not up: scripts/local-cluster.sh up"
   local launcher=${HIMENO_MPIRUN:-mpirun} args
   command -v "$launcher" > /dev/null || die "no $launcher here: install Open MPI or MPICH"
-  if "$launcher" --version 2>&1 | grep -q HYDRA; then
+  # Output captured first: under pipefail, `cmd | grep -q` fails when grep
+  # leaves at its match and cmd then dies writing the rest (SIGPIPE).
+  if [[ $("$launcher" --version 2>&1) == *HYDRA* ]]; then
     args=(-launcher ssh -launcher-exec "$self" -f "$state/hostfile.hydra")
   else
     args=(--hostfile "$state/hostfile" --mca plm_rsh_agent "$self"
@@ -370,7 +372,7 @@ case ${1:-} in
   # Called by mpirun/mpiexec as their ssh: `local-cluster.sh [-x] HOST CMD...`.
   -x) need_root; cmd_exec "$@" ;;
   *)
-    if [[ -n ${1:-} ]] && hosts | grep -qxF -- "$1"; then
+    if [[ -n ${1:-} ]] && grep -qxF -- "$1" <<< "$(hosts)"; then
       need_root
       cmd_exec "$@"
     fi

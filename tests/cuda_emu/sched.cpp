@@ -1,0 +1,203 @@
+// Streams and the work queued on them. Work runs later than it is queued:
+// when the host synchronises (a stream, an event, the context, or a copy
+// that CUDA documents as synchronous), on the synchronising thread, or on
+// worker threads (HIMENO_EMU_WORKERS). Which ready stream goes next is a
+// seeded choice (HIMENO_EMU_SEED): usually one the waiting host needs, and
+// with the HIMENO_EMU_EAGER percentage any other, as a device runs streams
+// side by side. Stream order and event waits are always kept. After a
+// fault the context's error is sticky and queued work is dropped.
+#include "emu.h"
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace emu {
+namespace {
+
+thread_local Context *tls_current = nullptr;
+
+// Whether the head of s may run now.
+bool ready(Stream *s) {
+    if (s->busy || s->queue.empty()) return false;
+    const Op &op = *s->queue.front();
+    return !op.wait || op.wait->done;
+}
+
+// The next stream to run, among those `useful` says the caller waits for,
+// or (eagerly, or when none of those is ready) any ready one; nullptr
+// when nothing is ready.
+template <class Useful>
+Stream *pick(Device *d, Useful useful) {
+    std::vector<Stream *> all, wanted;
+    for (Stream *s : d->streams) {
+        if (!ready(s)) continue;
+        all.push_back(s);
+        if (useful(s)) wanted.push_back(s);
+    }
+    if (all.empty()) return nullptr;
+    d->rng = mix(d->rng);
+    bool eager = static_cast<int>(d->rng % 100) < config().eager_percent;
+    const auto &from = wanted.empty() || eager ? all : wanted;
+    return from[(d->rng >> 8) % from.size()];
+}
+
+// Runs the head of s (lock held on entry and on return).
+void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
+    s->busy = true;
+    ++d->running;
+    Op *op = s->queue.front().get();
+    Context *ctx = s->ctx;
+    lk.unlock();
+    CUresult r = OK;
+    if (ctx->sticky.load() == OK && op->run) r = op->run();
+    double t = now_ns();
+    lk.lock();
+    if (r != OK) {
+        CUresult none = OK;
+        ctx->sticky.compare_exchange_strong(none, r);
+    }
+    if (op->record) {
+        op->record->ns = t;
+        op->record->done = true;
+    }
+    s->queue.pop_front();
+    s->busy = false;
+    --d->running;
+    if (s->destroyed && s->queue.empty()) {
+        d->streams.erase(std::remove(d->streams.begin(), d->streams.end(), s), d->streams.end());
+    }
+    d->changed.notify_all();
+}
+
+// Runs work of d until done() (lock held), helping the other threads.
+template <class Done, class Useful>
+CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful useful) {
+    while (!done()) {
+        if (Stream *s = pick(d, useful)) {
+            step(d, lk, s);
+        } else if (d->running > 0 || d->workers_started) {
+            d->changed.wait(lk);
+        } else {
+            say("queued work waits for an event record that can never run");
+            return UNKNOWN;
+        }
+    }
+    return OK;
+}
+
+void worker(Device *d, unsigned id) {
+    uint64_t r = mix(config().seed ^ (static_cast<uint64_t>(d->index) << 32) ^ id);
+    std::unique_lock<std::mutex> lk(d->mu);
+    for (;;) {
+        Stream *s = pick(d, [](Stream *) { return true; });
+        if (!s) {
+            d->changed.wait(lk);
+            continue;
+        }
+        step(d, lk, s);
+        // A short, seeded pause: other work and the host move on meanwhile.
+        r = mix(r);
+        lk.unlock();
+        usleep(static_cast<useconds_t>(r % 200));
+        lk.lock();
+    }
+}
+
+}  // namespace
+
+double now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+Context *&current() { return tls_current; }
+
+CUresult usable(Context **out) {
+    Context *c = tls_current;
+    if (!c || !c->alive) return INVALID_CONTEXT;
+    CUresult s = c->sticky.load();
+    if (s != OK) return s;
+    *out = c;
+    return OK;
+}
+
+CUresult resolve(Context *ctx, CUstream s, Stream **out) {
+    if (!s) {
+        *out = ctx->null_stream;
+        return OK;
+    }
+    if (s->ctx != ctx || s->destroyed) return INVALID_HANDLE;
+    *out = s;
+    return OK;
+}
+
+CUresult enqueue(Context *ctx, Stream *s, std::unique_ptr<Op> op) {
+    Device *d = ctx->dev;
+    std::lock_guard<std::mutex> g(d->mu);
+    if (!d->workers_started && config().workers > 0) {
+        d->workers_started = true;
+        for (int i = 0; i < config().workers; ++i) std::thread(worker, d, static_cast<unsigned>(i)).detach();
+    }
+    s->queue.push_back(std::move(op));
+    d->changed.notify_all();
+    return OK;
+}
+
+CUresult drain(Context *ctx, Stream *s) {
+    Device *d = ctx->dev;
+    std::unique_lock<std::mutex> lk(d->mu);
+    auto idle = [](Stream *x) { return x->queue.empty() && !x->busy; };
+    CUresult r;
+    if (s) {
+        r = drive(
+            d, lk, [&] { return idle(s); },
+            [&](Stream *x) {
+                if (x == s) return true;
+                const Op *head = s->queue.empty() ? nullptr : s->queue.front().get();
+                return head && head->wait && !head->wait->done && x->ctx == ctx;
+            });
+    } else {
+        r = drive(
+            d, lk,
+            [&] {
+                return std::all_of(ctx->streams.begin(), ctx->streams.end(), idle) && idle(ctx->null_stream);
+            },
+            [&](Stream *x) { return x->ctx == ctx; });
+    }
+    return r != OK ? r : ctx->sticky.load();
+}
+
+CUresult wait_mark(Context *ctx, const std::shared_ptr<Mark> &m) {
+    Device *d = ctx->dev;
+    std::unique_lock<std::mutex> lk(d->mu);
+    CUresult r = drive(d, lk, [&] { return m->done; }, [&](Stream *x) { return x->ctx == ctx; });
+    return r != OK ? r : ctx->sticky.load();
+}
+
+bool pending_touch(Device *d, const char *p, size_t n) {
+    for (Stream *s : d->streams) {
+        for (const auto &op : s->queue) {
+            for (const auto &t : op->touches) {
+                if (p < t.first + t.second && t.first < p + n) return true;
+            }
+        }
+    }
+    return false;
+}
+
+void destroy_streams(Context *ctx) {
+    Device *d = ctx->dev;
+    for (Stream *s : ctx->streams) s->destroyed = true;
+    ctx->null_stream->destroyed = true;
+    d->streams.erase(std::remove_if(d->streams.begin(), d->streams.end(),
+                                    [&](Stream *s) { return s->ctx == ctx && s->queue.empty(); }),
+                     d->streams.end());
+    ctx->streams.clear();
+}
+
+}  // namespace emu

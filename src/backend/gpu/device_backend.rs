@@ -18,7 +18,7 @@
 use super::compile::Compiled;
 use super::driver::{Device, Probe, cuda_err};
 use super::launch::{
-    self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, Value, face_args, fill_args,
+    self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
     fill_planes_args, reduce_args, sweep_args,
 };
 use super::staging::{Pinned, PinnedBuffer};
@@ -116,18 +116,21 @@ fn addr<T>(s: &CudaSlice<T>, st: &CudaStream) -> u64 {
     p
 }
 
+/// The end marker every launch passes after its declared parameters
+/// (see [`launch::ARGS_END`]); a static, so its address outlives any launch.
+static ARGS_END_STATIC: u64 = launch::ARGS_END;
+
 /// Queues kernel `f` on `st` with launch shape `shape` and arguments
-/// `args`; `what` names it in errors.
+/// `args`; `what` names it in errors. Each argument goes in its own 8-byte
+/// slot ([`launch::slots`]), then the end marker, so that an emulated
+/// driver can check the count and width of every parameter.
 fn launch(st: &CudaStream, f: &CudaFunction, shape: Shape, args: &[Arg], what: &str) -> Result<()> {
+    let slots = launch::slots(args);
     let mut b = st.launch_builder(f);
-    for a in args {
-        match &a.value {
-            Value::Ptr(v) => b.arg(v),
-            Value::I32(v) => b.arg(v),
-            Value::I64(v) => b.arg(v),
-            Value::F32(v) => b.arg(v),
-        };
+    for s in &slots {
+        b.arg(s);
     }
+    b.arg(&ARGS_END_STATIC);
     let [gx, gy, gz] = shape.grid;
     let [bx, by, bz] = shape.block;
     let cfg = LaunchConfig {
@@ -137,7 +140,10 @@ fn launch(st: &CudaStream, f: &CudaFunction, shape: Shape, args: &[Arg], what: &
     };
     // SAFETY: `args` is the kernel's parameter list in order, with the
     // C types of its parameters (the gpu_emu tests check every list
-    // against kernels.cu); the values outlive the call, which copies them.
+    // against kernels.cu); each slot starts with the value's bytes, which
+    // is what the driver reads for a parameter of that width on a
+    // little-endian host, and the driver ignores the one extra pointer.
+    // `slots` outlives the call, which copies the values.
     // Every address lies in a live allocation of this backend and every
     // index range inside it (the launch plan and face geometry are checked
     // by the same tests).

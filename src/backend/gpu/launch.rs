@@ -294,6 +294,42 @@ pub enum Value {
     F32(f32),
 }
 
+/// The high half of the slot of a 4-byte argument (`int`, `float`): a
+/// parameter read as 8 bytes shows it, so a width mismatch is caught.
+pub const CANARY: u64 = 0xA5A5_A5A5;
+
+/// The value of the extra parameter every launch passes after the declared
+/// ones (`"HIMENO.."` as ASCII). The real driver reads only the parameters
+/// a kernel declares and ignores it; the emulated driver checks the count
+/// and widths with it: a slot whose declared width is 8 with its high half
+/// equal to [`CANARY`] was given a 4-byte value, a slot declared 4 wide
+/// whose high half is not the canary was given 8 bytes, and the parameter
+/// array must hold exactly the declared count of slots before the pointer
+/// to this value.
+pub const ARGS_END: u64 = 0x4849_4D45_4E4F_2E2E;
+
+impl Value {
+    /// The value's 8-byte parameter slot: its bytes little-endian in the
+    /// low bytes and, for 4-byte values, [`CANARY`] in the high 4 bytes.
+    /// A kernel reads the parameter from the slot's start with its declared
+    /// width, so on a little-endian host a 4-byte parameter reads exactly
+    /// the value.
+    pub fn slot(self) -> u64 {
+        let narrow = |bits: u32| (CANARY << 32) | u64::from(bits);
+        match self {
+            Value::Ptr(v) => v,
+            Value::I64(v) => u64::from_le_bytes(v.to_le_bytes()),
+            Value::I32(v) => narrow(u32::from_le_bytes(v.to_le_bytes())),
+            Value::F32(v) => narrow(v.to_bits()),
+        }
+    }
+}
+
+/// The parameter slots of `args`, in order (see [`Value::slot`]).
+pub fn slots(args: &[Arg]) -> Vec<u64> {
+    args.iter().map(|a| a.value.slot()).collect()
+}
+
 /// One kernel argument: the parameter's name in `kernels.cu` and its value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Arg {
@@ -457,6 +493,26 @@ mod tests {
         let xl = device_bytes([514, 514, 1026], 1);
         let fields = 14 * 514 * 514 * 1026 * 4u64;
         assert!(xl > fields && xl < fields + 20 * ALLOCATION_GRANULE, "{xl}");
+    }
+
+    #[test]
+    fn slots_hold_the_value_low_and_mark_narrow_values() {
+        assert_eq!(Value::Ptr(0x1234_5678_9abc).slot(), 0x1234_5678_9abc);
+        assert_eq!(Value::I64(-2).slot(), u64::MAX - 1);
+        assert_eq!(Value::I64(7).slot(), 7);
+        assert_eq!(Value::I32(7).slot(), 0xA5A5_A5A5_0000_0007);
+        assert_eq!(Value::I32(-1).slot(), 0xA5A5_A5A5_FFFF_FFFF);
+        assert_eq!(Value::F32(1.0).slot(), 0xA5A5_A5A5_3F80_0000);
+        // A 4-byte read of the slot's first bytes gives the value back.
+        let low = |s: u64| -> [u8; 4] { s.to_le_bytes()[..4].try_into().unwrap() };
+        assert_eq!(i32::from_le_bytes(low(Value::I32(-5).slot())), -5);
+        assert_eq!(f32::from_le_bytes(low(Value::F32(OMEGA).slot())), OMEGA);
+        assert_eq!(ARGS_END.to_be_bytes(), *b"HIMENO..");
+        let args = fill_args(8, 3, 0.5);
+        assert_eq!(
+            slots(&args),
+            vec![8, 3, (CANARY << 32) | u64::from(0.5f32.to_bits())]
+        );
     }
 
     #[test]

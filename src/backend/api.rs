@@ -147,14 +147,18 @@ pub trait Backend {
         gosa[0] = self.sweep_finish()?;
         Ok(())
     }
-    /// Copies the owned planes of `next` behind `face` into `buf` (as many
-    /// as `buf` holds layers: the block's ghost depth). Returns the seconds spent
-    /// in host<->device transfer within the call (0 on CPU).
-    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64>;
-    /// Writes `buf` into the ghost planes of `next` behind `face` (as many
-    /// as `buf` holds layers). Returns the seconds spent in host<->device
-    /// transfer within the call.
-    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64>;
+    /// Copies the owned planes of `next` behind each face of `faces` into
+    /// its buffer (as many as the buffer holds layers: the block's ghost
+    /// depth). The halo schedule hands over the faces of one dimension
+    /// step at once (one or two), so that a GPU backend waits for the
+    /// device once per step. Returns the seconds spent in host<->device
+    /// transfer within the call (0 on CPU).
+    fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64>;
+    /// Writes each buffer of `faces` into the ghost planes of `next` behind
+    /// its face (as many as the buffer holds layers); like
+    /// [`Backend::pack`], the faces of one dimension step at once. Returns
+    /// the seconds spent in host<->device transfer within the call.
+    fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64>;
     /// Makes `next` the current field (after the halo exchange).
     fn swap(&mut self);
     /// A host buffer of `len` values for staging halo messages.

@@ -10,7 +10,19 @@
 //! Host round trips per iteration: the sweep's gosa stays on the device
 //! (reduced there) and comes back through one 8-byte page-locked copy, the
 //! only wait of an iteration without neighbours. With neighbours, the host
-//! also waits for the planes the exchange sends before packing them.
+//! also waits for the planes the exchange sends before packing them, and
+//! twice per dimension step of the exchange: once after packing both
+//! faces and copying them to the host, once after copying both received
+//! faces to the device and unpacking them.
+//!
+//! Faces: a face normal to i is contiguous and copied in place; a face
+//! normal to j or k is gathered by the pack kernel into its own device
+//! face buffer (one per face with a neighbour, sized by
+//! `launch::face_buffer_len`), so that the two faces of a step are in
+//! flight together. Two timing events around the copies of a step give
+//! its transfer time. The GPU backend runs one ghost layer (`--temporal`
+//! above 1 is refused for it at the command line), so a face's message is
+//! one layer.
 //!
 //! Every launch's shape and arguments come from `launch`, whose index math
 //! the `gpu_emu_*` tests replay on the host.
@@ -97,8 +109,9 @@ pub struct GpuBackend {
     gosa: CudaSlice<f64>,
     /// ... and its page-locked copy on the host.
     gosa_host: Pinned<f64>,
-    /// Device side of a packed face (faces normal to j or k).
-    face: CudaSlice<f32>,
+    /// Device face buffers of the faces normal to j and k with a
+    /// neighbour, by `[dim - 1][side]`.
+    faces: [[Option<CudaSlice<f32>>; 2]; 2],
     plan: SweepPlan,
     overlap: bool,
     /// Whether the block exchanges any face (else nothing waits for the
@@ -188,7 +201,12 @@ impl GpuBackend {
         let coef = (0..COEFFICIENTS)
             .map(|_| alloc(cells))
             .collect::<Result<Vec<_>>>()?;
-        let face = alloc(launch::face_capacity(dims))?;
+        let mut faces = [[None, None], [None, None]];
+        for (face, _) in block.halo_faces() {
+            if let Some(n) = launch::face_buffer_len(face, dims) {
+                faces[face.dim - 1][face.side] = Some(alloc(n)?);
+            }
+        }
         let planes: Vec<f32> = (0..dims[0])
             .map(|li| p_initial(grid, block.global(0, li)))
             .collect();
@@ -244,7 +262,7 @@ impl GpuBackend {
             partial,
             gosa,
             gosa_host,
-            face,
+            faces,
             plan,
             overlap: cfg.overlap,
             neighbours: block.halo_faces().next().is_some(),
@@ -294,11 +312,52 @@ impl GpuBackend {
         }
     }
 
+    /// The copy of `face` (its sent plane when `send`) after checking that
+    /// `len`, the host buffer's length, is one layer of it.
+    fn face_copy(&self, face: Face, len: usize, send: bool) -> Result<FaceCopy> {
+        let c = FaceCopy::of(face, self.dims, send);
+        if len != c.len {
+            return Err(Error::runtime(format!(
+                "halo buffer of {len} values for a face of {} (the GPU backend exchanges one \
+                 layer)",
+                c.len
+            )));
+        }
+        Ok(c)
+    }
+
+    /// The device address the host copy of `c` (of `face`) reads or
+    /// writes: the plane of `next` itself when it is contiguous, else the
+    /// face's device buffer.
+    fn face_device(&self, st: &CudaStream, face: Face, c: &FaceCopy) -> Result<u64> {
+        match c.contiguous {
+            Some(off) => Ok(addr(&self.bufs[1 - self.cur], st) + off as u64 * 4),
+            None => self.faces[face.dim - 1][face.side]
+                .as_ref()
+                .map(|b| addr(b, st))
+                .ok_or_else(|| {
+                    Error::runtime(format!(
+                        "no device face buffer for {face:?}, which has no neighbour"
+                    ))
+                }),
+        }
+    }
+
     /// Queues the element-wise face kernel `func` (pack or unpack) for
-    /// the copy `c` of `next` against the device face buffer.
-    fn launch_face(&self, st: &CudaStream, func: &CudaFunction, c: &FaceCopy) -> Result<()> {
+    /// the copy `c` of `face` between `next` and the face's device buffer;
+    /// nothing for a contiguous face.
+    fn launch_face(
+        &self,
+        st: &CudaStream,
+        func: &CudaFunction,
+        face: Face,
+        c: &FaceCopy,
+    ) -> Result<()> {
+        if c.contiguous.is_some() {
+            return Ok(());
+        }
         let next = addr(&self.bufs[1 - self.cur], st);
-        let buf = addr(&self.face, st);
+        let buf = self.face_device(st, face, c)?;
         launch(
             st,
             func,
@@ -404,67 +463,57 @@ impl Backend for GpuBackend {
         Ok(self.gosa_host.values()[0])
     }
 
-    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
+    fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
         let st = self.halo_stream();
-        let c = FaceCopy::of(face, self.dims, true);
-        let dst = buf.as_mut_slice();
-        if dst.len() != c.len {
-            return Err(Error::runtime(format!(
-                "halo buffer of {} values for a face of {}",
-                dst.len(),
-                c.len
-            )));
+        for (face, buf) in faces.iter() {
+            let c = self.face_copy(*face, buf.as_slice().len(), true)?;
+            self.launch_face(&st, &self.k.pack, *face, &c)?;
         }
-        let src = match c.contiguous {
-            Some(off) => addr(&self.bufs[1 - self.cur], &st) + off as u64 * 4,
-            None => {
-                self.launch_face(&st, &self.k.pack, &c)?;
-                addr(&self.face, &st)
-            }
-        };
         self.ev[0]
             .record(&st)
             .map_err(cuda_err("recording an event"))?;
-        // SAFETY: `src` holds `dst.len()` values (a plane of `next` or the
-        // face buffer); the stream is synchronised before returning.
-        unsafe { result::memcpy_dtoh_async(dst, src, st.cu_stream()) }
-            .map_err(cuda_err("copying a face to the host"))?;
+        for (face, buf) in faces.iter_mut() {
+            let dst = buf.as_mut_slice();
+            let c = self.face_copy(*face, dst.len(), true)?;
+            let src = self.face_device(&st, *face, &c)?;
+            // SAFETY: `src` holds `dst.len()` values (a plane of `next` or
+            // the face's own buffer, which no other face of the step
+            // uses); the stream is synchronised before returning, so `dst`
+            // is not read or dropped while the copy is pending.
+            unsafe { result::memcpy_dtoh_async(dst, src, st.cu_stream()) }
+                .map_err(cuda_err("copying a face to the host"))?;
+        }
         self.ev[1]
             .record(&st)
             .map_err(cuda_err("recording an event"))?;
-        st.synchronize().map_err(cuda_err("packing a face"))?;
+        st.synchronize().map_err(cuda_err("packing faces"))?;
         self.event_seconds()
     }
 
-    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
+    fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64> {
         let st = self.halo_stream();
-        let c = FaceCopy::of(face, self.dims, false);
-        let src = buf.as_slice();
-        if src.len() != c.len {
-            return Err(Error::runtime(format!(
-                "halo buffer of {} values for a face of {}",
-                src.len(),
-                c.len
-            )));
-        }
-        let dst = match c.contiguous {
-            Some(off) => addr(&self.bufs[1 - self.cur], &st) + off as u64 * 4,
-            None => addr(&self.face, &st),
-        };
         self.ev[0]
             .record(&st)
             .map_err(cuda_err("recording an event"))?;
-        // SAFETY: `dst` has room for `src.len()` values; the stream is
-        // synchronised before `buf` can change.
-        unsafe { result::memcpy_htod_async(dst, src, st.cu_stream()) }
-            .map_err(cuda_err("copying a face to the device"))?;
+        for (face, buf) in faces {
+            let src = buf.as_slice();
+            let c = self.face_copy(*face, src.len(), false)?;
+            let dst = self.face_device(&st, *face, &c)?;
+            // SAFETY: `dst` has room for `src.len()` values (the ghost
+            // plane of `next` or the face's own buffer); the stream is
+            // synchronised before returning, so `buf` cannot change while
+            // the copy is pending.
+            unsafe { result::memcpy_htod_async(dst, src, st.cu_stream()) }
+                .map_err(cuda_err("copying a face to the device"))?;
+        }
         self.ev[1]
             .record(&st)
             .map_err(cuda_err("recording an event"))?;
-        if c.contiguous.is_none() {
-            self.launch_face(&st, &self.k.unpack, &c)?;
+        for (face, buf) in faces {
+            let c = self.face_copy(*face, buf.as_slice().len(), false)?;
+            self.launch_face(&st, &self.k.unpack, *face, &c)?;
         }
-        st.synchronize().map_err(cuda_err("unpacking a face"))?;
+        st.synchronize().map_err(cuda_err("unpacking faces"))?;
         self.event_seconds()
     }
 

@@ -67,7 +67,11 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
     // Every rank validates on its own, then all agree before any work: a
     // rank that refused, or resolved otherwise, stops every rank.
-    let (cfg, fault, grace) = comm::agree(comm, validate(args, comm), |(cfg, ..)| {
+    // Where the ranks sweep is decided first (collectively: `auto` probes
+    // for GPUs on every rank), because GPU ranks weigh the faces of an
+    // automatic process grid differently.
+    let kind = backend::choose(args.backend_asked(), comm);
+    let (cfg, fault, grace) = comm::agree(comm, validate(args, kind, comm), |(cfg, ..)| {
         cfg.agreement_terms()
     })?;
     if let Some(grace) = grace {
@@ -79,7 +83,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let (grid, procs) = (cfg.grid(), cfg.procs());
     let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
     tracing::info!(rank = comm.rank(), ?block, "block");
-    let kind = backend::choose(cfg.backend, comm);
     // The quick stream's arrays are freed before the fields are made.
     let quick_bytes = (cfg.stream == StreamMeasure::Quick).then(stream::quick_bytes);
     preflight::check(&cfg, kind, &block, quick_bytes, comm)?;
@@ -260,9 +263,10 @@ fn append_record(path: &std::path::Path, record: &Record, stop: &StopFlag) -> Re
 /// the results file is writable.
 fn validate(
     args: &RunArgs,
+    kind: backend::Kind,
     comm: &dyn Comm,
 ) -> Result<(RunConfig, Option<Fault>, Option<std::time::Duration>)> {
-    let cfg = args.validate(comm.size(), comm.node_size())?;
+    let cfg = args.validate_for(comm.size(), comm.node_size(), kind)?;
     let fault = Fault::from_env()?;
     let grace = signals::grace_from_env()?;
     if comm.rank() == 0

@@ -12,7 +12,7 @@ use crate::backend;
 use crate::bench::stream;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
-use crate::config::{RunConfig, StreamMeasure};
+use crate::config::{BackendKind, RunConfig, StreamMeasure};
 use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
@@ -29,6 +29,21 @@ use std::process::ExitCode;
 
 /// Runs the benchmark job described by `args`.
 pub fn benchmark(args: &RunArgs) -> ExitCode {
+    // In-process GPU ranks share the process's hardware queues, which the
+    // driver sizes from the environment when it initialises: set them
+    // before the stop watchdog, the rank threads or a GPU probe exist.
+    if let Some(ranks) = args.launch.local_ranks
+        && cfg!(feature = "cuda")
+        && args.backend_asked() != BackendKind::Cpu
+    {
+        // SAFETY: the process has one thread here: `main_entry` only parsed
+        // the arguments and installed the logger (which starts no thread)
+        // before calling this, and everything that starts threads or
+        // loads the driver (StopFlag::install, with_comm, the probe) comes
+        // below. Under mpirun without --local-ranks nothing is set: each
+        // process then has one rank and the default queues suffice.
+        unsafe { backend::gpu::connections::prepare(ranks) };
+    }
     let stop = StopFlag::install();
     comm::with_comm(&args.launch, |comm| run_job(args, comm, stop.clone()))
 }

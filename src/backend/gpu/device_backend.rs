@@ -28,6 +28,7 @@
 //! the `gpu_emu_*` tests replay on the host.
 
 use super::compile::Compiled;
+use super::connections;
 use super::driver::{Device, Probe, cuda_err};
 use super::launch::{
     self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
@@ -231,7 +232,7 @@ impl GpuBackend {
             threads: 1,
             device: Some(dev.description.clone()),
             detail: Some(format!(
-                "kernels {} by NVRTC {}{}, occupancy {}, staging {}, overlap {}",
+                "kernels {} by NVRTC {}{}, occupancy {}, staging {}, overlap {}, {}",
                 compiled.arch,
                 compiled.nvrtc_version,
                 sweep.map_or(String::new(), |r| format!(
@@ -241,7 +242,8 @@ impl GpuBackend {
                 )),
                 compiled.occupancy.name(),
                 cfg.staging.name(),
-                if cfg.overlap { "on" } else { "off" }
+                if cfg.overlap { "on" } else { "off" },
+                connections::describe()
             )),
             gpu_software: Some(GpuSoftware {
                 cuda_driver: format!("{}.{}", probe.driver.0, probe.driver.1),

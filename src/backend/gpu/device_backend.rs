@@ -194,9 +194,9 @@ impl GpuBackend {
             .new_stream_with_priority(greatest)
             .map_err(cuda_err("creating a stream"))?;
         let cells: usize = dims.iter().product();
+        let alloc_err = || dev.alloc_err("allocating device memory");
         let alloc = |n: usize| -> Result<CudaSlice<f32>> {
-            main.alloc_zeros::<f32>(n)
-                .map_err(cuda_err("allocating device memory"))
+            main.alloc_zeros::<f32>(n).map_err(alloc_err())
         };
         let bufs = [alloc(cells)?, alloc(cells)?];
         let coef = (0..COEFFICIENTS)
@@ -213,13 +213,11 @@ impl GpuBackend {
             .collect();
         let plane_values = main
             .clone_htod(&planes)
-            .map_err(cuda_err("copying initial values"))?;
+            .map_err(dev.alloc_err("copying initial values"))?;
         let partial = main
             .alloc_zeros::<f64>(plan.partials)
-            .map_err(cuda_err("allocating device memory"))?;
-        let gosa = main
-            .alloc_zeros::<f64>(1)
-            .map_err(cuda_err("allocating device memory"))?;
+            .map_err(alloc_err())?;
+        let gosa = main.alloc_zeros::<f64>(1).map_err(alloc_err())?;
         let gosa_host = Pinned::<f64>::new(&ctx, 1)?;
         let event = || {
             ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))

@@ -34,6 +34,7 @@ impl Backend for PatternBackend {
             device: None,
             detail: Some("halo self-test pattern".into()),
             gpu_software: None,
+            emulated: None,
         }
     }
     fn reset(&mut self) -> Result<()> {

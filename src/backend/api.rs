@@ -116,6 +116,12 @@ pub struct BackendInfo {
     /// in records written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_software: Option<GpuSoftware>,
+    /// The emulator's own description when the GPU is emulated (a
+    /// stand-in CUDA driver running the kernels on the host CPU): its
+    /// times are then not GPU performance. Absent for real devices and
+    /// CPU backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
 }
 
 /// Versions of the GPU software a rank ran with, for the record.

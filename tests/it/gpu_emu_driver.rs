@@ -17,7 +17,8 @@ use std::sync::OnceLock;
 /// set it has one device in EXCLUSIVE_PROCESS compute mode that another
 /// process holds: its primary context cannot be retained
 /// (CUDA_ERROR_DEVICE_UNAVAILABLE), and the calls the error message
-/// makes answer.
+/// makes answer. Like the project's emulated driver it describes itself
+/// through `himeno_emu_describe`, which a real driver lacks.
 const STUB: &str = r#"
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ int cuDeviceGetName(char *name, int len, int d) {
     return 0;
 }
 int cuGetErrorString(int e, const char **s) { (void)e; *s = "stub error"; return 0; }
+const char *himeno_emu_describe(void) { return "stub CUDA emulator (test)"; }
 "#;
 
 /// A fresh folder for one test.
@@ -206,6 +208,11 @@ fn gpu_emu_driver_explains_an_exclusive_device_held_by_another_process() {
     ] {
         assert!(lines[0].contains(want), "no `{want}` in: {}", lines[0]);
     }
+    // The loaded driver was recognised as an emulator by its export.
+    assert!(
+        err.contains("the CUDA driver is an emulator") && err.contains("stub CUDA emulator (test)"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(t);
 }
 

@@ -434,6 +434,7 @@ impl Backend for CpuBackend {
                 self.pool.describe()
             )),
             gpu_software: None,
+            emulated: None,
         }
     }
 

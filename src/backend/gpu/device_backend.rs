@@ -29,7 +29,7 @@
 
 use super::compile::Compiled;
 use super::connections;
-use super::driver::{Device, Probe, cuda_err};
+use super::driver::{self, Device, Probe, cuda_err};
 use super::launch::{
     self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
     fill_planes_args, reduce_args, sweep_args,
@@ -248,6 +248,7 @@ impl GpuBackend {
                 nvrtc: probe.nvrtc.version_string(),
                 nvrtc_library: probe.nvrtc.path.clone(),
             }),
+            emulated: driver::emulator(),
         };
         let mut gpu = GpuBackend {
             dev,

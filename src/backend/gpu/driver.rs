@@ -108,6 +108,46 @@ pub fn probe() -> std::result::Result<Probe, String> {
     })
 }
 
+/// The name an emulated CUDA driver exports its description under.
+pub const EMULATOR_SYMBOL: &str = "himeno_emu_describe";
+
+/// Whether the loaded CUDA driver is an emulator, and its own description
+/// if so (`const char *himeno_emu_describe(void)`, which only the
+/// project's stand-in `libcuda.so.1` exports): a record made on one must
+/// not pass for GPU performance. Call after a successful [`probe`], which
+/// loaded the driver; the library is looked up among the loaded ones only.
+pub fn emulator() -> Option<String> {
+    for name in ["libcuda.so.1", "libcuda.so"] {
+        // SAFETY: RTLD_NOLOAD loads nothing: it only returns a handle to a
+        // library already loaded (the driver, loaded by the probe), so no
+        // initialiser runs; dropping the handle releases that reference
+        // only, and cudarc keeps its own.
+        let lib = unsafe {
+            libloading::os::unix::Library::open(Some(name), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
+        };
+        let Ok(lib) = lib else { continue };
+        // SAFETY: an emulator exports the symbol with this C signature; a
+        // real driver does not export it at all.
+        let describe = unsafe {
+            lib.get::<unsafe extern "C" fn() -> *const std::ffi::c_char>(EMULATOR_SYMBOL)
+        };
+        let Ok(describe) = describe else {
+            return None;
+        };
+        // SAFETY: the function takes nothing and returns a static C string
+        // (or null); the string is copied before the handle is dropped.
+        let text = unsafe {
+            let p = describe();
+            (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+        };
+        return Some(
+            text.filter(|t| !t.trim().is_empty())
+                .unwrap_or_else(|| "an emulated CUDA driver (no description)".into()),
+        );
+    }
+    None
+}
+
 /// The device ordinal this rank uses: `--device` if given, otherwise the
 /// node-local rank modulo the number of devices (one GPU per rank).
 pub fn choose(requested: Option<usize>, node_rank: usize, count: usize) -> Result<usize> {

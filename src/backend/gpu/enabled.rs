@@ -90,6 +90,15 @@ fn open(cfg: &RunConfig, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swee
         );
     }
     let plan = SweepPlan::of(block)?;
+    // Said before the device is opened, so that the log tells even when
+    // opening it fails.
+    if let Some(emu) = driver::emulator() {
+        tracing::info!(
+            rank = comm.rank(),
+            emulator = %emu,
+            "the CUDA driver is an emulator: its times are not GPU performance"
+        );
+    }
     let dev = Device::open(ordinal)?;
     tracing::info!(
         rank = comm.rank(),

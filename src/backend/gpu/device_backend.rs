@@ -368,6 +368,61 @@ impl GpuBackend {
         )
     }
 
+    /// Queues the packing of `faces` (checked by the caller) on `st`: the
+    /// pack kernels of the faces normal to j or k, a timing event, the
+    /// copies of every face to its host buffer, a timing event.
+    fn queue_pack(&self, st: &CudaStream, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<()> {
+        for (face, buf) in faces.iter() {
+            let c = self.face_copy(*face, buf.as_slice().len(), true)?;
+            self.launch_face(st, &self.k.pack, *face, &c)?;
+        }
+        self.ev[0]
+            .record(st)
+            .map_err(cuda_err("recording an event"))?;
+        for (face, buf) in faces.iter_mut() {
+            let dst = buf.as_mut_slice();
+            let c = self.face_copy(*face, dst.len(), true)?;
+            let src = self.face_device(st, *face, &c)?;
+            // SAFETY: `src` holds `dst.len()` values (a plane of `next` or
+            // the face's own buffer, which no other face of the step
+            // uses); the caller synchronises the stream before returning,
+            // so `dst` is not read or dropped while the copy is pending.
+            unsafe { result::memcpy_dtoh_async(dst, src, st.cu_stream()) }
+                .map_err(cuda_err("copying a face to the host"))?;
+        }
+        self.ev[1]
+            .record(st)
+            .map_err(cuda_err("recording an event"))
+    }
+
+    /// Queues the unpacking of `faces` (checked by the caller) on `st`: a
+    /// timing event, the copies of every host buffer to the device, a
+    /// timing event, the unpack kernels of the faces normal to j or k.
+    fn queue_unpack(&self, st: &CudaStream, faces: &[(Face, &dyn HostBuffer)]) -> Result<()> {
+        self.ev[0]
+            .record(st)
+            .map_err(cuda_err("recording an event"))?;
+        for (face, buf) in faces {
+            let src = buf.as_slice();
+            let c = self.face_copy(*face, src.len(), false)?;
+            let dst = self.face_device(st, *face, &c)?;
+            // SAFETY: `dst` has room for `src.len()` values (the ghost
+            // plane of `next` or the face's own buffer); the caller
+            // synchronises the stream before returning, so `buf` cannot
+            // change or be dropped while the copy is pending.
+            unsafe { result::memcpy_htod_async(dst, src, st.cu_stream()) }
+                .map_err(cuda_err("copying a face to the device"))?;
+        }
+        self.ev[1]
+            .record(st)
+            .map_err(cuda_err("recording an event"))?;
+        for (face, buf) in faces {
+            let c = self.face_copy(*face, buf.as_slice().len(), false)?;
+            self.launch_face(st, &self.k.unpack, *face, &c)?;
+        }
+        Ok(())
+    }
+
     /// Seconds between the two timing events (waits for the second).
     fn event_seconds(&self) -> Result<f64> {
         let ms = self.ev[0]
@@ -466,55 +521,31 @@ impl Backend for GpuBackend {
 
     fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
         let st = self.halo_stream();
+        // Checked before anything is queued, so that an error leaves no
+        // work behind.
         for (face, buf) in faces.iter() {
             let c = self.face_copy(*face, buf.as_slice().len(), true)?;
-            self.launch_face(&st, &self.k.pack, *face, &c)?;
+            self.face_device(&st, *face, &c)?;
         }
-        self.ev[0]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
-        for (face, buf) in faces.iter_mut() {
-            let dst = buf.as_mut_slice();
-            let c = self.face_copy(*face, dst.len(), true)?;
-            let src = self.face_device(&st, *face, &c)?;
-            // SAFETY: `src` holds `dst.len()` values (a plane of `next` or
-            // the face's own buffer, which no other face of the step
-            // uses); the stream is synchronised before returning, so `dst`
-            // is not read or dropped while the copy is pending.
-            unsafe { result::memcpy_dtoh_async(dst, src, st.cu_stream()) }
-                .map_err(cuda_err("copying a face to the host"))?;
-        }
-        self.ev[1]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
-        st.synchronize().map_err(cuda_err("packing faces"))?;
+        let queued = self.queue_pack(&st, faces);
+        // Waited for even when queuing failed part-way: no copy may still
+        // be writing a host buffer once this returns.
+        let waited = st.synchronize().map_err(cuda_err("packing faces"));
+        queued.and(waited)?;
         self.event_seconds()
     }
 
     fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64> {
         let st = self.halo_stream();
-        self.ev[0]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
-        for (face, buf) in faces {
-            let src = buf.as_slice();
-            let c = self.face_copy(*face, src.len(), false)?;
-            let dst = self.face_device(&st, *face, &c)?;
-            // SAFETY: `dst` has room for `src.len()` values (the ghost
-            // plane of `next` or the face's own buffer); the stream is
-            // synchronised before returning, so `buf` cannot change while
-            // the copy is pending.
-            unsafe { result::memcpy_htod_async(dst, src, st.cu_stream()) }
-                .map_err(cuda_err("copying a face to the device"))?;
-        }
-        self.ev[1]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
         for (face, buf) in faces {
             let c = self.face_copy(*face, buf.as_slice().len(), false)?;
-            self.launch_face(&st, &self.k.unpack, *face, &c)?;
+            self.face_device(&st, *face, &c)?;
         }
-        st.synchronize().map_err(cuda_err("unpacking faces"))?;
+        let queued = self.queue_unpack(&st, faces);
+        // As in pack: no copy may still be reading a host buffer once this
+        // returns.
+        let waited = st.synchronize().map_err(cuda_err("unpacking faces"));
+        queued.and(waited)?;
         self.event_seconds()
     }
 

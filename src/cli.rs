@@ -2,6 +2,7 @@
 //! [`RunConfig`]. Every check that can fail on bad input lives here, so a
 //! usage error is found identically on every rank before any work starts.
 
+use crate::backend::Kind;
 use crate::bench::BenchArgs;
 use crate::comm::LaunchArgs;
 use crate::config::{BackendKind, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure};
@@ -223,11 +224,37 @@ const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 const STREAM_GBS: (f64, f64) = (1e-3, 1e9);
 
 impl RunArgs {
+    /// The backend asked for, as the run resolves it before probing: GPU
+    /// ranks sweep once per exchange, so `auto` means the CPU when more
+    /// sweeps are asked for (an explicit `gpu` is refused by validation).
+    pub fn backend_asked(&self) -> BackendKind {
+        match self.backend {
+            BackendKind::Auto if self.temporal > 1 => BackendKind::Cpu,
+            b => b,
+        }
+    }
+
     /// Validates the options into the final configuration of a job of
     /// `ranks` ranks, `node_ranks` of them on this rank's node (they share
-    /// its CPUs when the launcher did not bind them).
+    /// its CPUs when the launcher did not bind them). An automatic process
+    /// grid is chosen for GPU ranks under `--backend gpu` and for CPU
+    /// ranks otherwise; a run that has resolved `auto` uses
+    /// [`RunArgs::validate_for`].
     pub fn validate(&self, ranks: usize, node_ranks: usize) -> Result<RunConfig> {
-        let problem = self.problem.resolve(Preset::M, Ranks::Job(ranks))?;
+        let kind = match self.backend {
+            BackendKind::Gpu => Kind::Gpu,
+            BackendKind::Cpu | BackendKind::Auto => Kind::Cpu,
+        };
+        self.validate_for(ranks, node_ranks, kind)
+    }
+
+    /// [`RunArgs::validate`] for ranks that sweep on `kind` (the backend
+    /// resolved from [`RunArgs::backend_asked`]), whose costs weigh the
+    /// faces of an automatic process grid.
+    pub fn validate_for(&self, ranks: usize, node_ranks: usize, kind: Kind) -> Result<RunConfig> {
+        let problem =
+            self.problem
+                .resolve_weighted(Preset::M, Ranks::Job(ranks), kind.face_weights())?;
         let threads = threads::for_rank(self.threads, node_ranks)?;
         let length = match self.iterations {
             Some(0) => return Err(Error::usage("--iterations must be at least 1")),
@@ -296,13 +323,7 @@ impl RunArgs {
             threads,
             length,
             warmup: self.warmup,
-            // GPU ranks sweep once per exchange, so `auto` means the CPU
-            // when more sweeps are asked for (an explicit `gpu` is refused
-            // above).
-            backend: match self.backend {
-                BackendKind::Auto if self.temporal > 1 => BackendKind::Cpu,
-                b => b,
-            },
+            backend: self.backend_asked(),
             format: self.format,
             output: self.output.clone(),
             verify: self.verify,
@@ -342,6 +363,32 @@ mod tests {
         assert_eq!(cfg.grid().n, [128, 128, 256]);
         assert_eq!(cfg.length, RunLength::Seconds(60.0));
         assert_eq!(cfg.warmup, 3);
+    }
+
+    #[test]
+    fn gpu_ranks_keep_k_whole_where_cpu_ranks_split_it() {
+        for (ranks, cpu, gpu) in [
+            (2, [1, 1, 2], [2, 1, 1]),
+            (4, [2, 1, 2], [2, 2, 1]),
+            (8, [2, 2, 2], [4, 2, 1]),
+        ] {
+            let on = |backend: &str, kind: Kind| {
+                args(&["--size", "L", "--backend", backend])
+                    .validate_for(ranks, ranks, kind)
+                    .unwrap()
+                    .procs()
+                    .p
+            };
+            assert_eq!(on("cpu", Kind::Cpu), cpu, "{ranks} CPU ranks");
+            assert_eq!(on("auto", Kind::Cpu), cpu, "{ranks} ranks, auto on CPUs");
+            assert_eq!(on("gpu", Kind::Gpu), gpu, "{ranks} GPU ranks");
+            assert_eq!(on("auto", Kind::Gpu), gpu, "{ranks} ranks, auto on GPUs");
+            // Without a resolved kind, `--backend gpu` alone decides.
+            let plain = args(&["--size", "L", "--backend", "gpu"])
+                .validate(ranks, ranks)
+                .unwrap();
+            assert_eq!(plain.procs().p, gpu, "{ranks} ranks, --backend gpu");
+        }
     }
 
     #[test]

@@ -172,7 +172,7 @@ fn edit_low_i_ghost_plane(
         .collect();
     edit(&mut plane, [dims[1], dims[2]]);
     backend.swap();
-    let written = backend.unpack(face, &plane);
+    let written = backend.unpack(&[(face, &plane)]);
     backend.swap();
     written.map(drop)
 }

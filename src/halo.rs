@@ -3,6 +3,8 @@
 //! extent of the other two dimensions, ghosts included, so a later step
 //! forwards the ghosts an earlier step received: that fills the edge ghosts
 //! the 19-point stencil's cross terms read, with face messages only.
+//! A backend packs, and later unpacks, the faces of one step in one call,
+//! so that a GPU waits for its device once per step and direction.
 //!
 //! With temporal blocking (`--temporal T`) the same schedule carries faces
 //! `T` layers deep, once every `T` iterations: forwarding full-extent slabs
@@ -15,6 +17,7 @@ use crate::comm::Comm;
 use crate::error::Result;
 use crate::grid::decomp::{Block, Face};
 use crate::timing::{Lap, Phase, PhaseTimes};
+use std::ops::Range;
 
 /// Send and receive buffers of one dimension, sized once.
 struct Step {
@@ -22,6 +25,18 @@ struct Step {
     peers: [Option<usize>; 2],
     send: [Box<dyn HostBuffer>; 2],
     recv: [Box<dyn HostBuffer>; 2],
+}
+
+impl Step {
+    /// The sides with a neighbour, as a range of the two: a step exists
+    /// only for a dimension with at least one.
+    fn sides(&self) -> Range<usize> {
+        match self.peers {
+            [Some(_), Some(_)] => 0..2,
+            [Some(_), None] => 0..1,
+            [None, _] => 1..2,
+        }
+    }
 }
 
 /// The halo exchange of one rank, with its staging buffers.
@@ -82,16 +97,18 @@ impl Halo {
     ) -> Result<()> {
         let mut clock = Lap::start();
         for step in &mut self.steps {
-            for side in 0..2 {
-                if step.peers[side].is_some() {
-                    let face = Face {
-                        dim: step.dim,
-                        side,
-                    };
-                    let transfer = backend.pack(face, step.send[side].as_mut())?;
-                    times.add(Phase::Transfer, transfer);
-                    times.add(Phase::Pack, (clock.lap() - transfer).max(0.0));
-                }
+            let sides = step.sides();
+            let face = |side| Face {
+                dim: step.dim,
+                side,
+            };
+            {
+                let [s0, s1] = &mut step.send;
+                let mut send: [(Face, &mut dyn HostBuffer); 2] =
+                    [(face(0), s0.as_mut()), (face(1), s1.as_mut())];
+                let transfer = backend.pack(&mut send[sides.clone()])?;
+                times.add(Phase::Transfer, transfer);
+                times.add(Phase::Pack, (clock.lap() - transfer).max(0.0));
             }
             let [s0, s1] = &step.send;
             let [r0, r1] = &mut step.recv;
@@ -102,17 +119,12 @@ impl Halo {
                 step.dim as i32,
             )?;
             times.add(Phase::Comm, clock.lap());
-            for side in 0..2 {
-                if step.peers[side].is_some() {
-                    let face = Face {
-                        dim: step.dim,
-                        side,
-                    };
-                    let transfer = backend.unpack(face, step.recv[side].as_ref())?;
-                    times.add(Phase::Transfer, transfer);
-                    times.add(Phase::Unpack, (clock.lap() - transfer).max(0.0));
-                }
-            }
+            let [r0, r1] = &step.recv;
+            let recv: [(Face, &dyn HostBuffer); 2] =
+                [(face(0), r0.as_ref()), (face(1), r1.as_ref())];
+            let transfer = backend.unpack(&recv[sides])?;
+            times.add(Phase::Transfer, transfer);
+            times.add(Phase::Unpack, (clock.lap() - transfer).max(0.0));
         }
         Ok(())
     }

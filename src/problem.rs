@@ -5,7 +5,7 @@
 
 use crate::comm::MPI_ENABLED;
 use crate::error::{Error, Result};
-use crate::grid::decomp::{MAX_DEPTH, ProcGrid};
+use crate::grid::decomp::{FaceWeights, MAX_DEPTH, ProcGrid};
 use crate::grid::{Grid, Preset};
 use clap::Args;
 
@@ -61,8 +61,21 @@ impl Problem {
 
 impl ProblemArgs {
     /// Resolves the options for `ranks`, with `default` when neither
-    /// `--size` nor `--grid` is given.
+    /// `--size` nor `--grid` is given; an automatic process grid counts
+    /// every halo value alike (CPU ranks).
     pub fn resolve(&self, default: Preset, ranks: Ranks) -> Result<Problem> {
+        self.resolve_weighted(default, ranks, FaceWeights::UNIFORM)
+    }
+
+    /// [`ProblemArgs::resolve`] with an automatic process grid that weighs
+    /// each face's values by `weights` (what the ranks' backend pays for
+    /// them).
+    pub fn resolve_weighted(
+        &self,
+        default: Preset,
+        ranks: Ranks,
+        weights: FaceWeights,
+    ) -> Result<Problem> {
         let (grid, size_label) = match (&self.grid, &self.size) {
             (Some(g), _) => (g.parse::<Grid>()?, "custom".to_string()),
             (None, Some(s)) => {
@@ -92,7 +105,7 @@ impl ProblemArgs {
                 if n == 0 {
                     return Err(Error::usage("--ranks must be at least 1"));
                 }
-                ProcGrid::auto(&grid, n)?
+                ProcGrid::auto_weighted(&grid, n, weights)?
             }
             (None, Ranks::Model(None)) => ProcGrid { p: [1, 1, 1] },
         };

@@ -12,7 +12,7 @@ use crate::backend;
 use crate::bench::stream;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
-use crate::config::{RunConfig, StreamMeasure};
+use crate::config::{BackendKind, RunConfig, StreamMeasure};
 use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
@@ -29,6 +29,21 @@ use std::process::ExitCode;
 
 /// Runs the benchmark job described by `args`.
 pub fn benchmark(args: &RunArgs) -> ExitCode {
+    // In-process GPU ranks share the process's hardware queues, which the
+    // driver sizes from the environment when it initialises: set them
+    // before the stop watchdog, the rank threads or a GPU probe exist.
+    if let Some(ranks) = args.launch.local_ranks
+        && cfg!(feature = "cuda")
+        && args.backend_asked() != BackendKind::Cpu
+    {
+        // SAFETY: the process has one thread here: `main_entry` only parsed
+        // the arguments and installed the logger (which starts no thread)
+        // before calling this, and everything that starts threads or
+        // loads the driver (StopFlag::install, with_comm, the probe) comes
+        // below. Under mpirun without --local-ranks nothing is set: each
+        // process then has one rank and the default queues suffice.
+        unsafe { backend::gpu::connections::prepare(ranks) };
+    }
     let stop = StopFlag::install();
     comm::with_comm(&args.launch, |comm| run_job(args, comm, stop.clone()))
 }
@@ -67,7 +82,11 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> {
     // Every rank validates on its own, then all agree before any work: a
     // rank that refused, or resolved otherwise, stops every rank.
-    let (cfg, fault, grace) = comm::agree(comm, validate(args, comm), |(cfg, ..)| {
+    // Where the ranks sweep is decided first (collectively: `auto` probes
+    // for GPUs on every rank), because GPU ranks weigh the faces of an
+    // automatic process grid differently.
+    let kind = backend::choose(args.backend_asked(), comm);
+    let (cfg, fault, grace) = comm::agree(comm, validate(args, kind, comm), |(cfg, ..)| {
         cfg.agreement_terms()
     })?;
     if let Some(grace) = grace {
@@ -79,7 +98,6 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let (grid, procs) = (cfg.grid(), cfg.procs());
     let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
     tracing::info!(rank = comm.rank(), ?block, "block");
-    let kind = backend::choose(cfg.backend, comm);
     // The quick stream's arrays are freed before the fields are made.
     let quick_bytes = (cfg.stream == StreamMeasure::Quick).then(stream::quick_bytes);
     preflight::check(&cfg, kind, &block, quick_bytes, comm)?;
@@ -260,9 +278,10 @@ fn append_record(path: &std::path::Path, record: &Record, stop: &StopFlag) -> Re
 /// the results file is writable.
 fn validate(
     args: &RunArgs,
+    kind: backend::Kind,
     comm: &dyn Comm,
 ) -> Result<(RunConfig, Option<Fault>, Option<std::time::Duration>)> {
-    let cfg = args.validate(comm.size(), comm.node_size())?;
+    let cfg = args.validate_for(comm.size(), comm.node_size(), kind)?;
     let fault = Fault::from_env()?;
     let grace = signals::grace_from_env()?;
     if comm.rank() == 0

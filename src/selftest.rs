@@ -34,6 +34,7 @@ impl Backend for PatternBackend {
             device: None,
             detail: Some("halo self-test pattern".into()),
             gpu_software: None,
+            emulated: None,
         }
     }
     fn reset(&mut self) -> Result<()> {
@@ -45,12 +46,16 @@ impl Backend for PatternBackend {
     fn sweep_finish(&mut self) -> Result<f64> {
         Ok(0.0)
     }
-    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
-        pack_plane(self.field.view(), face, buf.as_mut_slice());
+    fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
+        for (face, buf) in faces {
+            pack_plane(self.field.view(), *face, buf.as_mut_slice());
+        }
         Ok(0.0)
     }
-    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
-        unpack_plane(self.field.view_mut(), face, buf.as_slice());
+    fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64> {
+        for (face, buf) in faces {
+            unpack_plane(self.field.view_mut(), *face, buf.as_slice());
+        }
         Ok(0.0)
     }
     fn swap(&mut self) {}

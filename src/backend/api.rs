@@ -5,7 +5,7 @@
 //! backend's.
 
 use crate::error::Result;
-use crate::grid::decomp::Face;
+use crate::grid::decomp::{Face, FaceWeights};
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,22 @@ impl Kind {
         match self {
             Kind::Cpu => "cpu",
             Kind::Gpu => "gpu",
+        }
+    }
+
+    /// What one value of a halo face costs this backend, by the dimension
+    /// normal to the face, for the automatic process grid. On the CPU the
+    /// copies cost alike within the noise (the choice stays the plain
+    /// surface). On a GPU a face normal to i is contiguous and copied
+    /// directly, one normal to j is rows gathered by a coalesced pack
+    /// kernel, but one normal to k takes a single value from every row:
+    /// each 4-byte value then occupies its own 32-byte memory sector, in
+    /// the pack and again in the unpack, so such a face is weighed 4 times
+    /// (the cautious end of the 4-8x that uncoalesced access costs).
+    pub fn face_weights(self) -> FaceWeights {
+        match self {
+            Kind::Cpu => FaceWeights::UNIFORM,
+            Kind::Gpu => FaceWeights([1, 1, 4]),
         }
     }
 }
@@ -100,6 +116,12 @@ pub struct BackendInfo {
     /// in records written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_software: Option<GpuSoftware>,
+    /// The emulator's own description when the GPU is emulated (a
+    /// stand-in CUDA driver running the kernels on the host CPU): its
+    /// times are then not GPU performance. Absent for real devices and
+    /// CPU backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
 }
 
 /// Versions of the GPU software a rank ran with, for the record.
@@ -147,14 +169,18 @@ pub trait Backend {
         gosa[0] = self.sweep_finish()?;
         Ok(())
     }
-    /// Copies the owned planes of `next` behind `face` into `buf` (as many
-    /// as `buf` holds layers: the block's ghost depth). Returns the seconds spent
-    /// in host<->device transfer within the call (0 on CPU).
-    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64>;
-    /// Writes `buf` into the ghost planes of `next` behind `face` (as many
-    /// as `buf` holds layers). Returns the seconds spent in host<->device
-    /// transfer within the call.
-    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64>;
+    /// Copies the owned planes of `next` behind each face of `faces` into
+    /// its buffer (as many as the buffer holds layers: the block's ghost
+    /// depth). The halo schedule hands over the faces of one dimension
+    /// step at once (one or two), so that a GPU backend waits for the
+    /// device once per step. Returns the seconds spent in host<->device
+    /// transfer within the call (0 on CPU).
+    fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64>;
+    /// Writes each buffer of `faces` into the ghost planes of `next` behind
+    /// its face (as many as the buffer holds layers); like
+    /// [`Backend::pack`], the faces of one dimension step at once. Returns
+    /// the seconds spent in host<->device transfer within the call.
+    fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64>;
     /// Makes `next` the current field (after the halo exchange).
     fn swap(&mut self);
     /// A host buffer of `len` values for staging halo messages.

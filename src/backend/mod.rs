@@ -1,6 +1,7 @@
 //! Compute backends. A backend owns one rank's fields and does only local
-//! work: the Jacobi sweep, packing a face of the new field into a host
-//! buffer, and unpacking a received face into its ghost layer. The halo
+//! work: the Jacobi sweep, packing the faces of the new field that one
+//! dimension step of the exchange sends into host buffers, and unpacking
+//! the received faces into their ghost layers. The halo
 //! schedule lives in `crate::halo`; the iteration loop, reductions and
 //! timing in `crate::solver`.
 //!

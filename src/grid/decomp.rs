@@ -85,9 +85,18 @@ impl ProcGrid {
     }
 
     /// Chooses the process grid for `ranks` ranks that minimises the total
-    /// halo surface exchanged per iteration. Ties prefer splitting i, then j
-    /// (their faces are contiguous or nearly so in memory).
+    /// halo surface exchanged per iteration, every value counted alike (the
+    /// choice for CPU ranks). Ties prefer splitting i, then j (their faces
+    /// are contiguous or nearly so in memory).
     pub fn auto(grid: &Grid, ranks: usize) -> Result<ProcGrid> {
+        ProcGrid::auto_weighted(grid, ranks, FaceWeights::UNIFORM)
+    }
+
+    /// Chooses the process grid for `ranks` ranks that minimises the halo
+    /// surface exchanged per iteration, each face's values counted with the
+    /// weight of the dimension normal to it. Ties prefer splitting i, then
+    /// j.
+    pub fn auto_weighted(grid: &Grid, ranks: usize, weights: FaceWeights) -> Result<ProcGrid> {
         let cannot = || {
             Error::usage(format!(
                 "{ranks} ranks cannot share grid {grid}: every rank needs at least one \
@@ -111,7 +120,7 @@ impl ProcGrid {
                 if (0..3).any(|d| cand.p[d] > interior[d]) {
                     continue;
                 }
-                let cost = cand.halo_surface(grid);
+                let cost = cand.weighted_surface(grid, weights);
                 // Iteration order (pi ascending, pj ascending) plus `<=` keeps
                 // the last of equal-cost candidates: the one splitting i most.
                 if best.is_none_or(|(c, _)| cost <= c) {
@@ -151,10 +160,16 @@ impl ProcGrid {
 
     /// Points exchanged per iteration over all internal faces.
     pub fn halo_surface(&self, grid: &Grid) -> u128 {
+        self.weighted_surface(grid, FaceWeights::UNIFORM)
+    }
+
+    /// Points exchanged per iteration over all internal faces, those of
+    /// faces normal to dimension `d` counted `weights.0[d]` times.
+    pub fn weighted_surface(&self, grid: &Grid, weights: FaceWeights) -> u128 {
         let n = grid.n;
         let face = [n[1] * n[2], n[0] * n[2], n[0] * n[1]];
         (0..3)
-            .map(|d| (self.p[d] as u128 - 1) * face[d] as u128)
+            .map(|d| (self.p[d] as u128 - 1) * face[d] as u128 * u128::from(weights.0[d]))
             .sum()
     }
 
@@ -168,6 +183,18 @@ impl ProcGrid {
     pub fn rank_of(&self, c: [usize; 3]) -> usize {
         (c[0] * self.p[1] + c[1]) * self.p[2] + c[2]
     }
+}
+
+/// The relative cost of exchanging one value through a face, by the
+/// dimension normal to the face (i, j, k), for choosing the process grid.
+/// Which backend moves the values decides it; this module only weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaceWeights(pub [u32; 3]);
+
+impl FaceWeights {
+    /// Every value costs the same: what the CPU backend's copies cost
+    /// within the noise, and the choice made before weights existed.
+    pub const UNIFORM: FaceWeights = FaceWeights([1, 1, 1]);
 }
 
 /// Positive divisors of `n`, ascending, found by trial division up to the
@@ -392,6 +419,24 @@ mod tests {
         let thin = Grid::new([3, 3, 100]).unwrap();
         assert_eq!(ProcGrid::auto(&thin, 4).unwrap().p, [1, 1, 4]);
         assert!(ProcGrid::auto(&Grid::new([3, 3, 3]).unwrap(), 2).is_err());
+    }
+
+    #[test]
+    fn weights_move_the_split_and_uniform_weights_change_nothing() {
+        let l = Grid::new([256, 256, 512]).unwrap();
+        for ranks in [1, 2, 3, 4, 6, 8, 12, 16, 64] {
+            assert_eq!(
+                ProcGrid::auto(&l, ranks).unwrap(),
+                ProcGrid::auto_weighted(&l, ranks, FaceWeights::UNIFORM).unwrap(),
+                "{ranks} ranks"
+            );
+        }
+        // Faces normal to k made dear: k is split last.
+        let dear_k = FaceWeights([1, 1, 4]);
+        assert_eq!(ProcGrid::auto(&l, 2).unwrap().p, [1, 1, 2]);
+        assert_eq!(ProcGrid::auto_weighted(&l, 2, dear_k).unwrap().p, [2, 1, 1]);
+        let pg = ProcGrid { p: [1, 1, 2] };
+        assert_eq!(pg.weighted_surface(&l, dear_k), 4 * pg.halo_surface(&l));
     }
 
     #[test]

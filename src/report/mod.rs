@@ -50,6 +50,13 @@ pub struct RankRecord {
     /// Fraction of the rank's memory on huge pages, where Linux tells.
     #[serde(default)]
     pub huge_pages: Option<f64>,
+    /// `true` when the rank's GPU was emulated on the host CPU (absent
+    /// otherwise): its times are not GPU performance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub emulated: bool,
+    /// The emulator's own description, with `emulated`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<String>,
 }
 
 /// One run's result: what JSON lines in results files hold.
@@ -227,6 +234,8 @@ impl Record {
                 placement: placement(&r.backend),
                 cpu_share: r.cpu_s / (r.loop_s * r.backend.threads.max(1) as f64).max(1e-9),
                 huge_pages: r.huge_pages,
+                emulated: r.backend.emulated.is_some(),
+                emulator: r.backend.emulated.clone(),
             })
             .collect();
         Record {
@@ -271,6 +280,15 @@ impl Record {
             per_rank,
             provenance: Provenance::collect(&out.ranks, inp.mpi_library),
         }
+    }
+
+    /// The emulator's description when any rank's GPU was emulated (the
+    /// first such rank's), else `None`.
+    pub fn emulator(&self) -> Option<&str> {
+        self.per_rank
+            .iter()
+            .find(|x| x.emulated)
+            .map(|x| x.emulator.as_deref().unwrap_or("an emulated CUDA driver"))
     }
 }
 

@@ -62,7 +62,24 @@ pub fn render(r: &Record) -> String {
         );
     }
     for d in &r.provenance.devices {
-        let _ = writeln!(s, "Device: {d}");
+        // A rank's placement names its device: an emulated one is said so
+        // where a reader looks for the hardware.
+        let emulated = r
+            .per_rank
+            .iter()
+            .find(|x| x.emulated && x.placement.contains(d.as_str()));
+        match emulated {
+            Some(x) => {
+                let _ = writeln!(
+                    s,
+                    "Device: {d} -- EMULATED ({}): its times are not GPU performance",
+                    x.emulator.as_deref().unwrap_or("an emulated CUDA driver")
+                );
+            }
+            None => {
+                let _ = writeln!(s, "Device: {d}");
+            }
+        }
     }
     let _ = writeln!(s);
     let _ = writeln!(
@@ -99,6 +116,13 @@ pub fn render(r: &Record) -> String {
         let _ = write!(s, ", {:.1}% of sum13 {t:.2} GB/s", 100.0 * f);
     }
     let _ = writeln!(s);
+    if let Some(emu) = r.emulator() {
+        let _ = writeln!(
+            s,
+            " Note: the GPU was EMULATED ({emu}): the rates above measure the host CPU \
+             running the emulator, not GPU performance"
+        );
+    }
     let _ = writeln!(s, " p fingerprint : {}", r.p_fingerprint);
     let verdict = match r.verified {
         Some(true) => "VALID",
@@ -213,6 +237,86 @@ pub fn c_exp(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Record;
+
+    /// A record of a one-rank GPU run on `device`, its rank's GPU
+    /// emulated by `emulator` when given.
+    fn gpu_record(device: &str, emulator: Option<&str>) -> Record {
+        let phases: serde_json::Value = Phase::ALL
+            .iter()
+            .map(|p| (p.name().to_string(), serde_json::json!(0.25)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        let stats: serde_json::Value = Phase::ALL
+            .iter()
+            .map(|p| {
+                let st = serde_json::json!({"min_s": 0.25, "avg_s": 0.25, "max_s": 0.25});
+                (p.name().to_string(), st)
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        let mut rank = serde_json::json!({
+            "rank": 0, "host": "h", "coords": [0, 0, 0], "points": [30, 30, 62],
+            "loop_s": 1.0, "phases_s": phases,
+            "placement": format!("gpu x1 threads, device {device}, kernels sm_90"),
+            "cpu_share": 1.0
+        });
+        if let Some(e) = emulator {
+            rank["emulated"] = true.into();
+            rank["emulator"] = e.into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "schema": 1, "timestamp": "t", "label": null, "size": "XS",
+            "grid": [32, 32, 64], "procs": [1, 1, 1], "ranks": 1, "threads_per_rank": 1,
+            "backend": "gpu", "iterations": 10, "planned_iterations": 10, "complete": true,
+            "gosa": 1e-3, "mflops": 12.5, "score": 0.15, "wall_s": 1.0, "warmup_s": 0.3,
+            "gbytes_per_s": 0.02, "stream_triad_gbytes_per_s": null, "stream_fraction": null,
+            "phases": stats, "slowest_rank": 0, "compute_share": 0.5, "comm_share": 0.1,
+            "halo_bytes_per_iteration": 0, "p_fingerprint": "00",
+            "verified": true,
+            "verification": {"verified": true, "against": "known-answer", "detail": "ok"},
+            "staging": "pinned", "overlap": false, "bind": "none",
+            "per_rank": [rank],
+            "provenance": {"version": "0", "git_commit": "c", "features": ["cuda"],
+                           "mpi_library": null, "hosts": ["h"], "devices": [device],
+                           "command": ["himeno"]}
+        }))
+        .expect("a record")
+    }
+
+    #[test]
+    fn an_emulated_device_is_said_so_on_its_line_and_by_the_rates() {
+        let dev = "GPU 0: Emulated (sm_90, 1 GiB)";
+        let emu = "himeno CUDA emulator (host CPU, seed 7, lazy streams)";
+        let text = render(&gpu_record(dev, Some(emu)));
+        assert!(
+            text.contains(&format!(
+                "Device: {dev} -- EMULATED ({emu}): its times are not GPU performance\n"
+            )),
+            "{text}"
+        );
+        let rates = text.find(" MFLOPS measured").unwrap();
+        let note = text
+            .find(" Note: the GPU was EMULATED")
+            .expect("a note by the rates");
+        assert!(
+            note > rates && note < text.find(" p fingerprint").unwrap(),
+            "{text}"
+        );
+        // The original's lines keep their exact form.
+        assert!(text.contains(" MFLOPS measured : 12.500000\tcpu : 1.000000\n"));
+        let real = render(&gpu_record(dev, None));
+        assert!(real.contains(&format!("Device: {dev}\n")), "{real}");
+        assert!(!real.contains("EMULATED"), "{real}");
+        // The JSON carries the flag and the description on the rank only
+        // when emulated.
+        let json = serde_json::to_value(gpu_record(dev, Some(emu))).unwrap();
+        assert_eq!(json["per_rank"][0]["emulated"], true);
+        assert_eq!(json["per_rank"][0]["emulator"], emu);
+        let json = serde_json::to_value(gpu_record(dev, None)).unwrap();
+        assert!(json["per_rank"][0].get("emulated").is_none());
+        assert!(json["per_rank"][0].get("emulator").is_none());
+    }
 
     #[test]
     fn exponents_are_written_as_c_writes_them() {

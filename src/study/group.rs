@@ -7,6 +7,10 @@
 //! 2. The rest are keyed by (label, backend, threads per rank, sweeps per
 //!    halo exchange); runs without a label share the empty label. (A
 //!    `--temporal` run is never the base of a classic run's speed-up.)
+//!    A run on an emulated GPU (a stand-in CUDA driver running the kernels
+//!    on the host CPU) counts as backend `gpu-emulated`: it forms its own
+//!    groups, titled as emulated, and never joins or scales against real
+//!    GPU runs.
 //! 3. Within a key, the runs form one **weak-scaling** group when the label
 //!    contains `weak` (any case), or when they span several grids and
 //!    several rank counts while the interior points per rank agree within
@@ -86,8 +90,11 @@ pub struct Group {
     pub grid: Option<[usize; 3]>,
     /// Size name of the first run (preset or `custom`).
     pub size: String,
-    /// Backend.
+    /// Backend (`gpu-emulated` for runs on an emulated GPU).
     pub backend: String,
+    /// Whether the runs were made on an emulated GPU (absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub emulated: bool,
     /// Threads per rank.
     pub threads_per_rank: usize,
     /// Sweeps per halo exchange (`--temporal`).
@@ -148,8 +155,14 @@ impl Group {
         } else {
             String::new()
         };
+        // First, so that a caption cut short still says it.
+        let emulated = if self.emulated {
+            "EMULATED GPU (not GPU performance): "
+        } else {
+            ""
+        };
         format!(
-            "{what}{label}, {} x{} thread(s)/rank{temporal}",
+            "{emulated}{what}{label}, {} x{} thread(s)/rank{temporal}",
             self.backend, self.threads_per_rank
         )
     }
@@ -183,7 +196,7 @@ pub fn group(records: &[RunRecord]) -> Study {
         }
         let key = (
             r.label.clone().unwrap_or_default(),
-            r.backend.clone(),
+            backend_of(r),
             r.threads_per_rank,
             r.temporal,
         );
@@ -220,6 +233,19 @@ pub fn group(records: &[RunRecord]) -> Study {
     }
     study
 }
+
+/// The backend a run is grouped under: its own, or `gpu-emulated` for a
+/// run on an emulated GPU.
+fn backend_of(r: &RunRecord) -> String {
+    if r.emulated {
+        EMULATED_BACKEND.to_string()
+    } else {
+        r.backend.clone()
+    }
+}
+
+/// The backend name of runs on an emulated GPU.
+pub const EMULATED_BACKEND: &str = "gpu-emulated";
 
 /// Whether the runs of one key form a weak-scaling study.
 fn is_weak(label: &str, runs: &[&RunRecord]) -> bool {
@@ -292,6 +318,7 @@ fn make_group(
         grid,
         size: runs.first().map_or_else(String::new, |r| r.size.clone()),
         backend: backend.to_string(),
+        emulated: backend == EMULATED_BACKEND,
         threads_per_rank: threads,
         temporal,
         base_ranks,
@@ -414,6 +441,61 @@ mod tests {
         assert_eq!(got, [(1, vec![1.0, 1.8]), (4, vec![1.0, 1.6])]);
         assert!(study.groups[1].title().contains("T=4"));
         assert_ne!(study.groups[0].slug(), study.groups[1].slug());
+    }
+
+    #[test]
+    fn emulated_gpu_runs_form_their_own_groups_titled_as_emulated() {
+        let g = [34, 34, 34];
+        let gpu = |procs, mflops, emulated: bool| {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&line("s", g, procs, mflops)).unwrap();
+            v["backend"] = "gpu".into();
+            // The slowest rank (0) is real; another rank's device was
+            // emulated: the run is emulated all the same.
+            v["per_rank"] = serde_json::json!([
+                {"rank": 0, "host": "h", "loop_s": 1.0, "phases_s": {"compute": 0.9}},
+                {"rank": 1, "host": "h", "loop_s": 0.5, "emulated": emulated,
+                 "emulator": "himeno CUDA emulator (host CPU)"}
+            ]);
+            v.to_string()
+        };
+        let study = group(&records(&[
+            gpu([1, 1, 1], 1000.0, false),
+            gpu([1, 1, 1], 5.0, true),
+            gpu([2, 1, 1], 1800.0, false),
+            gpu([2, 1, 1], 9.0, true),
+        ]));
+        let got: Vec<(&str, bool, Vec<f64>)> = study
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.backend.as_str(),
+                    g.emulated,
+                    g.rows.iter().map(|r| r.mflops).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("gpu", false, vec![1000.0, 1800.0]),
+                (EMULATED_BACKEND, true, vec![5.0, 9.0])
+            ]
+        );
+        assert!(!study.groups[0].title().contains("EMULATED"));
+        assert!(
+            study.groups[1]
+                .title()
+                .starts_with("EMULATED GPU (not GPU performance): strong scaling"),
+            "{}",
+            study.groups[1].title()
+        );
+        assert!(study.groups[1].slug().contains("gpu-emulated"));
+        assert_ne!(study.groups[0].slug(), study.groups[1].slug());
+        let json = serde_json::to_value(&study.groups).unwrap();
+        assert_eq!(json[1]["emulated"], true);
+        assert!(json[0].get("emulated").is_none(), "{}", json[0]);
     }
 
     #[test]

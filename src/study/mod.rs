@@ -324,14 +324,19 @@ fn render_prediction(
 }
 
 /// The single-rank rate from a results file: the best complete, not failed
-/// 1-rank run, on the same grid when there is one.
+/// 1-rank run (not on an emulated GPU), on the same grid when there is one.
 fn rate_from_results(path: &std::path::Path, grid: &Grid) -> Result<(f64, String)> {
     let loaded = records::load(&[path])?;
     let ok: Vec<&RunRecord> = loaded
         .records
         .iter()
         .filter(|r| {
-            r.ranks == 1 && r.flag().is_none() && model::check_rate(r.mflops, "rate").is_ok()
+            // An emulated GPU's rate is the host CPU's running the
+            // emulator: no basis for a model.
+            r.ranks == 1
+                && !r.emulated
+                && r.flag().is_none()
+                && model::check_rate(r.mflops, "rate").is_ok()
         })
         .collect();
     let best = |same_grid: bool| {

@@ -464,7 +464,11 @@ where
         (
             measured.iter().copied().filter_map(to_chart).collect(),
             blue.stroke_width(2),
-            "measured (best run per rank count)",
+            if g.emulated {
+                "measured on an EMULATED GPU (best run per rank count)"
+            } else {
+                "measured (best run per rank count)"
+            },
         ),
     ];
     for (points, style, label) in lines {

@@ -44,6 +44,10 @@ pub struct RankPart {
     /// Seconds per phase.
     #[serde(default)]
     pub phases_s: BTreeMap<String, f64>,
+    /// Whether the rank's GPU was emulated (absent: a real device, or a
+    /// CPU rank).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub emulated: bool,
 }
 
 /// The fields of a run record (`crate::report::Record`) that studies need.
@@ -112,6 +116,11 @@ pub struct RunRecord {
     /// (before `per_rank` is cut to the slowest rank).
     #[serde(skip_deserializing)]
     pub host_count: usize,
+    /// Whether any rank's GPU was emulated, found when the record was read
+    /// (before `per_rank` is cut): such a run measures the host CPU
+    /// running an emulator, never GPU performance.
+    #[serde(skip_deserializing, skip_serializing_if = "std::ops::Not::not")]
+    pub emulated: bool,
 }
 
 fn one() -> usize {
@@ -332,6 +341,7 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
             // Only the slowest rank's part is used: keeping the rest would
             // let memory grow with every rank of every record.
             r.host_count = r.count_hosts();
+            r.emulated = r.per_rank.iter().any(|p| p.emulated);
             let slowest = r.slowest_rank;
             r.per_rank.retain(|p| p.rank == slowest);
             r.per_rank.truncate(1);

@@ -196,3 +196,36 @@ fn overlap_is_bitwise_equal_on_two_ranks() {
     }
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
 }
+
+#[test]
+fn in_process_gpu_ranks_get_two_hardware_queues_each_unless_the_user_chose() {
+    // The variable is set before anything can probe for a GPU, so the log
+    // line appears whether or not one is present.
+    let queues = "CUDA_DEVICE_MAX_CONNECTIONS=12";
+    let gpu = [
+        "-v",
+        "--backend",
+        "gpu",
+        "--local-ranks",
+        "6",
+        "--grid",
+        "9x9x9",
+    ];
+    let o = go(&[&gpu[..], &["--iterations", "1"]].concat());
+    assert_eq!(stderr(&o).contains(queues), CUDA, "{}", stderr(&o));
+    let mut c = himeno(&[&gpu[..], &["--iterations", "1"]].concat());
+    c.env("CUDA_DEVICE_MAX_CONNECTIONS", "3");
+    let o = run(c);
+    assert!(!stderr(&o).contains("set CUDA_DEVICE"), "{}", stderr(&o));
+    let o = go(&[
+        "-v",
+        "--local-ranks",
+        "6",
+        "--grid",
+        "9x9x9",
+        "--iterations",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CUDA_DEVICE"), "{}", stderr(&o));
+}

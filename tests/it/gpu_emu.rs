@@ -657,6 +657,92 @@ fn gpu_emu_kernel_signatures_match_the_launchers() {
     assert_eq!(omega, Some(Value::F32(OMEGA)));
 }
 
+/// What the emulated driver says of a launch whose declared parameters
+/// are `params` (kind, name) and whose argument slots are `slots`, the
+/// end marker not included: one line per width or count mismatch.
+fn slot_errors(params: &[(String, String)], slots: &[u64]) -> Vec<String> {
+    let mut bad = Vec::new();
+    if slots.len() != params.len() {
+        bad.push(format!(
+            "{} slots for {} parameters",
+            slots.len(),
+            params.len()
+        ));
+    }
+    for ((kind, name), &slot) in params.iter().zip(slots) {
+        let narrow = slot >> 32 == launch::CANARY;
+        match (kind.as_str(), narrow) {
+            ("int" | "float", false) => bad.push(format!("{name}: 8 bytes for a 4-byte {kind}")),
+            ("pointer" | "long long", true) => {
+                bad.push(format!("{name}: 4 bytes for an 8-byte {kind}"))
+            }
+            _ => {}
+        }
+    }
+    bad
+}
+
+#[test]
+fn gpu_emu_argument_slots_pass_the_emulated_drivers_width_check() {
+    let declared = declared_kernels(SOURCE);
+    let grid = Grid::new([9, 8, 40]).unwrap();
+    let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+    let dims = block.local_dims();
+    let plan = SweepPlan::of(&block).unwrap();
+    let copy = FaceCopy::of(Face { dim: 1, side: 0 }, dims, true);
+    let lists: [(&str, Vec<Arg>); 6] = [
+        (
+            "sweep",
+            launch::sweep_args(&buffers(), dims, &plan.whole[0]),
+        ),
+        ("reduce_partials", launch::reduce_args(8, 3, 16)),
+        ("pack_face", launch::face_args(8, 16, &copy, dims)),
+        ("unpack_face", launch::face_args(8, 16, &copy, dims)),
+        ("fill", launch::fill_args(8, 3, -1.5)),
+        ("fill_planes", launch::fill_planes_args(8, 16, 4, 12)),
+    ];
+    for (kernel, args) in &lists {
+        let (_, params) = declared.iter().find(|(n, _)| n == kernel).unwrap();
+        let slots = launch::slots(args);
+        assert_eq!(
+            slot_errors(params, &slots),
+            Vec::<String>::new(),
+            "{kernel}"
+        );
+        // Each parameter read with its declared width is the value.
+        for (a, &slot) in args.iter().zip(&slots) {
+            let low = slot.to_le_bytes();
+            let four: [u8; 4] = low[..4].try_into().unwrap();
+            let same = match a.value {
+                Value::Ptr(v) => slot == v,
+                Value::I64(v) => i64::from_le_bytes(low) == v,
+                Value::I32(v) => i32::from_le_bytes(four) == v,
+                Value::F32(v) => f32::from_le_bytes(four).to_bits() == v.to_bits(),
+            };
+            assert!(same, "{kernel}: {} read back wrong from {slot:#x}", a.name);
+        }
+    }
+    // The check catches a launcher that passes the wrong width or count.
+    let (_, face) = declared.iter().find(|(n, _)| n == "pack_face").unwrap();
+    let mut wrong = launch::face_args(8, 16, &copy, dims);
+    wrong[2].value = Value::I64(1);
+    wrong[3].value = Value::I32(2);
+    assert_eq!(
+        slot_errors(face, &launch::slots(&wrong)),
+        [
+            "dim: 8 bytes for a 4-byte int",
+            "plane: 4 bytes for an 8-byte long long"
+        ]
+    );
+    // One argument short: the count is wrong too.
+    wrong.pop();
+    assert_eq!(
+        slot_errors(face, &launch::slots(&wrong))[0],
+        "7 slots for 8 parameters"
+    );
+    assert_eq!(launch::ARGS_END.to_be_bytes(), *b"HIMENO..");
+}
+
 #[test]
 fn gpu_emu_launch_constants_come_from_one_place() {
     // Every constant kernels.cu uses is one the launcher defines.

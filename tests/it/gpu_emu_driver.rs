@@ -13,16 +13,36 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The stub driver's source: the three calls a probe makes before it
-/// counts devices.
+/// counts devices, which it finds none of. With `HIMENO_STUB_EXCLUSIVE`
+/// set it has one device in EXCLUSIVE_PROCESS compute mode that another
+/// process holds: its primary context cannot be retained
+/// (CUDA_ERROR_DEVICE_UNAVAILABLE), and the calls the error message
+/// makes answer. Like the project's emulated driver it describes itself
+/// through `himeno_emu_describe`, which a real driver lacks.
 const STUB: &str = r#"
 #include <stdlib.h>
+#include <string.h>
 int cuDriverGetVersion(int *v) {
     const char *e = getenv("HIMENO_STUB_CUDA_VERSION");
     *v = e ? atoi(e) : 13000;
     return 0;
 }
 int cuInit(unsigned flags) { (void)flags; return 0; }
-int cuDeviceGetCount(int *n) { *n = 0; return 0; }
+int cuDeviceGetCount(int *n) { *n = getenv("HIMENO_STUB_EXCLUSIVE") ? 1 : 0; return 0; }
+int cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? 0 : 101; }
+int cuDevicePrimaryCtxRetain(void **ctx, int d) { (void)ctx; (void)d; return 46; }
+int cuDeviceGetAttribute(int *v, int attr, int d) {
+    (void)d;
+    *v = attr == 20 ? 3 : 0;
+    return 0;
+}
+int cuDeviceGetName(char *name, int len, int d) {
+    (void)d;
+    strncpy(name, "Stub Exclusive GPU", len);
+    return 0;
+}
+int cuGetErrorString(int e, const char **s) { (void)e; *s = "stub error"; return 0; }
+const char *himeno_emu_describe(void) { return "stub CUDA emulator (test)"; }
 "#;
 
 /// A fresh folder for one test.
@@ -156,6 +176,44 @@ fn assert_found(o: &Output, version: &str, folder: &Path) {
     assert!(err.contains("the CUDA driver sees no device"), "{err}");
     let want = format!("NVRTC {version} loaded from {}", folder.display());
     assert!(err.contains(&want), "no `{want}` in:\n{err}");
+}
+
+#[test]
+fn gpu_emu_driver_explains_an_exclusive_device_held_by_another_process() {
+    let Some((_, cu13)) = wheels("the EXCLUSIVE_PROCESS message") else {
+        return;
+    };
+    let t = scratch("exclusive");
+    let o = gpu_run(
+        &t,
+        &[
+            (
+                "HIMENO_NVRTC_LIB",
+                cu13.join("libnvrtc.so.13").display().to_string(),
+            ),
+            ("HIMENO_STUB_EXCLUSIVE", "1".into()),
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(lines.len(), 1, "one error line:\n{err}");
+    for want in [
+        "GPU 0 (Stub Exclusive GPU)",
+        "EXCLUSIVE_PROCESS",
+        "CUDA_VISIBLE_DEVICES",
+        "--local-ranks",
+        "DEFAULT",
+    ] {
+        assert!(lines[0].contains(want), "no `{want}` in: {}", lines[0]);
+    }
+    // The loaded driver was recognised as an emulator by its export.
+    assert!(
+        err.contains("the CUDA driver is an emulator") && err.contains("stub CUDA emulator (test)"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(t);
 }
 
 #[test]

@@ -560,3 +560,49 @@ fn small_real_sweep_writes_results_tables_and_plots() {
         "speed-up, efficiency and phases, as SVG and PNG"
     );
 }
+
+#[test]
+fn report_keeps_emulated_gpu_runs_in_groups_of_their_own() {
+    let dir = scratch("emulated");
+    let cpu = real_record(&dir);
+    let mut gpu: serde_json::Value = serde_json::from_str(&cpu).unwrap();
+    gpu["backend"] = "gpu".into();
+    let mut emulated = gpu.clone();
+    for r in emulated["per_rank"].as_array_mut().unwrap() {
+        r["emulated"] = true.into();
+        r["emulator"] = "himeno CUDA emulator (host CPU, seed 7, lazy streams)".into();
+    }
+    let file = dir.join("gpu.jsonl");
+    std::fs::write(&file, format!("{gpu}\n{emulated}\n")).unwrap();
+    let f = file.to_str().unwrap();
+    let v = json_ok(&run(himeno(&["report", f, "--format", "json"])));
+    let groups = v["groups"].as_array().unwrap();
+    let got: Vec<(&str, bool)> = groups
+        .iter()
+        .map(|g| (g["backend"].as_str().unwrap(), g["emulated"] == true))
+        .collect();
+    assert_eq!(got, [("gpu", false), ("gpu-emulated", true)], "{v}");
+    let text = stdout_ok(&run(himeno(&["report", f])));
+    assert!(
+        text.contains("== EMULATED GPU (not GPU performance): strong scaling"),
+        "{text}"
+    );
+    let plots = dir.join("plots");
+    let o = run(himeno(&["report", f, "--plot", plots.to_str().unwrap()]));
+    stdout_ok(&o);
+    let names: Vec<String> = std::fs::read_dir(&plots)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.contains("gpu-emulated")),
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("-gpu-t") && !n.contains("emulated")),
+        "{names:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

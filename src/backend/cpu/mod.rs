@@ -434,6 +434,7 @@ impl Backend for CpuBackend {
                 self.pool.describe()
             )),
             gpu_software: None,
+            emulated: None,
         }
     }
 
@@ -482,16 +483,20 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
+    fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
         let next = ArrayView3::from_shape(self.lay.dims, &self.fields[1][..]).expect("field shape");
-        pack_plane(next, face, buf.as_mut_slice());
+        for (face, buf) in faces {
+            pack_plane(next.view(), *face, buf.as_mut_slice());
+        }
         Ok(0.0)
     }
 
-    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
-        let next =
+    fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64> {
+        let mut next =
             ArrayViewMut3::from_shape(self.lay.dims, &mut self.fields[1][..]).expect("field shape");
-        unpack_plane(next, face, buf.as_slice());
+        for (face, buf) in faces {
+            unpack_plane(next.view_mut(), *face, buf.as_slice());
+        }
         Ok(0.0)
     }
 

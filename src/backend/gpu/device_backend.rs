@@ -10,15 +10,28 @@
 //! Host round trips per iteration: the sweep's gosa stays on the device
 //! (reduced there) and comes back through one 8-byte page-locked copy, the
 //! only wait of an iteration without neighbours. With neighbours, the host
-//! also waits for the planes the exchange sends before packing them.
+//! also waits for the planes the exchange sends before packing them, and
+//! twice per dimension step of the exchange: once after packing both
+//! faces and copying them to the host, once after copying both received
+//! faces to the device and unpacking them.
+//!
+//! Faces: a face normal to i is contiguous and copied in place; a face
+//! normal to j or k is gathered by the pack kernel into its own device
+//! face buffer (one per face with a neighbour, sized by
+//! `launch::face_buffer_len`), so that the two faces of a step are in
+//! flight together. Two timing events around the copies of a step give
+//! its transfer time. The GPU backend runs one ghost layer (`--temporal`
+//! above 1 is refused for it at the command line), so a face's message is
+//! one layer.
 //!
 //! Every launch's shape and arguments come from `launch`, whose index math
 //! the `gpu_emu_*` tests replay on the host.
 
 use super::compile::Compiled;
-use super::driver::{Device, Probe, cuda_err};
+use super::connections;
+use super::driver::{self, Device, Probe, cuda_err};
 use super::launch::{
-    self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, Value, face_args, fill_args,
+    self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
     fill_planes_args, reduce_args, sweep_args,
 };
 use super::staging::{Pinned, PinnedBuffer};
@@ -97,8 +110,9 @@ pub struct GpuBackend {
     gosa: CudaSlice<f64>,
     /// ... and its page-locked copy on the host.
     gosa_host: Pinned<f64>,
-    /// Device side of a packed face (faces normal to j or k).
-    face: CudaSlice<f32>,
+    /// Device face buffers of the faces normal to j and k with a
+    /// neighbour, by `[dim - 1][side]`.
+    faces: [[Option<CudaSlice<f32>>; 2]; 2],
     plan: SweepPlan,
     overlap: bool,
     /// Whether the block exchanges any face (else nothing waits for the
@@ -116,18 +130,21 @@ fn addr<T>(s: &CudaSlice<T>, st: &CudaStream) -> u64 {
     p
 }
 
+/// The end marker every launch passes after its declared parameters
+/// (see [`launch::ARGS_END`]); a static, so its address outlives any launch.
+static ARGS_END_STATIC: u64 = launch::ARGS_END;
+
 /// Queues kernel `f` on `st` with launch shape `shape` and arguments
-/// `args`; `what` names it in errors.
+/// `args`; `what` names it in errors. Each argument goes in its own 8-byte
+/// slot ([`launch::slots`]), then the end marker, so that an emulated
+/// driver can check the count and width of every parameter.
 fn launch(st: &CudaStream, f: &CudaFunction, shape: Shape, args: &[Arg], what: &str) -> Result<()> {
+    let slots = launch::slots(args);
     let mut b = st.launch_builder(f);
-    for a in args {
-        match &a.value {
-            Value::Ptr(v) => b.arg(v),
-            Value::I32(v) => b.arg(v),
-            Value::I64(v) => b.arg(v),
-            Value::F32(v) => b.arg(v),
-        };
+    for s in &slots {
+        b.arg(s);
     }
+    b.arg(&ARGS_END_STATIC);
     let [gx, gy, gz] = shape.grid;
     let [bx, by, bz] = shape.block;
     let cfg = LaunchConfig {
@@ -137,7 +154,10 @@ fn launch(st: &CudaStream, f: &CudaFunction, shape: Shape, args: &[Arg], what: &
     };
     // SAFETY: `args` is the kernel's parameter list in order, with the
     // C types of its parameters (the gpu_emu tests check every list
-    // against kernels.cu); the values outlive the call, which copies them.
+    // against kernels.cu); each slot starts with the value's bytes, which
+    // is what the driver reads for a parameter of that width on a
+    // little-endian host, and the driver ignores the one extra pointer.
+    // `slots` outlives the call, which copies the values.
     // Every address lies in a live allocation of this backend and every
     // index range inside it (the launch plan and face geometry are checked
     // by the same tests).
@@ -174,27 +194,30 @@ impl GpuBackend {
             .new_stream_with_priority(greatest)
             .map_err(cuda_err("creating a stream"))?;
         let cells: usize = dims.iter().product();
+        let alloc_err = || dev.alloc_err("allocating device memory");
         let alloc = |n: usize| -> Result<CudaSlice<f32>> {
-            main.alloc_zeros::<f32>(n)
-                .map_err(cuda_err("allocating device memory"))
+            main.alloc_zeros::<f32>(n).map_err(alloc_err())
         };
         let bufs = [alloc(cells)?, alloc(cells)?];
         let coef = (0..COEFFICIENTS)
             .map(|_| alloc(cells))
             .collect::<Result<Vec<_>>>()?;
-        let face = alloc(launch::face_capacity(dims))?;
+        let mut faces = [[None, None], [None, None]];
+        for (face, _) in block.halo_faces() {
+            if let Some(n) = launch::face_buffer_len(face, dims) {
+                faces[face.dim - 1][face.side] = Some(alloc(n)?);
+            }
+        }
         let planes: Vec<f32> = (0..dims[0])
             .map(|li| p_initial(grid, block.global(0, li)))
             .collect();
         let plane_values = main
             .clone_htod(&planes)
-            .map_err(cuda_err("copying initial values"))?;
+            .map_err(dev.alloc_err("copying initial values"))?;
         let partial = main
             .alloc_zeros::<f64>(plan.partials)
-            .map_err(cuda_err("allocating device memory"))?;
-        let gosa = main
-            .alloc_zeros::<f64>(1)
-            .map_err(cuda_err("allocating device memory"))?;
+            .map_err(alloc_err())?;
+        let gosa = main.alloc_zeros::<f64>(1).map_err(alloc_err())?;
         let gosa_host = Pinned::<f64>::new(&ctx, 1)?;
         let event = || {
             ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -207,7 +230,7 @@ impl GpuBackend {
             threads: 1,
             device: Some(dev.description.clone()),
             detail: Some(format!(
-                "kernels {} by NVRTC {}{}, occupancy {}, staging {}, overlap {}",
+                "kernels {} by NVRTC {}{}, occupancy {}, staging {}, overlap {}, {}",
                 compiled.arch,
                 compiled.nvrtc_version,
                 sweep.map_or(String::new(), |r| format!(
@@ -217,13 +240,15 @@ impl GpuBackend {
                 )),
                 compiled.occupancy.name(),
                 cfg.staging.name(),
-                if cfg.overlap { "on" } else { "off" }
+                if cfg.overlap { "on" } else { "off" },
+                connections::describe()
             )),
             gpu_software: Some(GpuSoftware {
                 cuda_driver: format!("{}.{}", probe.driver.0, probe.driver.1),
                 nvrtc: probe.nvrtc.version_string(),
                 nvrtc_library: probe.nvrtc.path.clone(),
             }),
+            emulated: driver::emulator(),
         };
         let mut gpu = GpuBackend {
             dev,
@@ -238,7 +263,7 @@ impl GpuBackend {
             partial,
             gosa,
             gosa_host,
-            face,
+            faces,
             plan,
             overlap: cfg.overlap,
             neighbours: block.halo_faces().next().is_some(),
@@ -288,11 +313,52 @@ impl GpuBackend {
         }
     }
 
+    /// The copy of `face` (its sent plane when `send`) after checking that
+    /// `len`, the host buffer's length, is one layer of it.
+    fn face_copy(&self, face: Face, len: usize, send: bool) -> Result<FaceCopy> {
+        let c = FaceCopy::of(face, self.dims, send);
+        if len != c.len {
+            return Err(Error::runtime(format!(
+                "halo buffer of {len} values for a face of {} (the GPU backend exchanges one \
+                 layer)",
+                c.len
+            )));
+        }
+        Ok(c)
+    }
+
+    /// The device address the host copy of `c` (of `face`) reads or
+    /// writes: the plane of `next` itself when it is contiguous, else the
+    /// face's device buffer.
+    fn face_device(&self, st: &CudaStream, face: Face, c: &FaceCopy) -> Result<u64> {
+        match c.contiguous {
+            Some(off) => Ok(addr(&self.bufs[1 - self.cur], st) + off as u64 * 4),
+            None => self.faces[face.dim - 1][face.side]
+                .as_ref()
+                .map(|b| addr(b, st))
+                .ok_or_else(|| {
+                    Error::runtime(format!(
+                        "no device face buffer for {face:?}, which has no neighbour"
+                    ))
+                }),
+        }
+    }
+
     /// Queues the element-wise face kernel `func` (pack or unpack) for
-    /// the copy `c` of `next` against the device face buffer.
-    fn launch_face(&self, st: &CudaStream, func: &CudaFunction, c: &FaceCopy) -> Result<()> {
+    /// the copy `c` of `face` between `next` and the face's device buffer;
+    /// nothing for a contiguous face.
+    fn launch_face(
+        &self,
+        st: &CudaStream,
+        func: &CudaFunction,
+        face: Face,
+        c: &FaceCopy,
+    ) -> Result<()> {
+        if c.contiguous.is_some() {
+            return Ok(());
+        }
         let next = addr(&self.bufs[1 - self.cur], st);
-        let buf = addr(&self.face, st);
+        let buf = self.face_device(st, face, c)?;
         launch(
             st,
             func,
@@ -300,6 +366,61 @@ impl GpuBackend {
             &face_args(next, buf, c, self.dims),
             "launching a face kernel",
         )
+    }
+
+    /// Queues the packing of `faces` (checked by the caller) on `st`: the
+    /// pack kernels of the faces normal to j or k, a timing event, the
+    /// copies of every face to its host buffer, a timing event.
+    fn queue_pack(&self, st: &CudaStream, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<()> {
+        for (face, buf) in faces.iter() {
+            let c = self.face_copy(*face, buf.as_slice().len(), true)?;
+            self.launch_face(st, &self.k.pack, *face, &c)?;
+        }
+        self.ev[0]
+            .record(st)
+            .map_err(cuda_err("recording an event"))?;
+        for (face, buf) in faces.iter_mut() {
+            let dst = buf.as_mut_slice();
+            let c = self.face_copy(*face, dst.len(), true)?;
+            let src = self.face_device(st, *face, &c)?;
+            // SAFETY: `src` holds `dst.len()` values (a plane of `next` or
+            // the face's own buffer, which no other face of the step
+            // uses); the caller synchronises the stream before returning,
+            // so `dst` is not read or dropped while the copy is pending.
+            unsafe { result::memcpy_dtoh_async(dst, src, st.cu_stream()) }
+                .map_err(cuda_err("copying a face to the host"))?;
+        }
+        self.ev[1]
+            .record(st)
+            .map_err(cuda_err("recording an event"))
+    }
+
+    /// Queues the unpacking of `faces` (checked by the caller) on `st`: a
+    /// timing event, the copies of every host buffer to the device, a
+    /// timing event, the unpack kernels of the faces normal to j or k.
+    fn queue_unpack(&self, st: &CudaStream, faces: &[(Face, &dyn HostBuffer)]) -> Result<()> {
+        self.ev[0]
+            .record(st)
+            .map_err(cuda_err("recording an event"))?;
+        for (face, buf) in faces {
+            let src = buf.as_slice();
+            let c = self.face_copy(*face, src.len(), false)?;
+            let dst = self.face_device(st, *face, &c)?;
+            // SAFETY: `dst` has room for `src.len()` values (the ghost
+            // plane of `next` or the face's own buffer); the caller
+            // synchronises the stream before returning, so `buf` cannot
+            // change or be dropped while the copy is pending.
+            unsafe { result::memcpy_htod_async(dst, src, st.cu_stream()) }
+                .map_err(cuda_err("copying a face to the device"))?;
+        }
+        self.ev[1]
+            .record(st)
+            .map_err(cuda_err("recording an event"))?;
+        for (face, buf) in faces {
+            let c = self.face_copy(*face, buf.as_slice().len(), false)?;
+            self.launch_face(st, &self.k.unpack, *face, &c)?;
+        }
+        Ok(())
     }
 
     /// Seconds between the two timing events (waits for the second).
@@ -398,67 +519,33 @@ impl Backend for GpuBackend {
         Ok(self.gosa_host.values()[0])
     }
 
-    fn pack(&mut self, face: Face, buf: &mut dyn HostBuffer) -> Result<f64> {
+    fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
         let st = self.halo_stream();
-        let c = FaceCopy::of(face, self.dims, true);
-        let dst = buf.as_mut_slice();
-        if dst.len() != c.len {
-            return Err(Error::runtime(format!(
-                "halo buffer of {} values for a face of {}",
-                dst.len(),
-                c.len
-            )));
+        // Checked before anything is queued, so that an error leaves no
+        // work behind.
+        for (face, buf) in faces.iter() {
+            let c = self.face_copy(*face, buf.as_slice().len(), true)?;
+            self.face_device(&st, *face, &c)?;
         }
-        let src = match c.contiguous {
-            Some(off) => addr(&self.bufs[1 - self.cur], &st) + off as u64 * 4,
-            None => {
-                self.launch_face(&st, &self.k.pack, &c)?;
-                addr(&self.face, &st)
-            }
-        };
-        self.ev[0]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
-        // SAFETY: `src` holds `dst.len()` values (a plane of `next` or the
-        // face buffer); the stream is synchronised before returning.
-        unsafe { result::memcpy_dtoh_async(dst, src, st.cu_stream()) }
-            .map_err(cuda_err("copying a face to the host"))?;
-        self.ev[1]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
-        st.synchronize().map_err(cuda_err("packing a face"))?;
+        let queued = self.queue_pack(&st, faces);
+        // Waited for even when queuing failed part-way: no copy may still
+        // be writing a host buffer once this returns.
+        let waited = st.synchronize().map_err(cuda_err("packing faces"));
+        queued.and(waited)?;
         self.event_seconds()
     }
 
-    fn unpack(&mut self, face: Face, buf: &dyn HostBuffer) -> Result<f64> {
+    fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64> {
         let st = self.halo_stream();
-        let c = FaceCopy::of(face, self.dims, false);
-        let src = buf.as_slice();
-        if src.len() != c.len {
-            return Err(Error::runtime(format!(
-                "halo buffer of {} values for a face of {}",
-                src.len(),
-                c.len
-            )));
+        for (face, buf) in faces {
+            let c = self.face_copy(*face, buf.as_slice().len(), false)?;
+            self.face_device(&st, *face, &c)?;
         }
-        let dst = match c.contiguous {
-            Some(off) => addr(&self.bufs[1 - self.cur], &st) + off as u64 * 4,
-            None => addr(&self.face, &st),
-        };
-        self.ev[0]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
-        // SAFETY: `dst` has room for `src.len()` values; the stream is
-        // synchronised before `buf` can change.
-        unsafe { result::memcpy_htod_async(dst, src, st.cu_stream()) }
-            .map_err(cuda_err("copying a face to the device"))?;
-        self.ev[1]
-            .record(&st)
-            .map_err(cuda_err("recording an event"))?;
-        if c.contiguous.is_none() {
-            self.launch_face(&st, &self.k.unpack, &c)?;
-        }
-        st.synchronize().map_err(cuda_err("unpacking a face"))?;
+        let queued = self.queue_unpack(&st, faces);
+        // As in pack: no copy may still be reading a host buffer once this
+        // returns.
+        let waited = st.synchronize().map_err(cuda_err("unpacking faces"));
+        queued.and(waited)?;
         self.event_seconds()
     }
 

@@ -108,6 +108,46 @@ pub fn probe() -> std::result::Result<Probe, String> {
     })
 }
 
+/// The name an emulated CUDA driver exports its description under.
+pub const EMULATOR_SYMBOL: &str = "himeno_emu_describe";
+
+/// Whether the loaded CUDA driver is an emulator, and its own description
+/// if so (`const char *himeno_emu_describe(void)`, which only the
+/// project's stand-in `libcuda.so.1` exports): a record made on one must
+/// not pass for GPU performance. Call after a successful [`probe`], which
+/// loaded the driver; the library is looked up among the loaded ones only.
+pub fn emulator() -> Option<String> {
+    for name in ["libcuda.so.1", "libcuda.so"] {
+        // SAFETY: RTLD_NOLOAD loads nothing: it only returns a handle to a
+        // library already loaded (the driver, loaded by the probe), so no
+        // initialiser runs; dropping the handle releases that reference
+        // only, and cudarc keeps its own.
+        let lib = unsafe {
+            libloading::os::unix::Library::open(Some(name), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
+        };
+        let Ok(lib) = lib else { continue };
+        // SAFETY: an emulator exports the symbol with this C signature; a
+        // real driver does not export it at all.
+        let describe = unsafe {
+            lib.get::<unsafe extern "C" fn() -> *const std::ffi::c_char>(EMULATOR_SYMBOL)
+        };
+        let Ok(describe) = describe else {
+            return None;
+        };
+        // SAFETY: the function takes nothing and returns a static C string
+        // (or null); the string is copied before the handle is dropped.
+        let text = unsafe {
+            let p = describe();
+            (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+        };
+        return Some(
+            text.filter(|t| !t.trim().is_empty())
+                .unwrap_or_else(|| "an emulated CUDA driver (no description)".into()),
+        );
+    }
+    None
+}
+
 /// The device ordinal this rank uses: `--device` if given, otherwise the
 /// node-local rank modulo the number of devices (one GPU per rank).
 pub fn choose(requested: Option<usize>, node_rank: usize, count: usize) -> Result<usize> {
@@ -137,6 +177,11 @@ pub fn format_uuid(bytes: &[u8; 16]) -> String {
 
 /// A device with its context and what the report says about it.
 pub struct Device {
+    /// The device's ordinal among the visible ones.
+    pub ordinal: usize,
+    /// Whether the device reports memory pools (cudarc then allocates
+    /// with `cuMemAllocAsync`).
+    pub pools: bool,
     /// The device's primary context, current on this thread.
     pub ctx: Arc<CudaContext>,
     /// Compute capability (major, minor).
@@ -154,10 +199,82 @@ pub fn cuda_err(what: &str) -> impl Fn(result::DriverError) -> Error + '_ {
     move |e| Error::runtime(format!("CUDA error while {what}: {e:?}"))
 }
 
+/// The device's compute mode, the `CU_COMPUTEMODE_*` value, or `None`
+/// when the driver does not say.
+fn compute_mode(ordinal: usize) -> Option<i32> {
+    let dev = result::device::get(i32::try_from(ordinal).ok()?).ok()?;
+    // SAFETY: `dev` is a valid device handle of the initialised driver.
+    unsafe {
+        result::device::get_attribute(
+            dev,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_MODE,
+        )
+    }
+    .ok()
+}
+
+/// The device's name for an error message, `GPU 0 (NVIDIA H200)`, from the
+/// driver without a context.
+fn name_for_error(ordinal: usize) -> String {
+    let name = i32::try_from(ordinal)
+        .ok()
+        .and_then(|o| result::device::get(o).ok())
+        .and_then(|d| result::device::get_name(d).ok());
+    match name {
+        Some(n) => format!("GPU {ordinal} ({n})"),
+        None => format!("GPU {ordinal}"),
+    }
+}
+
+/// The one-line error for a device whose context could not be made
+/// because the device is unavailable, by its compute mode `mode`.
+pub fn unavailable_message(device: &str, mode: Option<i32>) -> String {
+    const EXCLUSIVE_PROCESS: i32 = sys::CUcomputemode::CU_COMPUTEMODE_EXCLUSIVE_PROCESS as i32;
+    const PROHIBITED: i32 = sys::CUcomputemode::CU_COMPUTEMODE_PROHIBITED as i32;
+    match mode {
+        Some(EXCLUSIVE_PROCESS) => format!(
+            "{device} is in EXCLUSIVE_PROCESS compute mode and another process already uses \
+             it: run one process per GPU (e.g. a different CUDA_VISIBLE_DEVICES for each \
+             rank), or run the ranks that share it as threads of one process with \
+             --local-ranks N, or ask for DEFAULT mode (nvidia-smi -c DEFAULT)"
+        ),
+        Some(PROHIBITED) => format!(
+            "{device} is in PROHIBITED compute mode, which lets no process use it: choose \
+             another with --device or CUDA_VISIBLE_DEVICES, or ask for DEFAULT mode \
+             (nvidia-smi -c DEFAULT)"
+        ),
+        _ => format!(
+            "{device} is unavailable (CUDA_ERROR_DEVICE_UNAVAILABLE): another process may \
+             hold it exclusively; run one process per GPU, or the ranks as threads of one \
+             process with --local-ranks N"
+        ),
+    }
+}
+
+/// The one-line error for a device that reports memory pools but refuses
+/// stream-ordered allocation.
+pub fn no_async_alloc_message(device: &str) -> String {
+    format!(
+        "{device} reports memory pools, but its driver refuses cuMemAllocAsync \
+         (CUDA_ERROR_NOT_SUPPORTED), which this build allocates device memory with: use a \
+         driver with stream-ordered allocation (a vGPU or emulated device may lack it), \
+         another device, or --backend cpu"
+    )
+}
+
 impl Device {
     /// Opens device `ordinal` (after a successful [`probe`]).
     pub fn open(ordinal: usize) -> Result<Device> {
-        let ctx = CudaContext::new(ordinal).map_err(cuda_err("opening the device"))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| {
+            if e.0 == sys::CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE {
+                Error::runtime(unavailable_message(
+                    &name_for_error(ordinal),
+                    compute_mode(ordinal),
+                ))
+            } else {
+                cuda_err("opening the device")(e)
+            }
+        })?;
         // SAFETY: the backend orders all work itself: one stream per role,
         // host synchronisation at every hand-over between streams, and no
         // buffer is freed while work on it may be pending (the backend
@@ -182,17 +299,33 @@ impl Device {
             .ok();
         let identity = uuid.clone().unwrap_or_else(|| format!("PCI {bus}"));
         let uuid = uuid.unwrap_or_else(|| "uuid unknown".into());
+        let pools = attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) > 0;
         let total = ctx.total_mem().unwrap_or(0) as f64 / (1u64 << 30) as f64;
         let description = format!(
             "GPU {ordinal}: {name} (sm_{}{}, {total:.0} GiB, PCI {bus}, {uuid})",
             cc.0, cc.1
         );
         Ok(Device {
+            ordinal,
+            pools,
             ctx,
             cc,
             description,
             identity,
         })
+    }
+
+    /// Maps a driver error of a device allocation to a runtime error: a
+    /// device with memory pools whose driver refuses `cuMemAllocAsync` is
+    /// said so in one line, any other error as by [`cuda_err`].
+    pub fn alloc_err<'a>(&'a self, what: &'a str) -> impl Fn(result::DriverError) -> Error + 'a {
+        move |e| {
+            if self.pools && e.0 == sys::CUresult::CUDA_ERROR_NOT_SUPPORTED {
+                Error::runtime(no_async_alloc_message(&name_for_error(self.ordinal)))
+            } else {
+                cuda_err(what)(e)
+            }
+        }
     }
 
     /// Free and total device memory in bytes.
@@ -215,6 +348,31 @@ mod tests {
         assert_eq!(choose(None, 0, 1).unwrap(), 0);
         assert_eq!(choose(Some(2), 7, 4).unwrap(), 2);
         assert!(matches!(choose(Some(4), 0, 4), Err(Error::Usage(_))));
+    }
+
+    #[test]
+    fn unavailable_devices_are_explained_by_their_compute_mode() {
+        let exclusive = unavailable_message("GPU 1 (X)", Some(3));
+        for w in [
+            "GPU 1 (X)",
+            "EXCLUSIVE_PROCESS",
+            "CUDA_VISIBLE_DEVICES",
+            "--local-ranks",
+            "DEFAULT",
+        ] {
+            assert!(exclusive.contains(w), "{w}: {exclusive}");
+        }
+        assert!(unavailable_message("GPU 0", Some(2)).contains("PROHIBITED"));
+        assert!(unavailable_message("GPU 0", None).contains("CUDA_ERROR_DEVICE_UNAVAILABLE"));
+        assert!(unavailable_message("GPU 0", Some(0)).contains("CUDA_ERROR_DEVICE_UNAVAILABLE"));
+        let pools = no_async_alloc_message("GPU 0 (E)");
+        assert!(
+            pools.contains("cuMemAllocAsync") && pools.contains("GPU 0 (E)"),
+            "{pools}"
+        );
+        for m in [exclusive, pools] {
+            assert!(!m.contains('\n'), "one line: {m}");
+        }
     }
 
     #[test]

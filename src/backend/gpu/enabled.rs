@@ -11,7 +11,7 @@ use crate::comm::Comm;
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
-use crate::grid::decomp::Block;
+use crate::grid::decomp::{Block, Face};
 
 /// Whether a usable GPU is present: the CUDA driver and NVRTC load, the
 /// driver initialises and sees a device. Never panics.
@@ -44,11 +44,12 @@ pub fn create(
     // above is collective), and none has allocated yet.
     let (free, _total) = agree(opened.dev.memory(), comm)?;
     let dims = block.local_dims();
+    let faces: Vec<Face> = block.halo_faces().map(|(f, _)| f).collect();
     let mine = Report {
         host: comm.host(),
         device: opened.dev.identity.clone(),
         description: opened.dev.description.clone(),
-        need: launch::device_bytes(dims, plan.partials),
+        need: launch::device_bytes(dims, plan.partials, &faces),
         free,
     };
     memcheck::check(&mine, comm)?;
@@ -89,6 +90,15 @@ fn open(cfg: &RunConfig, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swee
         );
     }
     let plan = SweepPlan::of(block)?;
+    // Said before the device is opened, so that the log tells even when
+    // opening it fails.
+    if let Some(emu) = driver::emulator() {
+        tracing::info!(
+            rank = comm.rank(),
+            emulator = %emu,
+            "the CUDA driver is an emulator: its times are not GPU performance"
+        );
+    }
     let dev = Device::open(ordinal)?;
     tracing::info!(
         rank = comm.rank(),

@@ -257,10 +257,19 @@ impl FaceCopy {
     }
 }
 
-/// Values of the largest face normal to j or k (those go through the
-/// device face buffer).
+/// Values of the largest face normal to j or k (no device face buffer
+/// holds more).
 pub fn face_capacity(dims: [usize; 3]) -> usize {
     (dims[0] * dims[2]).max(dims[0] * dims[1])
+}
+
+/// Values of the device face buffer of `face` (one layer), or `None` for
+/// a face normal to i, which is contiguous and copied in place. The
+/// backend keeps one such buffer per face normal to j or k that has a
+/// neighbour, so that both faces of a dimension step are packed, copied
+/// and unpacked with one wait for the device.
+pub fn face_buffer_len(face: Face, dims: [usize; 3]) -> Option<usize> {
+    (face.dim != 0).then(|| face.len(dims))
 }
 
 /// Granularity of device allocations from the driver's memory pool:
@@ -268,14 +277,22 @@ pub fn face_capacity(dims: [usize; 3]) -> usize {
 pub const ALLOCATION_GRANULE: u64 = 2 << 20;
 
 /// Device memory the backend allocates for a block with local extents
-/// `dims` and `partials` partial-sum slots, in bytes: the fourteen fields,
-/// the face buffer, the initial value of each i-plane, the partial sums and
-/// gosa, each allocation rounded up to [`ALLOCATION_GRANULE`].
-pub fn device_bytes(dims: [usize; 3], partials: usize) -> u64 {
+/// `dims`, `partials` partial-sum slots and halo faces `faces`, in bytes:
+/// the fourteen fields, a face buffer per face normal to j or k
+/// ([`face_buffer_len`]), the initial value of each i-plane, the partial
+/// sums and gosa, each allocation rounded up to [`ALLOCATION_GRANULE`].
+/// The memory check of all ranks sharing a device relies on it being
+/// exact.
+pub fn device_bytes(dims: [usize; 3], partials: usize, faces: &[Face]) -> u64 {
     let cells = dims.iter().map(|&d| d as u64).product::<u64>();
     let round = |b: u64| b.div_ceil(ALLOCATION_GRANULE) * ALLOCATION_GRANULE;
+    let face_buffers: u64 = faces
+        .iter()
+        .filter_map(|&f| face_buffer_len(f, dims))
+        .map(|n| round(n as u64 * 4))
+        .sum();
     NAMES.len() as u64 * round(cells * 4)
-        + round(face_capacity(dims) as u64 * 4)
+        + face_buffers
         + round(dims[0] as u64 * 4)
         + round(partials as u64 * 8)
         + round(8)
@@ -292,6 +309,42 @@ pub enum Value {
     I64(i64),
     /// `float`.
     F32(f32),
+}
+
+/// The high half of the slot of a 4-byte argument (`int`, `float`): a
+/// parameter read as 8 bytes shows it, so a width mismatch is caught.
+pub const CANARY: u64 = 0xA5A5_A5A5;
+
+/// The value of the extra parameter every launch passes after the declared
+/// ones (`"HIMENO.."` as ASCII). The real driver reads only the parameters
+/// a kernel declares and ignores it; the emulated driver checks the count
+/// and widths with it: a slot whose declared width is 8 with its high half
+/// equal to [`CANARY`] was given a 4-byte value, a slot declared 4 wide
+/// whose high half is not the canary was given 8 bytes, and the parameter
+/// array must hold exactly the declared count of slots before the pointer
+/// to this value.
+pub const ARGS_END: u64 = 0x4849_4D45_4E4F_2E2E;
+
+impl Value {
+    /// The value's 8-byte parameter slot: its bytes little-endian in the
+    /// low bytes and, for 4-byte values, [`CANARY`] in the high 4 bytes.
+    /// A kernel reads the parameter from the slot's start with its declared
+    /// width, so on a little-endian host a 4-byte parameter reads exactly
+    /// the value.
+    pub fn slot(self) -> u64 {
+        let narrow = |bits: u32| (CANARY << 32) | u64::from(bits);
+        match self {
+            Value::Ptr(v) => v,
+            Value::I64(v) => u64::from_le_bytes(v.to_le_bytes()),
+            Value::I32(v) => narrow(u32::from_le_bytes(v.to_le_bytes())),
+            Value::F32(v) => narrow(v.to_bits()),
+        }
+    }
+}
+
+/// The parameter slots of `args`, in order (see [`Value::slot`]).
+pub fn slots(args: &[Arg]) -> Vec<u64> {
+    args.iter().map(|a| a.value.slot()).collect()
 }
 
 /// One kernel argument: the parameter's name in `kernels.cu` and its value.
@@ -451,12 +504,60 @@ mod tests {
 
     #[test]
     fn device_bytes_count_every_allocation_rounded() {
-        // 14 fields of 1000 cells, face, planes, partials, gosa: 18
-        // allocations of at most one granule each.
-        assert_eq!(device_bytes([10, 10, 10], 5), 18 * ALLOCATION_GRANULE);
-        let xl = device_bytes([514, 514, 1026], 1);
+        // 14 fields of 1000 cells, a face buffer, planes, partials, gosa:
+        // 18 allocations of at most one granule each.
+        let k_high = Face { dim: 2, side: 1 };
+        assert_eq!(
+            device_bytes([10, 10, 10], 5, &[k_high]),
+            18 * ALLOCATION_GRANULE
+        );
+        // Faces normal to i need no buffer; each other face has its own.
+        let i_low = Face { dim: 0, side: 0 };
+        assert_eq!(
+            device_bytes([10, 10, 10], 5, &[i_low]),
+            17 * ALLOCATION_GRANULE
+        );
+        let all: Vec<Face> = (0..3)
+            .flat_map(|dim| (0..2).map(move |side| Face { dim, side }))
+            .collect();
+        assert_eq!(device_bytes([10, 10, 10], 5, &all), 21 * ALLOCATION_GRANULE);
+        let xl = device_bytes([514, 514, 1026], 1, &[k_high]);
         let fields = 14 * 514 * 514 * 1026 * 4u64;
         assert!(xl > fields && xl < fields + 20 * ALLOCATION_GRANULE, "{xl}");
+        // A face normal to j (514 x 1026 values, just over 2 MiB) takes
+        // two granules, one normal to k (514 x 514) one.
+        let faces =
+            device_bytes([514, 514, 1026], 1, &all) - device_bytes([514, 514, 1026], 1, &[]);
+        assert_eq!(faces, 2 * 2 * ALLOCATION_GRANULE + 2 * ALLOCATION_GRANULE);
+    }
+
+    #[test]
+    fn face_buffers_hold_one_layer_of_faces_normal_to_j_and_k() {
+        let dims = [5, 7, 11];
+        assert_eq!(face_buffer_len(Face { dim: 0, side: 1 }, dims), None);
+        assert_eq!(face_buffer_len(Face { dim: 1, side: 0 }, dims), Some(55));
+        assert_eq!(face_buffer_len(Face { dim: 2, side: 1 }, dims), Some(35));
+        assert!(55 <= face_capacity(dims));
+    }
+
+    #[test]
+    fn slots_hold_the_value_low_and_mark_narrow_values() {
+        assert_eq!(Value::Ptr(0x1234_5678_9abc).slot(), 0x1234_5678_9abc);
+        assert_eq!(Value::I64(-2).slot(), u64::MAX - 1);
+        assert_eq!(Value::I64(7).slot(), 7);
+        assert_eq!(Value::I32(7).slot(), 0xA5A5_A5A5_0000_0007);
+        assert_eq!(Value::I32(-1).slot(), 0xA5A5_A5A5_FFFF_FFFF);
+        assert_eq!(Value::F32(1.0).slot(), 0xA5A5_A5A5_3F80_0000);
+        // A 4-byte read of the slot's first bytes gives the value back.
+        let low = |s: u64| -> [u8; 4] { s.to_le_bytes()[..4].try_into().unwrap() };
+        assert_eq!(i32::from_le_bytes(low(Value::I32(-5).slot())), -5);
+        assert_eq!(f32::from_le_bytes(low(Value::F32(OMEGA).slot())), OMEGA);
+        assert_eq!(ARGS_END.to_be_bytes(), *b"HIMENO..");
+        let args = fill_args(8, 3, 0.5);
+        assert_eq!(
+            slots(&args),
+            vec![8, 3, (CANARY << 32) | u64::from(0.5f32.to_bits())]
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   replayed on the host by the `gpu_emu_*` tests);
 //! - `regions`: the boxes one sweep launch covers (boundary slabs first
 //!   under `--overlap`);
-//! - `sample`: what a transfer measurement returns.
+//! - `sample`: what a transfer measurement returns;
+//! - `connections`: the hardware queues (`CUDA_DEVICE_MAX_CONNECTIONS`)
+//!   that in-process GPU ranks share.
 //!
 //! With `cuda`:
 //! - `enabled`: whether a GPU is usable, and creating a rank's backend;
@@ -24,6 +26,7 @@
 //! - `device_backend`: the `Backend` itself;
 //! - `transfer`: host<->device copy measurements, returned as [`sample`]s.
 
+pub mod connections;
 pub mod launch;
 pub mod regions;
 pub mod sample;

@@ -46,8 +46,8 @@ pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
         .ctx
         .new_stream()
         .map_err(cuda_err("creating a stream"))?;
-    let a: CudaSlice<u8> = st.alloc_zeros(max).map_err(cuda_err("allocating"))?;
-    let b: CudaSlice<u8> = st.alloc_zeros(max).map_err(cuda_err("allocating"))?;
+    let a: CudaSlice<u8> = st.alloc_zeros(max).map_err(dev.alloc_err("allocating"))?;
+    let b: CudaSlice<u8> = st.alloc_zeros(max).map_err(dev.alloc_err("allocating"))?;
     let mut pinned = PinnedBuffer::new(&dev.ctx, max.div_ceil(4))?;
     // Touched so that its pages exist before timing.
     let mut pageable = crate::machine::alloc::filled(max, 1u8, "the pageable host buffer")?;

@@ -22,8 +22,9 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
+# The comment block at the top of this file, whole.
 usage() {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 }
 
 out=${HIMENO_EMU_DIR:-${CARGO_TARGET_DIR:-$repo/target}/cuda-emu}

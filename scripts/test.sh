@@ -54,22 +54,25 @@ if ((EUID == 0)); then
 fi
 
 # The full build with Open MPI: real mpirun runs, the multi-host and Slurm
-# tests, and every GPU-side check that needs no GPU (NVRTC compiles the
-# kernels; device tests skip with a printed reason).
+# tests, and the GPU path on the emulated CUDA driver (scripts/cuda-emu.sh:
+# the real kernels on the host; NVRTC compiles them); the tests that need
+# a real GPU skip with a printed reason.
 if [[ $mpi != mpich ]]; then
   cargo test --release --features mpi,cuda
   took "the full build's tests (Open MPI)"
 fi
 
 # The MPI tests against MPICH: every test that starts ranks under a
-# launcher, and the multi-host runs (the Slurm job tests, which check the
-# templates and Slurm rather than the MPI library, ran above).
+# launcher, the emulated GPU under mpiexec, and the multi-host runs (the
+# Slurm job tests, which check the templates and Slurm rather than the MPI
+# library, ran above).
 if [[ $mpi != openmpi ]]; then
   MPICC=mpicc.mpich HIMENO_MPIRUN=mpiexec.mpich \
     CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/mpich" \
-    cargo test --release --features mpi --test it -- \
+    cargo test --release --features mpi,cuda --test it -- \
     ranks:: signals:: failures:: append:: c_peer:: bad_input:: hostile:: rehearsal:: stream:: \
     study:: \
+    emulated_gpu::emulated_gpu_under_mpirun emulated_gpu::emulated_exclusive_process \
     cluster::mpirun cluster::srun cluster::pingpong
   took "the MPI tests (MPICH)"
 fi

@@ -70,6 +70,17 @@ pub struct SelftestArgs {
     /// Ghost layers to exchange and check, as a `--temporal T` run keeps.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub temporal: usize,
+    /// Where the exchanged field lives: cpu (a host pattern), gpu (each
+    /// rank's device: its buffers, pack/unpack kernels and staging), or
+    /// auto (a GPU when every rank has one).
+    #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
+    pub backend: BackendKind,
+    /// GPU halo staging: pinned or pageable host memory.
+    #[arg(long, value_enum, default_value_t = Staging::Pinned)]
+    pub staging: Staging,
+    /// GPU ordinal to use; default: the node-local rank modulo the devices.
+    #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
+    pub device: Option<usize>,
 }
 
 impl SelftestArgs {
@@ -77,7 +88,20 @@ impl SelftestArgs {
     pub fn resolve(&self, ranks: usize) -> Result<Problem> {
         let problem = self.problem.resolve(Preset::XS, Ranks::Job(ranks))?;
         problem.check_temporal(self.temporal)?;
+        if self.backend == BackendKind::Gpu && self.temporal > 1 {
+            return Err(Error::usage(
+                "GPU ranks keep one ghost layer: use --temporal 1 with --backend gpu",
+            ));
+        }
         Ok(problem)
+    }
+
+    /// Where the ranks exchange: `auto` is a GPU only for one ghost layer.
+    pub fn backend_asked(&self) -> BackendKind {
+        match self.backend {
+            BackendKind::Auto if self.temporal > 1 => BackendKind::Cpu,
+            b => b,
+        }
     }
 }
 

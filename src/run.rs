@@ -8,11 +8,11 @@
 //! exit code 2 and only rank 0 prints. A runtime error may strike one rank
 //! alone: that rank prints it and aborts the whole job.
 
-use crate::backend;
+use crate::backend::{self, Kind};
 use crate::bench::stream;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
-use crate::config::{BackendKind, RunConfig, StreamMeasure};
+use crate::config::{BackendKind, Occupancy, RunConfig, StreamMeasure};
 use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
@@ -65,7 +65,19 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
             preflight::host_bytes(&block, false, None),
             comm,
         )?;
-        let checked = selftest::halo_self_test(comm, &problem, args.temporal)?;
+        let checked = match backend::choose(args.backend_asked(), comm) {
+            Kind::Cpu => selftest::halo_self_test(comm, &problem, args.temporal, None)?,
+            Kind::Gpu => {
+                let opts = backend::gpu::GpuOptions {
+                    device: args.device,
+                    staging: args.staging,
+                    overlap: false,
+                    occupancy: Occupancy::Auto,
+                };
+                let mut gpu = backend::gpu::create(&opts, &problem.grid, &block, comm)?;
+                selftest::halo_self_test(comm, &problem, args.temporal, Some(gpu.as_mut()))?
+            }
+        };
         let mut total = [checked as f64];
         comm.sum(&mut total);
         if comm.rank() == 0 {

@@ -183,6 +183,10 @@ pub trait Backend {
     fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64>;
     /// Makes `next` the current field (after the halo exchange).
     fn swap(&mut self);
+    /// Replaces `next` with `field` (the block's local extents, ghosts
+    /// included), as the halo self-test loads its pattern before running
+    /// the exchange through this backend.
+    fn load_next(&mut self, field: &Array3<f32>) -> Result<()>;
     /// A host buffer of `len` values for staging halo messages.
     fn staging(&mut self, len: usize) -> Result<Box<dyn HostBuffer>> {
         Ok(Box::new(crate::machine::alloc::zeroed::<f32>(

@@ -68,6 +68,16 @@ pub fn create(
         )?)),
         // A block deeper than one layer never gets here: validation refuses
         // --backend gpu with --temporal above 1 and resolves auto to cpu.
-        Kind::Gpu => gpu::create(cfg, grid, block, comm),
+        Kind::Gpu => gpu::create(
+            &gpu::GpuOptions {
+                device: cfg.device,
+                staging: cfg.staging,
+                overlap: cfg.overlap,
+                occupancy: cfg.gpu_occupancy,
+            },
+            grid,
+            block,
+            comm,
+        ),
     }
 }

@@ -224,3 +224,31 @@ pub const PROCESS_GRIDS: [(usize, &str); 12] = [
     (6, "1x2x3"),
     (8, "2x2x2"),
 ];
+
+/// The installed NVRTC wheel folder of `major` (the folder holding
+/// `libnvrtc.so.<major>` and its built-ins), or why there is none.
+pub fn nvrtc_wheel_dir(major: u32) -> Result<PathBuf, String> {
+    let var = format!("HIMENO_NVRTC{major}_LIB");
+    if let Some(p) = std::env::var_os(&var).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p).parent().unwrap().to_path_buf());
+    }
+    let root = std::env::var_os("HIMENO_NVRTC_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("himeno-nvrtc"))
+        })
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/himeno-nvrtc")))
+        .ok_or("no HOME")?;
+    let dir = match major {
+        12 => root.join("cu12/nvidia/cuda_nvrtc/lib"),
+        _ => root.join(format!("cu{major}/nvidia/cu{major}/lib")),
+    };
+    if dir.join(format!("libnvrtc.so.{major}")).is_file() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "no NVRTC {major} in {} (run scripts/install-nvrtc.sh)",
+            dir.display()
+        ))
+    }
+}

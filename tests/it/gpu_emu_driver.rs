@@ -78,34 +78,6 @@ fn stub_driver() -> &'static Path {
     })
 }
 
-/// The installed NVRTC wheel folder of `major` (the folder holding
-/// `libnvrtc.so.<major>` and its built-ins), or why there is none.
-fn wheel_lib_dir(major: u32) -> Result<PathBuf, String> {
-    let var = format!("HIMENO_NVRTC{major}_LIB");
-    if let Some(p) = std::env::var_os(&var).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(p).parent().unwrap().to_path_buf());
-    }
-    let root = std::env::var_os("HIMENO_NVRTC_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("himeno-nvrtc"))
-        })
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/himeno-nvrtc")))
-        .ok_or("no HOME")?;
-    let dir = match major {
-        12 => root.join("cu12/nvidia/cuda_nvrtc/lib"),
-        _ => root.join(format!("cu{major}/nvidia/cu{major}/lib")),
-    };
-    if dir.join(format!("libnvrtc.so.{major}")).is_file() {
-        Ok(dir)
-    } else {
-        Err(format!(
-            "no NVRTC {major} in {} (run scripts/install-nvrtc.sh)",
-            dir.display()
-        ))
-    }
-}
-
 /// The wheel folders of NVRTC 12 and 13; `None` (after saying why) when
 /// this is not a `cuda` build or they are missing outside CI. In CI a
 /// missing wheel fails the test.
@@ -114,7 +86,7 @@ fn wheels(test: &str) -> Option<(PathBuf, PathBuf)> {
         eprintln!("SKIPPED {test}: this build has no CUDA support");
         return None;
     }
-    match (wheel_lib_dir(12), wheel_lib_dir(13)) {
+    match (nvrtc_wheel_dir(12), nvrtc_wheel_dir(13)) {
         (Ok(a), Ok(b)) => Some((a, b)),
         (Err(e), _) | (_, Err(e)) if std::env::var_os("CI").is_some() => {
             panic!("CI needs the NVRTC wheels: {e}")

@@ -6,6 +6,7 @@ mod bad_input;
 mod c_peer;
 mod cluster;
 mod common;
+mod emulated_gpu;
 mod failures;
 mod fuzz;
 mod gpu;

@@ -504,6 +504,21 @@ impl Backend for CpuBackend {
         self.fields.swap(0, 1);
     }
 
+    fn load_next(&mut self, field: &Array3<f32>) -> Result<()> {
+        let next = &mut self.fields[1][..];
+        match field.as_slice() {
+            Some(values) if values.len() == next.len() => {
+                next.copy_from_slice(values);
+                Ok(())
+            }
+            _ => Err(crate::error::Error::runtime(format!(
+                "a field of {:?} values for a block of {:?}",
+                field.dim(),
+                self.lay.dims
+            ))),
+        }
+    }
+
     fn field(&mut self) -> Result<Array3<f32>> {
         let d = self.lay.dims;
         let copy = alloc::copied(&self.fields[0][..], "the copy of p read back")?;

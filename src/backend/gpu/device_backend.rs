@@ -27,6 +27,7 @@
 //! Every launch's shape and arguments come from `launch`, whose index math
 //! the `gpu_emu_*` tests replay on the host.
 
+use super::GpuOptions;
 use super::compile::Compiled;
 use super::connections;
 use super::driver::{self, Device, Probe, cuda_err};
@@ -36,7 +37,6 @@ use super::launch::{
 };
 use super::staging::{Pinned, PinnedBuffer};
 use crate::backend::api::{Backend, BackendInfo, GpuSoftware, HostBuffer, Kind};
-use crate::config::RunConfig;
 use crate::config::Staging;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
@@ -173,7 +173,7 @@ impl GpuBackend {
         plan: SweepPlan,
         grid: &Grid,
         block: &Block,
-        cfg: &RunConfig,
+        cfg: &GpuOptions,
     ) -> Result<GpuBackend> {
         let Opened {
             probe,
@@ -558,6 +558,24 @@ impl Backend for GpuBackend {
             Staging::Pinned if len > 0 => Ok(Box::new(PinnedBuffer::new(&self.dev.ctx, len)?)),
             _ => Ok(Box::new(vec![0.0f32; len])),
         }
+    }
+
+    fn load_next(&mut self, field: &Array3<f32>) -> Result<()> {
+        let st = self.main.clone();
+        let values = field
+            .as_slice()
+            .filter(|v| v.len() == self.dims.iter().product::<usize>())
+            .ok_or_else(|| {
+                Error::runtime(format!(
+                    "a field of {:?} values for a block of {:?}",
+                    field.dim(),
+                    self.dims
+                ))
+            })?;
+        st.memcpy_htod(values, &mut self.bufs[1 - self.cur])
+            .map_err(cuda_err("copying a field to the device"))?;
+        st.synchronize()
+            .map_err(cuda_err("copying a field to the device"))
     }
 
     fn field(&mut self) -> Result<Array3<f32>> {

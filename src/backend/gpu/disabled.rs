@@ -1,9 +1,9 @@
 //! Stand-in for the GPU backend in builds without the `cuda` feature.
 
+use super::GpuOptions;
 use super::sample::Measured;
 use crate::backend::api::Backend;
 use crate::comm::Comm;
-use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
@@ -15,7 +15,7 @@ pub fn available() -> bool {
 
 /// Explains that this build has no GPU support.
 pub fn create(
-    _cfg: &RunConfig,
+    _cfg: &GpuOptions,
     _grid: &Grid,
     _block: &Block,
     _comm: &dyn Comm,

@@ -89,17 +89,21 @@ pub fn probe() -> std::result::Result<Probe, String> {
         }
     };
     let nvrtc = Nvrtc::get(u32::try_from(driver.0).ok())?;
-    result::init().map_err(|e| {
-        format!("the CUDA driver failed to initialise ({e:?}): check the driver installation")
+    let no_device = || {
+        "the CUDA driver sees no device (check CUDA_VISIBLE_DEVICES), or use --backend cpu"
+            .to_string()
+    };
+    // A driver without devices (or with CUDA_VISIBLE_DEVICES hiding them
+    // all) fails cuInit itself with CUDA_ERROR_NO_DEVICE: that is no
+    // broken installation.
+    result::init().map_err(|e| match e.0 {
+        sys::CUresult::CUDA_ERROR_NO_DEVICE => no_device(),
+        _ => format!("the CUDA driver failed to initialise ({e:?}): check the driver installation"),
     })?;
     let count =
         result::device::get_count().map_err(|e| format!("cannot count CUDA devices ({e:?})"))?;
     if count <= 0 {
-        return Err(
-            "the CUDA driver sees no device (check CUDA_VISIBLE_DEVICES), or use \
-                    --backend cpu"
-                .into(),
-        );
+        return Err(no_device());
     }
     Ok(Probe {
         devices: count as usize,

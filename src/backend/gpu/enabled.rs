@@ -1,6 +1,7 @@
 //! The GPU backend's entry points in `cuda` builds: whether a GPU is
 //! usable, and creating a rank's backend collectively.
 
+use super::GpuOptions;
 use super::compile;
 use super::device_backend::{GpuBackend, Kernels, Opened};
 use super::driver::{self, Device, cuda_err};
@@ -8,7 +9,6 @@ use super::launch::{self, SweepPlan};
 use super::memcheck::{self, Report};
 use crate::backend::api::Backend;
 use crate::comm::Comm;
-use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
@@ -34,7 +34,7 @@ pub fn available() -> bool {
 /// ranks only is a runtime error that the failing ranks print and that
 /// aborts the job.
 pub fn create(
-    cfg: &RunConfig,
+    cfg: &GpuOptions,
     grid: &Grid,
     block: &Block,
     comm: &dyn Comm,
@@ -76,7 +76,7 @@ fn agree<T>(mine: Result<T>, comm: &dyn Comm) -> Result<T> {
 
 /// Opens this rank's device, plans its launches, and compiles and loads
 /// the kernels (ranks of one process compile once).
-fn open(cfg: &RunConfig, block: &Block, comm: &dyn Comm) -> Result<(Opened, SweepPlan)> {
+fn open(cfg: &GpuOptions, block: &Block, comm: &dyn Comm) -> Result<(Opened, SweepPlan)> {
     let probe = driver::probe().map_err(Error::usage)?;
     let count = probe.devices;
     let ordinal = driver::choose(cfg.device, comm.node_rank(), count)?;
@@ -107,7 +107,7 @@ fn open(cfg: &RunConfig, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swee
         software = %probe.describe(),
         "GPU chosen"
     );
-    let compiled = compile::compile(probe.nvrtc, dev.cc, cfg.gpu_occupancy)?;
+    let compiled = compile::compile(probe.nvrtc, dev.cc, cfg.occupancy)?;
     let module = dev.ctx.load_module(compiled.ptx.clone()).map_err(|e| {
         let newer = probe.nvrtc.version.0 > probe.driver.0;
         Error::runtime(format!(

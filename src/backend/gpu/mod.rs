@@ -31,6 +31,23 @@ pub mod launch;
 pub mod regions;
 pub mod sample;
 
+use crate::config::{Occupancy, Staging};
+
+/// What the GPU backend is asked for (as narrow as the CPU backend's
+/// options): the run's options that concern a rank's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// `--device`: the ordinal to use; `None`: by node-local rank.
+    pub device: Option<usize>,
+    /// Host memory the halo messages are staged in.
+    pub staging: Staging,
+    /// Whether the boundary planes are swept first, the interior during
+    /// the exchange.
+    pub overlap: bool,
+    /// The sweep kernel's register budget.
+    pub occupancy: Occupancy,
+}
+
 #[cfg(feature = "cuda")]
 pub mod compile;
 #[cfg(feature = "cuda")]

@@ -1,0 +1,524 @@
+//! The GPU path executed end to end without a GPU, against the emulated CUDA
+//! driver (`scripts/cuda-emu.sh`: a stand-in `libcuda.so.1` that runs the
+//! real `kernels.cu` on the host, runs stream work late and in a seeded
+//! order, and poisons what a missing synchronisation would expose). The
+//! unchanged `cuda` binary runs `--backend gpu` under it: every run must be
+//! VALID with the CPU's field fingerprint, on one rank and many, in-process
+//! and under `mpirun`, pinned and pageable, with and without `--overlap`,
+//! for five seeds (even seeds with two worker threads per device, odd ones
+//! with work run only when the host synchronises). The emulator's times
+//! are the host's; these tests never look at them as performance.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The interleavings every matrix runs under.
+const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+
+/// Relative gosa tolerance of a GPU run against the CPU (the order of the
+/// double-precision sum differs; the field is bitwise equal).
+const GOSA_TOLERANCE: f64 = 1e-9;
+
+/// What a test needs to run against the emulator.
+struct Emulator {
+    /// The folder holding the stand-in `libcuda.so.1`.
+    lib: PathBuf,
+    /// The NVRTC 13 library the runs compile with.
+    nvrtc: PathBuf,
+}
+
+/// Builds the emulated driver once per test run (`scripts/cuda-emu.sh
+/// build` into this test binary's folder).
+fn build() -> Result<PathBuf, String> {
+    static LIB: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-emu");
+        let o = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cuda-emu.sh"))
+            .arg("build")
+            .env("HIMENO_EMU_DIR", &dir)
+            .output()
+            .map_err(|e| format!("scripts/cuda-emu.sh: {e}"))?;
+        if o.status.success() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "scripts/cuda-emu.sh build failed:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            ))
+        }
+    })
+    .clone()
+}
+
+/// The emulator, or `None` after saying why `test` skips: a build without
+/// the `cuda` feature, or no NVRTC 13 outside CI (in CI that fails).
+fn emulator(test: &str) -> Option<Emulator> {
+    if !cfg!(feature = "cuda") {
+        eprintln!("SKIPPED {test}: this build has no CUDA support");
+        return None;
+    }
+    let nvrtc = match nvrtc_wheel_dir(13) {
+        Ok(d) => d.join("libnvrtc.so.13"),
+        Err(e) if std::env::var_os("CI").is_some() => panic!("CI needs NVRTC 13: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED {test}: {e}");
+            return None;
+        }
+    };
+    let lib = build().unwrap_or_else(|e| panic!("{e}"));
+    Some(Emulator { lib, nvrtc })
+}
+
+impl Emulator {
+    /// `cmd` set to run against the emulated driver with interleaving
+    /// `seed` (two worker threads per device for even seeds) and the
+    /// extra variables `env`.
+    fn wrap(&self, mut cmd: Command, seed: u64, env: &[(&str, &str)]) -> Command {
+        let path = match std::env::var_os("LD_LIBRARY_PATH") {
+            Some(p) if !p.is_empty() => {
+                let mut v = self.lib.clone().into_os_string();
+                v.push(":");
+                v.push(p);
+                v
+            }
+            _ => self.lib.clone().into_os_string(),
+        };
+        let state = temp_file("emu-state", &format!("seed{seed}-{}", unique()));
+        std::fs::create_dir_all(&state).unwrap();
+        cmd.env("LD_LIBRARY_PATH", path)
+            .env("HIMENO_NVRTC_LIB", &self.nvrtc)
+            .env("HIMENO_EMU_SEED", seed.to_string())
+            .env("HIMENO_EMU_WORKERS", if seed % 2 == 0 { "2" } else { "0" })
+            .env("HIMENO_EMU_STATE_DIR", state);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs `args` on the emulated GPU in one process.
+    fn himeno(&self, seed: u64, env: &[(&str, &str)], args: &[&str]) -> Output {
+        run(self.wrap(himeno(args), seed, env))
+    }
+}
+
+/// A number unique within this test process (for scratch folders).
+fn unique() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The CPU's verified JSON report for `grid` and `iterations`.
+fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
+    let r = json_ok(&run(himeno(&[
+        "--backend",
+        "cpu",
+        "--grid",
+        grid,
+        "--iterations",
+        iterations,
+        "--verify",
+        "--format",
+        "json",
+    ])));
+    assert_eq!(r["verified"], true, "{r}");
+    r
+}
+
+/// Asserts that the report of an emulated GPU run is VALID with the CPU's
+/// fingerprint and gosa, that each rank says its device is emulated, and,
+/// for a run with neighbours, that the halo went through host transfers.
+fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
+    let r = json_ok(o);
+    assert_eq!(r["backend"], "gpu", "{what}: {r}");
+    assert_eq!(r["verified"], true, "{what}: {}", r["verification"]);
+    assert_eq!(r["p_fingerprint"], cpu["p_fingerprint"], "{what}");
+    let (a, b) = (cpu["gosa"].as_f64().unwrap(), r["gosa"].as_f64().unwrap());
+    assert!(
+        (a - b).abs() <= GOSA_TOLERANCE * a.abs(),
+        "{what}: gosa {b} vs the CPU's {a}"
+    );
+    for rank in r["per_rank"].as_array().expect("per_rank") {
+        assert_eq!(rank["emulated"], true, "{what}: {rank}");
+    }
+    if r["halo_messages_per_iteration"].as_f64().unwrap_or(0.0) > 0.0 {
+        let t = r["phases"]["transfer"]["max_s"].as_f64().unwrap();
+        assert!(t > 0.0, "{what}: a staged run shows no transfer phase: {r}");
+    }
+}
+
+/// The run options of variant `n` of a matrix: staging and overlap in
+/// turn, so that every process grid meets each of them across the seeds.
+fn variant(n: usize) -> Vec<&'static str> {
+    let mut v = vec!["--staging", ["pinned", "pageable"][n % 2]];
+    if n / 2 % 2 == 1 {
+        v.push("--overlap");
+    }
+    v
+}
+
+#[test]
+fn emulated_gpu_on_one_rank_is_bitwise_the_cpu() {
+    let Some(emu) = emulator("emulated_gpu_on_one_rank_is_bitwise_the_cpu") else {
+        return;
+    };
+    let (grid, iters) = ("29x31x37", "4");
+    let cpu = cpu_reference(grid, iters);
+    for seed in SEEDS {
+        for n in 0..4 {
+            let mut args = vec![
+                "--backend",
+                "gpu",
+                "--grid",
+                grid,
+                "--iterations",
+                iters,
+                "--verify",
+                "--format",
+                "json",
+            ];
+            args.extend(variant(n));
+            let o = emu.himeno(seed, &[], &args);
+            assert_like_cpu(&o, &cpu, &format!("seed {seed} {:?}", variant(n)));
+        }
+    }
+}
+
+#[test]
+fn emulated_gpu_in_process_ranks_on_one_shared_device_and_on_four() {
+    let Some(emu) = emulator("emulated_gpu_in_process_ranks_on_one_shared_device_and_on_four")
+    else {
+        return;
+    };
+    let (grid, iters) = ("27x30x33", "4");
+    let cpu = cpu_reference(grid, iters);
+    for devices in ["1", "4"] {
+        for (n, seed) in SEEDS.into_iter().enumerate() {
+            let mut args = vec![
+                "--backend",
+                "gpu",
+                "--local-ranks",
+                "4",
+                "--grid",
+                grid,
+                "--iterations",
+                iters,
+                "--verify",
+                "--format",
+                "json",
+            ];
+            args.extend(variant(n));
+            let o = emu.himeno(seed, &[("HIMENO_EMU_DEVICES", devices)], &args);
+            assert_like_cpu(&o, &cpu, &format!("{devices} device(s), seed {seed}"));
+            let r = json_ok(&o);
+            let mut used: Vec<String> = r["per_rank"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["placement"].as_str().unwrap_or("").to_string())
+                .map(|p| p.split(", kernels").next().unwrap_or("").to_string())
+                .collect();
+            used.sort();
+            used.dedup();
+            assert_eq!(used.len(), devices.parse::<usize>().unwrap(), "{used:?}");
+        }
+    }
+}
+
+#[test]
+fn emulated_gpu_every_process_grid_matches_one_rank() {
+    let Some(emu) = emulator("emulated_gpu_every_process_grid_matches_one_rank") else {
+        return;
+    };
+    // Uneven blocks along every axis; the second grid has blocks one point
+    // wide (thin slabs) wherever it is split.
+    for (grid, iters) in [("23x19x29", "3"), ("8x5x8", "3")] {
+        let cpu = cpu_reference(grid, iters);
+        for (g, (np, procs)) in PROCESS_GRIDS.into_iter().enumerate() {
+            for (s, seed) in SEEDS.into_iter().enumerate() {
+                let n = np.to_string();
+                let mut args = vec![
+                    "--backend",
+                    "gpu",
+                    "--local-ranks",
+                    &n,
+                    "--procs",
+                    procs,
+                    "--grid",
+                    grid,
+                    "--iterations",
+                    iters,
+                    "--verify",
+                    "--format",
+                    "json",
+                ];
+                args.extend(variant(g + s));
+                let o = emu.himeno(seed, &[], &args);
+                assert_like_cpu(&o, &cpu, &format!("{grid} on {procs}, seed {seed}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn emulated_gpu_under_mpirun_on_two_and_four_ranks() {
+    if !mpi_or_skip("emulated_gpu_under_mpirun_on_two_and_four_ranks") {
+        return;
+    }
+    let Some(emu) = emulator("emulated_gpu_under_mpirun_on_two_and_four_ranks") else {
+        return;
+    };
+    let (grid, iters) = ("26x28x31", "4");
+    let cpu = cpu_reference(grid, iters);
+    for np in [2, 4] {
+        for (n, seed) in SEEDS.into_iter().enumerate() {
+            let mut args = vec![
+                "--backend",
+                "gpu",
+                "--grid",
+                grid,
+                "--iterations",
+                iters,
+                "--verify",
+                "--format",
+                "json",
+            ];
+            args.extend(variant(n));
+            let o = run(emu.wrap(mpirun(np, &args), seed, &[]));
+            assert_like_cpu(&o, &cpu, &format!("mpirun -np {np}, seed {seed}"));
+        }
+    }
+}
+
+#[test]
+fn emulated_gpu_self_test_and_transfer_bench_run() {
+    let Some(emu) = emulator("emulated_gpu_self_test_and_transfer_bench_run") else {
+        return;
+    };
+    // The halo self-test through each rank's device buffers, pack and
+    // unpack kernels and staging, on every process grid.
+    for (g, (np, procs)) in PROCESS_GRIDS.into_iter().enumerate() {
+        let n = np.to_string();
+        let seed = SEEDS[g % SEEDS.len()];
+        let staging = ["pinned", "pageable"][g % 2];
+        let o = emu.himeno(
+            seed,
+            &[],
+            &[
+                "selftest",
+                "--backend",
+                "gpu",
+                "--staging",
+                staging,
+                "--local-ranks",
+                &n,
+                "--procs",
+                procs,
+                "--grid",
+                "9x8x7",
+            ],
+        );
+        assert!(
+            stdout(&o).starts_with("halo self-test passed"),
+            "selftest on {procs}, seed {seed}: {}",
+            stderr(&o)
+        );
+    }
+    for seed in [1, 2] {
+        let o = emu.himeno(
+            seed,
+            &[],
+            &[
+                "bench",
+                "transfer",
+                "--max-bytes",
+                "65536",
+                "--format",
+                "json",
+            ],
+        );
+        let r = json_ok(&o);
+        let samples = r["samples"].as_array().expect("samples");
+        assert_eq!(samples.len(), 14 * 5, "{r}");
+        for s in samples {
+            assert!(s["gbytes_per_s"].as_f64().unwrap() > 0.0, "{s}");
+        }
+    }
+}
+
+/// Asserts a failed run: exit 2, one `himeno` error line naming one of
+/// `words`, no panic.
+fn assert_one_error(o: &Output, words: &[&str], what: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{what}:\n{err}");
+    assert!(!err.contains("panicked"), "{what}: panic:\n{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("himeno") && l.contains("error"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{what}: one error line expected:\n{err}");
+    assert!(
+        words.iter().any(|w| lines[0].contains(w)),
+        "{what}: {words:?} not in {}",
+        lines[0]
+    );
+}
+
+#[test]
+fn emulated_device_faults_end_every_rank_with_one_line() {
+    let Some(emu) = emulator("emulated_device_faults_end_every_rank_with_one_line") else {
+        return;
+    };
+    let base = [
+        "--backend",
+        "gpu",
+        "--local-ranks",
+        "2",
+        "--grid",
+        "20x20x20",
+        "--iterations",
+        "5",
+    ];
+    // The third device allocation (one rank's) runs out of memory.
+    let o = emu.himeno(1, &[("HIMENO_EMU_FAIL_ALLOC", "3")], &base);
+    assert_one_error(&o, &["out of memory", "OUT_OF_MEMORY"], "an allocation");
+    // A kernel on device 1 fails late (sticky): both ranks stop, no hang.
+    for seed in [1, 2] {
+        let o = emu.himeno(
+            seed,
+            &[
+                ("HIMENO_EMU_DEVICES", "2"),
+                ("HIMENO_EMU_FAIL_LAUNCH", "30@1"),
+            ],
+            &base,
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("LAUNCH_FAILED"), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+    // A device too small for the two ranks that share it: refused before
+    // anything is allocated, by the collective device memory check.
+    let o = emu.himeno(1, &[("HIMENO_EMU_MEMORY", "30M")], &base);
+    assert_one_error(&o, &["device memory"], "a small device");
+    // No device at all.
+    let o = emu.himeno(1, &[("HIMENO_EMU_DEVICES", "0")], &base[..2]);
+    assert_one_error(&o, &["no device", "sees no"], "no device");
+}
+
+#[test]
+fn emulated_device_answers_change_nothing_in_the_answer() {
+    let Some(emu) = emulator("emulated_device_answers_change_nothing_in_the_answer") else {
+        return;
+    };
+    let (grid, iters) = ("21x22x23", "3");
+    let cpu = cpu_reference(grid, iters);
+    let args = [
+        "--backend",
+        "gpu",
+        "--local-ranks",
+        "2",
+        "--grid",
+        grid,
+        "--iterations",
+        iters,
+        "--verify",
+        "--format",
+        "json",
+    ];
+    for env in [
+        [("HIMENO_EMU_CC", "8.0"), ("HIMENO_EMU_SMS", "108")],
+        [("HIMENO_EMU_POOLS", "off"), ("HIMENO_EMU_MEMORY", "1G")],
+        [
+            ("HIMENO_EMU_NAME", "NVIDIA H200"),
+            ("HIMENO_EMU_EAGER", "0"),
+        ],
+    ] {
+        for seed in [1, 2] {
+            let o = emu.himeno(seed, &env, &args);
+            assert_like_cpu(&o, &cpu, &format!("{env:?} seed {seed}"));
+        }
+    }
+}
+
+#[test]
+fn emulated_device_without_working_pools_is_one_clear_line() {
+    let Some(emu) = emulator("emulated_device_without_working_pools_is_one_clear_line") else {
+        return;
+    };
+    let o = emu.himeno(
+        1,
+        &[("HIMENO_EMU_POOLS", "broken")],
+        &[
+            "--backend",
+            "gpu",
+            "--grid",
+            "12x12x12",
+            "--iterations",
+            "2",
+        ],
+    );
+    assert_one_error(&o, &["memory pool", "cuMemAllocAsync"], "broken pools");
+}
+
+#[test]
+fn emulated_exclusive_process_device_refuses_a_second_process() {
+    if !mpi_or_skip("emulated_exclusive_process_device_refuses_a_second_process") {
+        return;
+    }
+    let Some(emu) = emulator("emulated_exclusive_process_device_refuses_a_second_process") else {
+        return;
+    };
+    let env = [("HIMENO_EMU_COMPUTE_MODE", "exclusive-process")];
+    let args = [
+        "--backend",
+        "gpu",
+        "--grid",
+        "12x12x12",
+        "--iterations",
+        "2",
+    ];
+    let o = run(emu.wrap(mpirun(2, &args), 1, &env));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("EXCLUSIVE_PROCESS"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // In-process ranks share the one process's context: allowed.
+    let mut local = args.to_vec();
+    local.extend(["--local-ranks", "2"]);
+    let o = emu.himeno(1, &env, &local);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// The emulator's own checks, by a small C++ program of test kernels that
+/// misbehave on purpose: a thread that never reaches a barrier, an access
+/// past an allocation, shuffles, launch limits and argument mismatches
+/// (`scripts/cuda-emu.sh selftest`).
+#[test]
+fn emulator_reports_what_a_device_punishes() {
+    if emulator("emulator_reports_what_a_device_punishes").is_none() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-emu");
+    let o = run(selftest(&dir));
+    assert!(
+        o.status.success(),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(
+        stdout(&o).contains("selftest: all checks passed"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// The emulator's self-test command.
+fn selftest(dir: &Path) -> Command {
+    let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cuda-emu.sh"));
+    c.arg("selftest").env("HIMENO_EMU_DIR", dir);
+    c
+}

@@ -10,6 +10,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
+/// Gosa agreement, with the product's own tolerance (one constant for
+/// every comparison of gosa values).
+pub use himeno::verify::gosa_agrees;
+
 /// Path of the binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_himeno");
 

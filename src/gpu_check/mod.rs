@@ -263,7 +263,10 @@ impl Check<'_> {
             self.gpu_records += 1;
             self.emulated_records += usize::from(matrix::emulated(&record));
         }
-        let _ = writeln!(self.results, "{}", labelled(&run.name, &record));
+        if let Err(e) = writeln!(self.results, "{}", labelled(&run.name, &record)) {
+            let line = format!("  note: {}'s record is not in results.jsonl: {e}", run.name);
+            self.report.line(line);
+        }
         Some(record)
     }
 

@@ -16,16 +16,6 @@ fn go(args: &[&str]) -> Output {
     run(himeno(args))
 }
 
-/// The errors that mean "there is no GPU here", the only ones a GPU test
-/// may skip on: no driver library, a driver that sees no device (counted,
-/// or refused at initialisation), and a build without the `cuda` feature.
-const NO_GPU_HERE: [&str; 4] = [
-    "no CUDA driver found",
-    "the CUDA driver sees no device",
-    "CUDA_ERROR_NO_DEVICE",
-    "this build has no GPU support: rebuild with `--features cuda`",
-];
-
 /// `None` when a GPU run works here; why not when there is no GPU (for
 /// skip notes). Any other failure panics: a GPU that is present but broken
 /// (no NVRTC, kernels that do not load, a crash) must fail these tests,

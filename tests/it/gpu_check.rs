@@ -8,7 +8,9 @@
 //! search fails or a run passes its time limit, FAIL (exit 1) when one GPU
 //! result differs or is missing, a setup error (exit 2) without NVRTC or a
 //! binary. An emulated device is said so in the header and the verdict.
-//! A build without `cuda` refuses the command.
+//! The binary's quick check of itself passes where a GPU (or the emulated
+//! device) is, and stops at the setup elsewhere. A build without `cuda`
+//! refuses the command.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -520,6 +522,35 @@ fn gpu_check_never_passes_a_run_that_hangs_or_says_nothing() {
             "gpu-check: FAIL",
         ],
     );
+}
+
+#[test]
+fn gpu_check_quick_of_this_binary_passes_where_a_gpu_is_and_is_a_setup_error_elsewhere() {
+    if !cuda_or_skip("gpu_check_quick_of_this_binary") {
+        return;
+    }
+    // The real binary checks itself: on a GPU (or the emulated device) the
+    // quick check must pass; without one, it must stop at the setup with
+    // one of the "no GPU here" errors.
+    let s = Stubs::new("self", &[]);
+    let mut c = Command::new(BIN);
+    c.args(["gpu-check", "--quick", "--out"])
+        .arg(s.dir.join("out"))
+        .env("TMPDIR", s.dir.join("tmp"))
+        .env_remove("OUT");
+    let o = run_with_limit(c, Duration::from_secs(600));
+    let out = stdout(&o);
+    match o.status.code() {
+        Some(0) => assert!(out.contains("gpu-check: PASS"), "{out}"),
+        Some(2) if NO_GPU_HERE.iter().any(|w| out.contains(w)) => {
+            assert!(
+                out.contains("gpu-check: SETUP ERROR: no GPU run works"),
+                "{out}"
+            );
+            eprintln!("SKIPPED the quick check of this binary on a GPU: there is none here");
+        }
+        code => panic!("gpu-check --quick exited {code:?}:\n{out}\n{}", stderr(&o)),
+    }
 }
 
 #[test]

@@ -99,6 +99,16 @@ impl std::fmt::Display for Outcome {
     }
 }
 
+/// Why a run gave no record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// It exited 1: its own verification found the answer wrong.
+    WrongAnswer,
+    /// Anything else: it did not start, failed, passed its time limit or
+    /// printed no record.
+    NoResult,
+}
+
 /// The report: on standard output as it goes, and in gpu-check.txt.
 struct Report {
     file: File,
@@ -237,17 +247,20 @@ impl Check<'_> {
     }
 
     /// Runs `run` with a JSON report, appends its record to results.jsonl
-    /// with its label, and returns it; a failed run is reported and gives
-    /// `None`. `gpu`: whether it is a GPU run (counted for the emulation
-    /// verdict).
-    fn record(&mut self, run: &matrix::Run, gpu: bool) -> Option<Value> {
+    /// with its label, and returns it; a failed run is reported. `gpu`:
+    /// whether it is a GPU run (counted for the emulation verdict).
+    fn record(&mut self, run: &matrix::Run, gpu: bool) -> std::result::Result<Value, Failed> {
         let mut args = run.args.clone();
         args.extend(["--format".into(), "json".into()]);
         let ran = self.runner.run(&run.name, &args, &[]);
         if !ran.ok() {
             let why = ran.why(self.runner.limit);
             self.report.line(tables::failed(&run.name, &why));
-            return None;
+            return Err(if ran.code == Some(1) {
+                Failed::WrongAnswer
+            } else {
+                Failed::NoResult
+            });
         }
         let record: Value = match serde_json::from_str(&ran.stdout) {
             Ok(v @ Value::Object(_)) => v,
@@ -256,7 +269,7 @@ impl Check<'_> {
                     &run.name,
                     "exit 0, but no JSON record on stdout",
                 ));
-                return None;
+                return Err(Failed::NoResult);
             }
         };
         if gpu {
@@ -267,7 +280,7 @@ impl Check<'_> {
             let line = format!("  note: {}'s record is not in results.jsonl: {e}", run.name);
             self.report.line(line);
         }
-        Some(record)
+        Ok(record)
     }
 
     /// Part 1: every GPU run of the matrix against the CPU's answer.
@@ -280,7 +293,7 @@ impl Check<'_> {
             crate::verify::GOSA_RTOL
         ));
         for grid in matrix::grids(self.settings.quick) {
-            let Some(cpu) = self.record(&matrix::cpu_reference(grid, iterations), false) else {
+            let Ok(cpu) = self.record(&matrix::cpu_reference(grid, iterations), false) else {
                 for p in Part::ALL.into_iter().filter(|p| p.is_correctness()) {
                     self.mark(p, Outcome::Fail);
                 }
@@ -295,13 +308,13 @@ impl Check<'_> {
                     continue;
                 }
                 let ok = match self.record(&g.run, true) {
-                    Some(gpu) => {
+                    Ok(gpu) => {
                         let ok = matrix::agrees(&gpu, &cpu);
                         self.report
                             .line(tables::comparison(&g.run.name, ok, &gpu, &cpu));
                         ok
                     }
-                    None => false,
+                    Err(_) => false,
                 };
                 self.mark(g.part, if ok { Outcome::Ok } else { Outcome::Fail });
             }
@@ -323,7 +336,7 @@ impl Check<'_> {
         let transfer = matrix::transfer(s.quick);
         let mut d2d = None;
         match self.record(&transfer, false) {
-            Some(r) => {
+            Ok(r) => {
                 let (line, copy) = tables::transfer(&r);
                 d2d = copy;
                 let kept = std::fs::copy(
@@ -337,7 +350,7 @@ impl Check<'_> {
                 }
                 self.mark(Part::Transfer, Outcome::Ok);
             }
-            None => self.mark(Part::Transfer, Outcome::Fail),
+            Err(_) => self.mark(Part::Transfer, Outcome::Fail),
         }
         if s.quick {
             for (part, what) in [(Part::XlTiming, "XL"), (Part::PhaseSplit, "L phase split")] {
@@ -361,9 +374,12 @@ impl Check<'_> {
         }
         let mut first: Option<String> = None;
         for occ in matrix::OCCUPANCIES {
-            let Some(r) = self.record(&matrix::xl(occ, iterations), true) else {
-                self.mark(Part::XlTiming, Outcome::Fail);
-                continue;
+            let r = match self.record(&matrix::xl(occ, iterations), true) {
+                Ok(r) => r,
+                Err(why) => {
+                    self.timing_failed(why, Part::XlTiming, Part::Occupancy);
+                    continue;
+                }
             };
             self.report.line(tables::xl_row(occ, &r, d2d));
             self.mark(Part::XlTiming, Outcome::Ok);
@@ -401,9 +417,12 @@ impl Check<'_> {
         }
         let mut first: Option<String> = None;
         for sp in matrix::splits(iterations) {
-            let Some(r) = self.record(&sp.run, true) else {
-                self.mark(Part::PhaseSplit, Outcome::Fail);
-                continue;
+            let r = match self.record(&sp.run, true) {
+                Ok(r) => r,
+                Err(why) => {
+                    self.timing_failed(why, Part::PhaseSplit, Part::Staging);
+                    continue;
+                }
             };
             self.report.line(tables::split_row(
                 sp.ranks, sp.procs, sp.staging, sp.overlap, &r,
@@ -422,6 +441,16 @@ impl Check<'_> {
                     self.mark(Part::Staging, Outcome::Fail);
                 }
             }
+        }
+    }
+
+    /// A timing run of `part` that gave no record: a wrong answer (its own
+    /// verification failed) is also a failure of the correctness part
+    /// `answer`, not merely a part that could not run.
+    fn timing_failed(&mut self, why: Failed, part: Part, answer: Part) {
+        self.mark(part, Outcome::Fail);
+        if why == Failed::WrongAnswer {
+            self.mark(answer, Outcome::Fail);
         }
     }
 
@@ -453,7 +482,13 @@ impl Check<'_> {
             }
         }
         self.finish();
-        let emulated = self.gpu_records > 0 && self.emulated_records == self.gpu_records;
+        // Every GPU record says so; with none (every run failed), the
+        // first GPU run decides.
+        let emulated = if self.gpu_records > 0 {
+            self.emulated_records == self.gpu_records
+        } else {
+            self.emulated_device
+        };
         let device = if emulated {
             "emulated device: correctness only, times are not GPU performance; "
         } else {

@@ -24,7 +24,8 @@ const CUDA: bool = cfg!(feature = "cuda");
 /// shaped like the real one. Its field fingerprint depends only on the
 /// grid and iteration count (as the real one's must), except where the
 /// command line contains `$STUB_BAD`; a command line containing
-/// `$STUB_GARBLE` prints no JSON, one containing `$STUB_HANG` never ends.
+/// `$STUB_GARBLE` prints no JSON, one containing `$STUB_HANG` never ends,
+/// one containing `$STUB_WRONG` fails its own verification (exit 1).
 /// `$STUB_EMULATED` marks every rank emulated, `$STUB_NO_DRIVER` fails
 /// every GPU run as a machine without a driver does. `$STUB_LOG` collects
 /// the command lines.
@@ -33,10 +34,13 @@ set -euo pipefail
 all=" $* "
 echo "$*" >> "$STUB_LOG"
 if [ "${1:-}" = --version ]; then echo "himeno 0.1.0 (stub)"; exit 0; fi
-for v in STUB_HANG STUB_GARBLE; do
+for v in STUB_HANG STUB_GARBLE STUB_WRONG; do
     pat=${!v:-}
     if [ -n "$pat" ] && [[ "$all" == *"$pat"* ]]; then
         [ "$v" = STUB_HANG ] && exec sleep 30
+        if [ "$v" = STUB_WRONG ]; then
+            echo "himeno: verification FAILED: p fingerprint differs" >&2; exit 1
+        fi
         echo "not a record"; exit 0
     fi
 done
@@ -505,7 +509,7 @@ fn gpu_check_never_passes_a_run_that_hangs_or_says_nothing() {
     let o = s.run(
         &["--quick"],
         &[
-            nvrtc,
+            nvrtc.clone(),
             (
                 "STUB_GARBLE",
                 "--grid 13x11x9 --iterations 4 --warmup 2 --gpu-occupancy 4".into(),
@@ -519,6 +523,30 @@ fn gpu_check_never_passes_a_run_that_hangs_or_says_nothing() {
         &[
             "FAILED gpu-13x11x9-r1-occ4 exit 0, but no JSON record on stdout",
             "occupancy              fail",
+            "gpu-check: FAIL",
+        ],
+    );
+    // A timing run whose own verification fails is a wrong answer, not a
+    // part that could not run.
+    let s = Stubs::new("wrong", &[]);
+    let o = s.run(
+        &[],
+        &[
+            nvrtc,
+            (
+                "STUB_WRONG",
+                "--size XL --iterations 200 --warmup 5 --gpu-occupancy 5".into(),
+            ),
+        ],
+    );
+    assert_says(
+        &s,
+        &o,
+        1,
+        &[
+            "FAILED time-XL-occ5 exit 1: himeno: verification FAILED",
+            "occupancy              fail",
+            "xl_timing              fail",
             "gpu-check: FAIL",
         ],
     );

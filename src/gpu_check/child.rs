@@ -1,7 +1,9 @@
 //! The runs of `himeno gpu-check` as child processes: each with a time
-//! limit (killed when it passes, so the check never hangs), its command
-//! line, stdout and stderr kept as files for the details archive.
+//! limit (killed when it passes, so the check never hangs) and killed at
+//! a stop signal, its command line, stdout and stderr kept as files for
+//! the details archive.
 
+use crate::signals::StopFlag;
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -16,6 +18,8 @@ pub struct Ran {
     pub code: Option<i32>,
     /// Whether it was killed at the time limit.
     pub timed_out: bool,
+    /// Whether a stop signal ended it (or kept it from starting).
+    pub stopped: bool,
     /// Why it could not be started, if so.
     pub spawn_error: Option<String>,
     /// Its standard output.
@@ -39,6 +43,9 @@ impl Ran {
         if self.timed_out {
             return format!("no result after {} s", limit.as_secs());
         }
+        if self.stopped {
+            return "stopped by a signal".into();
+        }
         let said = self
             .stderr
             .lines()
@@ -53,9 +60,18 @@ impl Ran {
     }
 }
 
-/// Runs `cmd` with its output into `out` and `err`, for at most `limit`.
-/// Never waits longer: a child still running then is killed.
-pub fn run_limited(mut cmd: Command, limit: Duration, out: &Path, err: &Path) -> Ran {
+/// Runs `cmd` with its output into `out` and `err`, for at most `limit`
+/// and until `stop` is raised: a child still running then is killed.
+pub fn run_limited(
+    mut cmd: Command,
+    limit: Duration,
+    stop: &StopFlag,
+    out: &Path,
+    err: &Path,
+) -> Ran {
+    if stop.raised() {
+        return Ran::failed(None, true);
+    }
     let files = File::create(out).and_then(|o| Ok((o, File::create(err)?)));
     let spawned = files.and_then(|(o, e)| {
         cmd.stdin(Stdio::null())
@@ -65,27 +81,19 @@ pub fn run_limited(mut cmd: Command, limit: Duration, out: &Path, err: &Path) ->
     });
     let mut child = match spawned {
         Ok(c) => c,
-        Err(e) => {
-            return Ran {
-                code: None,
-                timed_out: false,
-                spawn_error: Some(e.to_string()),
-                stdout: String::new(),
-                stderr: String::new(),
-            };
-        }
+        Err(e) => return Ran::failed(Some(e.to_string()), false),
     };
     let start = Instant::now();
     // Short polls first: most runs of the check end within milliseconds
     // (a stub) or seconds, and a fixed long poll would add up over ~50.
     let mut nap = Duration::from_millis(1);
-    let (code, timed_out) = loop {
+    let (code, timed_out, stopped) = loop {
         match child.try_wait() {
-            Ok(Some(status)) => break (status.code(), false),
-            Ok(None) if start.elapsed() >= limit => {
+            Ok(Some(status)) => break (status.code(), false, false),
+            Ok(None) if start.elapsed() >= limit || stop.raised() => {
                 let _ = child.kill();
                 let _ = child.wait();
-                break (None, true);
+                break (None, !stop.raised(), stop.raised());
             }
             Ok(None) => {
                 std::thread::sleep(nap.min(limit.saturating_sub(start.elapsed())));
@@ -95,11 +103,9 @@ pub fn run_limited(mut cmd: Command, limit: Duration, out: &Path, err: &Path) ->
                 let _ = child.kill();
                 let _ = child.wait();
                 return Ran {
-                    code: None,
-                    timed_out: false,
-                    spawn_error: Some(format!("cannot wait for it: {e}")),
                     stdout: read(out),
                     stderr: read(err),
+                    ..Ran::failed(Some(format!("cannot wait for it: {e}")), false)
                 };
             }
         }
@@ -107,9 +113,24 @@ pub fn run_limited(mut cmd: Command, limit: Duration, out: &Path, err: &Path) ->
     Ran {
         code,
         timed_out,
+        stopped,
         spawn_error: None,
         stdout: read(out),
         stderr: read(err),
+    }
+}
+
+impl Ran {
+    /// A child that did not run to the end and printed nothing.
+    fn failed(spawn_error: Option<String>, stopped: bool) -> Ran {
+        Ran {
+            code: None,
+            timed_out: false,
+            stopped,
+            spawn_error,
+            stdout: String::new(),
+            stderr: String::new(),
+        }
     }
 }
 
@@ -129,17 +150,20 @@ pub struct Runner {
     runs: PathBuf,
     /// Time limit of one run.
     pub limit: Duration,
+    /// Raised by a stop signal: the run going is killed, none starts.
+    pub stop: StopFlag,
     /// Variables set for every run (after the first probe).
     env: Vec<(OsString, OsString)>,
 }
 
 impl Runner {
     /// A runner of `bin` whose files go to `runs`.
-    pub fn new(bin: PathBuf, runs: PathBuf, limit: Duration) -> Runner {
+    pub fn new(bin: PathBuf, runs: PathBuf, limit: Duration, stop: StopFlag) -> Runner {
         Runner {
             bin,
             runs,
             limit,
+            stop,
             env: Vec::new(),
         }
     }
@@ -177,6 +201,7 @@ impl Runner {
         run_limited(
             cmd,
             self.limit,
+            &self.stop,
             &self.runs.join(format!("{name}.out")),
             &self.runs.join(format!("{name}.err")),
         )
@@ -213,7 +238,7 @@ mod tests {
         cmd.args(["-c", "echo started; sleep 30"]);
         let t = Instant::now();
         let limit = Duration::from_millis(300);
-        let r = run_limited(cmd, limit, &d.join("o"), &d.join("e"));
+        let r = run_limited(cmd, limit, &StopFlag::never(), &d.join("o"), &d.join("e"));
         assert!(t.elapsed() < Duration::from_secs(10));
         assert!(r.timed_out && !r.ok());
         assert_eq!(r.stdout, "started\n");
@@ -226,15 +251,55 @@ mod tests {
         let d = scratch("fail");
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "echo note >&2; echo 'himeno: error: bad' >&2; exit 2"]);
-        let r = run_limited(cmd, Duration::from_secs(30), &d.join("o"), &d.join("e"));
+        let never = StopFlag::never();
+        let r = run_limited(
+            cmd,
+            Duration::from_secs(30),
+            &never,
+            &d.join("o"),
+            &d.join("e"),
+        );
         assert_eq!(r.why(Duration::ZERO), "exit 2: himeno: error: bad");
         let r = run_limited(
             Command::new(d.join("missing")),
             Duration::from_secs(1),
+            &never,
             &d.join("o"),
             &d.join("e"),
         );
         assert!(r.why(Duration::ZERO).starts_with("cannot be started"));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_stop_kills_the_child_and_starts_no_other() {
+        let d = scratch("stop");
+        let stop = StopFlag::never();
+        let raiser = stop.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            raiser.raise();
+        });
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exec sleep 30"]);
+        let r = run_limited(
+            cmd,
+            Duration::from_secs(60),
+            &stop,
+            &d.join("o"),
+            &d.join("e"),
+        );
+        t.join().unwrap();
+        assert!(r.stopped && !r.timed_out, "{r:?}");
+        assert_eq!(r.why(Duration::ZERO), "stopped by a signal");
+        let r = run_limited(
+            Command::new("true"),
+            Duration::from_secs(9),
+            &stop,
+            &d.join("o"),
+            &d.join("e"),
+        );
+        assert!(r.stopped && r.code.is_none(), "{r:?}");
         let _ = std::fs::remove_dir_all(d);
     }
 

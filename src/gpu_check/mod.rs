@@ -14,8 +14,9 @@
 //!
 //! Every run is a child process of the binary under test (`child`), with a
 //! time limit. The verdict is the exit code: 0 PASS, 1 FAIL (a GPU result
-//! differs from the CPU's), 2 setup error, 3 PARTIAL (a part could not
-//! run). A build without `cuda` refuses the command (`disabled`).
+//! differs from the CPU's), 2 setup error (or a stop signal: no verdict),
+//! 3 PARTIAL (a part could not run). A build without `cuda` refuses the
+//! command (`disabled`).
 
 mod child;
 mod matrix;
@@ -31,6 +32,7 @@ mod disabled;
 use disabled as nvrtc;
 
 use crate::error::{Error, Result};
+use crate::signals::StopFlag;
 use child::{Runner, run_limited};
 use matrix::Part;
 use serde_json::Value;
@@ -148,6 +150,9 @@ struct Check<'a> {
 /// everything after is in the report and the exit code.
 pub fn run(s: &Settings) -> Result<ExitCode> {
     nvrtc::ensure_build()?;
+    // SIGTERM, SIGINT, SIGUSR1: the run going is killed, the details are
+    // archived, and the check ends without a verdict.
+    let stop = StopFlag::install();
     let cannot = |what: &str, e: std::io::Error| {
         Error::runtime(format!("cannot {what} in {}: {e}", s.out.display()))
     };
@@ -169,7 +174,7 @@ pub fn run(s: &Settings) -> Result<ExitCode> {
         .map_err(|e| Error::runtime(format!("cannot create {}: {e}", work.display())))?;
     let mut ck = Check {
         settings: s,
-        runner: Runner::new(s.himeno.clone(), work.join("runs"), s.run_limit),
+        runner: Runner::new(s.himeno.clone(), work.join("runs"), s.run_limit, stop),
         work,
         report: Report { file: report },
         results,
@@ -223,6 +228,9 @@ impl Check<'_> {
         for l in lines {
             self.report.line(l);
         }
+        if self.stopped() {
+            return self.no_verdict();
+        }
         if let Err(why) = setup {
             self.finish();
             self.report.line(format!("gpu-check: SETUP ERROR: {why}"));
@@ -230,7 +238,27 @@ impl Check<'_> {
         }
         self.correctness();
         self.timing();
+        if self.stopped() {
+            return self.no_verdict();
+        }
         self.verdict()
+    }
+
+    /// Whether a stop signal came: no run starts after it.
+    fn stopped(&self) -> bool {
+        self.runner.stop.raised()
+    }
+
+    /// The end of a check cut short by a stop signal (exit 2): what ran
+    /// is in the report and the details, but there is no verdict.
+    fn no_verdict(&mut self) -> u8 {
+        self.report.line("");
+        self.finish();
+        self.report.line(
+            "gpu-check: STOPPED by a signal before the end: no verdict (the report and the \
+             details hold the runs that ended)",
+        );
+        2
     }
 
     /// Records `outcome` for `part`: a failure sticks, a result replaces
@@ -293,6 +321,9 @@ impl Check<'_> {
             crate::verify::GOSA_RTOL
         ));
         for grid in matrix::grids(self.settings.quick) {
+            if self.stopped() {
+                return;
+            }
             let Ok(cpu) = self.record(&matrix::cpu_reference(grid, iterations), false) else {
                 for p in Part::ALL.into_iter().filter(|p| p.is_correctness()) {
                     self.mark(p, Outcome::Fail);
@@ -300,6 +331,9 @@ impl Check<'_> {
                 continue;
             };
             for g in matrix::gpu_runs(grid, iterations) {
+                if self.stopped() {
+                    return;
+                }
                 if g.ranks > 1
                     && let Err(why) = &self.local
                 {
@@ -324,6 +358,9 @@ impl Check<'_> {
     /// Part 2: bench transfer, XL per occupancy variant, the phase split.
     fn timing(&mut self) {
         let s = self.settings;
+        if self.stopped() {
+            return;
+        }
         self.report.line("");
         self.report.line(format!(
             "== 2. timing{}",
@@ -352,6 +389,9 @@ impl Check<'_> {
             }
             Err(_) => self.mark(Part::Transfer, Outcome::Fail),
         }
+        if self.stopped() {
+            return;
+        }
         if s.quick {
             for (part, what) in [(Part::XlTiming, "XL"), (Part::PhaseSplit, "L phase split")] {
                 self.report
@@ -374,6 +414,9 @@ impl Check<'_> {
         }
         let mut first: Option<String> = None;
         for occ in matrix::OCCUPANCIES {
+            if self.stopped() {
+                return;
+            }
             let r = match self.record(&matrix::xl(occ, iterations), true) {
                 Ok(r) => r,
                 Err(why) => {
@@ -417,6 +460,9 @@ impl Check<'_> {
         }
         let mut first: Option<String> = None;
         for sp in matrix::splits(iterations) {
+            if self.stopped() {
+                return;
+            }
             let r = match self.record(&sp.run, true) {
                 Ok(r) => r,
                 Err(why) => {
@@ -535,9 +581,12 @@ impl Check<'_> {
             .arg("-C")
             .arg(&self.work)
             .args(["--exclude", "tar.out", "--exclude", "tar.err", "."]);
+        // Archived after a stop signal too: that is when the details
+        // matter most.
         let tarred = run_limited(
             tar,
             Duration::from_secs(120),
+            &StopFlag::never(),
             &self.work.join("tar.out"),
             &self.work.join("tar.err"),
         );

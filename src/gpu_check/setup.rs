@@ -112,6 +112,7 @@ fn libraries(ck: &Setup, bin: &Path, lines: &mut Vec<String>) -> Result<(), Stri
     let r = run_limited(
         ldd,
         TOOL_LIMIT,
+        &ck.runner.stop,
         &ck.work.join("ldd.txt"),
         &ck.work.join("ldd.err"),
     );
@@ -146,6 +147,7 @@ fn nvidia_smi(ck: &Setup, lines: &mut Vec<String>) -> Option<u32> {
     let full = run_limited(
         Command::new("nvidia-smi"),
         TOOL_LIMIT,
+        &ck.runner.stop,
         &ck.work.join("nvidia-smi.txt"),
         &ck.work.join("nvidia-smi.err"),
     );
@@ -157,6 +159,7 @@ fn nvidia_smi(ck: &Setup, lines: &mut Vec<String>) -> Option<u32> {
     let gpus = run_limited(
         query,
         TOOL_LIMIT,
+        &ck.runner.stop,
         &ck.work.join("nvidia-smi-gpus.txt"),
         &ck.work.join("nvidia-smi-gpus.err"),
     );

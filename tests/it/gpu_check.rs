@@ -9,8 +9,9 @@
 //! result differs or is missing, a setup error (exit 2) without NVRTC or a
 //! binary. An emulated device is said so in the header and the verdict.
 //! The binary's quick check of itself passes where a GPU (or the emulated
-//! device) is, and stops at the setup elsewhere. A build without `cuda`
-//! refuses the command.
+//! device) is, and stops at the setup elsewhere. A stop signal kills the
+//! run going and ends the check without a verdict (exit 2), its details
+//! kept. A build without `cuda` refuses the command.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -579,6 +580,70 @@ fn gpu_check_quick_of_this_binary_passes_where_a_gpu_is_and_is_a_setup_error_els
         }
         code => panic!("gpu-check --quick exited {code:?}:\n{out}\n{}", stderr(&o)),
     }
+}
+
+/// Kills process `.0` when a test fails before the process ended, so no
+/// check keeps running after its test.
+struct KillOnPanic(u32);
+
+impl Drop for KillOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.0.to_string()])
+                .status();
+        }
+    }
+}
+
+#[test]
+fn gpu_check_stopped_by_a_signal_kills_its_run_and_keeps_the_details() {
+    if !cuda_or_skip("gpu_check_stopped_by_a_signal_kills_its_run_and_keeps_the_details") {
+        return;
+    }
+    let s = Stubs::new("signal", &[]);
+    let hang = "--grid 33x35x37 --iterations 20 --warmup 2 --backend cpu";
+    let mut c = Command::new(BIN);
+    c.args(["gpu-check", "--himeno"])
+        .arg(s.dir.join("bin/himeno"))
+        .arg("--out")
+        .arg(s.dir.join("out"))
+        .args(["--search-root", "/nonexistent"])
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", s.dir.join("bin").display()),
+        )
+        .env("TMPDIR", s.dir.join("tmp"))
+        .env("STUB_LOG", s.dir.join("calls.log"))
+        .env("STUB_NVRTC_FOUND", "/x/libnvrtc.so.13")
+        .env("STUB_HANG", hang)
+        .env_remove("OUT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let t = Instant::now();
+    let child = c.spawn().unwrap();
+    let _guard = KillOnPanic(child.id());
+    // Once the hanging run has started, stop the check.
+    while !s.calls().contains(hang) {
+        assert!(t.elapsed() < Duration::from_secs(60), "{}", s.calls());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crate::signals::kill("TERM", child.id());
+    let o = child.wait_with_output().unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
+    assert!(out.contains("FAILED cpu-33x35x37"), "{out}");
+    assert!(out.ends_with("gpu-check: STOPPED by a signal before the end: no verdict (the report and the details hold the runs that ended)\n"), "{out}");
+    assert!(!out.contains("== 2. timing"), "{out}");
+    assert_eq!(
+        s.results(),
+        ["details.tar.gz", "gpu-check.txt", "results.jsonl"]
+    );
+    assert!(
+        !s.calls().contains("--grid 9x10x5"),
+        "no run starts after the stop"
+    );
 }
 
 #[test]

@@ -56,6 +56,96 @@ pub enum Command {
     /// Evaluation benchmarks beside the solver (memory bandwidth, MPI
     /// ping-pong, host<->device transfers).
     Bench(BenchArgs),
+    /// Check a GPU machine in one call: correctness of the GPU backend
+    /// against the CPU on 1, 2 and 4 in-process ranks with every staging,
+    /// overlap and occupancy variant, then transfer and solver timing.
+    /// Exit 0 PASS, 1 FAIL, 2 setup error, 3 PARTIAL.
+    GpuCheck(GpuCheckArgs),
+}
+
+/// Options of `himeno gpu-check`.
+#[derive(Debug, Args, Clone)]
+pub struct GpuCheckArgs {
+    /// The himeno binary to check (default: this one).
+    #[arg(long, value_name = "PATH")]
+    pub himeno: Option<PathBuf>,
+    /// Results folder: gpu-check.txt (the report), results.jsonl (every
+    /// run's record with its "check" label), transfer.json, details.tar.gz
+    /// (each run's command line, stdout and stderr).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "OUT",
+        default_value = "/tmp/himeno-gpu-check"
+    )]
+    pub out: PathBuf,
+    /// Iterations of each correctness run [default: 20, --quick 4].
+    #[arg(long, allow_negative_numbers = true, value_parser = whole::<u64>)]
+    pub iterations: Option<u64>,
+    /// Iterations of each XL timing run.
+    #[arg(long, default_value_t = 200, allow_negative_numbers = true, value_parser = whole::<u64>)]
+    pub xl_iterations: u64,
+    /// Iterations of each L phase-split run.
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true, value_parser = whole::<u64>)]
+    pub l_iterations: u64,
+    /// Seconds one run may take; a run still going then is killed and its
+    /// part fails.
+    #[arg(long, value_name = "SECONDS", default_value_t = 180, allow_negative_numbers = true, value_parser = whole::<u64>)]
+    pub run_limit: u64,
+    /// Correctness on small grids with few iterations and a small transfer
+    /// benchmark, without the XL and L timing (reported as skipped, not
+    /// PARTIAL): for CI on an emulated device.
+    #[arg(long)]
+    pub quick: bool,
+    /// Prefix of the system folders searched for NVRTC (a fake tree, for
+    /// tests).
+    #[arg(long, hide = true, value_name = "DIR", default_value = "/")]
+    pub search_root: PathBuf,
+}
+
+/// Longest accepted `--run-limit`: a day.
+const MAX_RUN_LIMIT_S: u64 = 24 * 3600;
+
+impl GpuCheckArgs {
+    /// Validates the options; the binary defaults to the running one.
+    pub fn settings(&self) -> Result<crate::gpu_check::Settings> {
+        let iterations = self.iterations.unwrap_or(if self.quick { 4 } else { 20 });
+        for (name, n) in [
+            ("--iterations", iterations),
+            ("--xl-iterations", self.xl_iterations),
+            ("--l-iterations", self.l_iterations),
+        ] {
+            if !(1..=MAX_ITERATIONS).contains(&n) {
+                return Err(Error::usage(format!(
+                    "{name} {n} must be from 1 to {MAX_ITERATIONS}"
+                )));
+            }
+        }
+        if !(1..=MAX_RUN_LIMIT_S).contains(&self.run_limit) {
+            return Err(Error::usage(format!(
+                "--run-limit {} must be from 1 to {MAX_RUN_LIMIT_S} seconds",
+                self.run_limit
+            )));
+        }
+        let himeno = match &self.himeno {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().map_err(|e| {
+                Error::runtime(format!(
+                    "cannot tell which binary is running ({e}): give --himeno PATH"
+                ))
+            })?,
+        };
+        Ok(crate::gpu_check::Settings {
+            himeno,
+            out: self.out.clone(),
+            iterations,
+            xl_iterations: self.xl_iterations,
+            l_iterations: self.l_iterations,
+            run_limit: std::time::Duration::from_secs(self.run_limit),
+            quick: self.quick,
+            search_root: self.search_root.clone(),
+        })
+    }
 }
 
 /// Options of the halo self-test.

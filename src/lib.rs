@@ -14,7 +14,7 @@
 // 4. config;
 // 5. backend (cpu, gpu);
 // 6. halo, solver, preflight, selftest, fault;
-// 7. report, bench, study;
+// 7. report, bench, study, gpu_check;
 // 8. cli, then run and this entry point.
 pub mod backend;
 pub mod bench;
@@ -23,6 +23,7 @@ pub mod comm;
 pub mod config;
 pub mod error;
 pub mod fault;
+pub mod gpu_check;
 pub mod grid;
 pub mod halo;
 pub mod machine;
@@ -92,6 +93,9 @@ pub fn main_entry() -> ExitCode {
         Some(Command::Model(args)) => error::exit(study::model(&args), true),
         Some(Command::Plan(args)) => error::exit(study::plan::plan(&args), true),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::GpuCheck(args)) => {
+            error::exit(args.settings().and_then(|s| gpu_check::run(&s)), true)
+        }
     }
 }
 

@@ -14,6 +14,19 @@ use serde::{Deserialize, Serialize};
 /// only the order of the f64 summation differs.
 pub const GOSA_RTOL: f64 = 1e-9;
 
+/// Whether gosa `got` agrees with `want` within [`GOSA_RTOL`] relative to
+/// `want`: the one comparison of gosa values (known answers, the reference,
+/// GPU vs CPU in `himeno gpu-check`, the tests).
+pub fn gosa_agrees(got: f64, want: f64) -> bool {
+    gosa_rel_diff(got, want) <= GOSA_RTOL
+}
+
+/// The relative difference of gosa `got` from `want` (a zero `want` counts
+/// as the smallest positive number, so that only an exact zero agrees).
+fn gosa_rel_diff(got: f64, want: f64) -> f64 {
+    (got - want).abs() / want.abs().max(f64::MIN_POSITIVE)
+}
+
 /// One reference sweep over the owned points of `f` (a whole-grid block),
 /// written as the specification reads, then `p` and `next` are swapped.
 /// Returns the sum of squared residuals.
@@ -181,9 +194,9 @@ impl Verdict {
 /// Compares `got` with `want`: the fingerprints must be equal (bitwise-equal
 /// fields) and gosa within [`GOSA_RTOL`].
 pub fn compare(got: &Answer, want: &Answer, against: &str) -> Verdict {
-    let rel = (got.gosa - want.gosa).abs() / want.gosa.abs().max(f64::MIN_POSITIVE);
+    let rel = gosa_rel_diff(got.gosa, want.gosa);
     let fp_ok = got.p_fingerprint == want.p_fingerprint;
-    let gosa_ok = rel <= GOSA_RTOL;
+    let gosa_ok = gosa_agrees(got.gosa, want.gosa);
     let detail = format!(
         "gosa {:.12e} vs {:.12e} (rel. diff {rel:.1e}, tolerance {GOSA_RTOL:.0e}); \
          p fingerprint {} vs {}{}",

@@ -10,6 +10,20 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
+/// Gosa agreement, with the product's own tolerance (one constant for
+/// every comparison of gosa values).
+pub use himeno::verify::gosa_agrees;
+
+/// The errors that mean "there is no GPU here", the only ones a GPU test
+/// may skip on: no driver library, a driver that sees no device (counted,
+/// or refused at initialisation), and a build without the `cuda` feature.
+pub const NO_GPU_HERE: [&str; 4] = [
+    "no CUDA driver found",
+    "the CUDA driver sees no device",
+    "CUDA_ERROR_NO_DEVICE",
+    "this build has no GPU support: rebuild with `--features cuda`",
+];
+
 /// Path of the binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_himeno");
 

@@ -108,6 +108,7 @@ proptest! {
                     None => cli.run.validate(ranks, 1).map(drop),
                     Some(Command::Run(a)) => a.validate(ranks, ranks).map(drop),
                     Some(Command::Selftest(a)) => a.resolve(ranks).map(drop),
+                    Some(Command::GpuCheck(a)) => a.settings().map(drop),
                     // These validate while they run (files, ranks): their
                     // bad input is covered by the bad-input table.
                     Some(

@@ -15,8 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Environment variable naming the NVRTC library file to use.
-pub const NVRTC_ENV: &str = "HIMENO_NVRTC_LIB";
+pub use super::env::NVRTC_ENV;
 
 /// NVRTC major versions this backend can use, newest first.
 pub const NVRTC_MAJORS: [u32; 2] = [13, 12];

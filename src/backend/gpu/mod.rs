@@ -4,6 +4,7 @@
 //! how to get GPU support, so callers need no `#[cfg]`.
 //!
 //! In every build:
+//! - `env`: the environment variables the backend reads;
 //! - `launch`: the launch constants, the sweep's launch plan, the face
 //!   copies' geometry and every kernel's argument list (plain arithmetic,
 //!   replayed on the host by the `gpu_emu_*` tests);
@@ -27,6 +28,7 @@
 //! - `transfer`: host<->device copy measurements, returned as [`sample`]s.
 
 pub mod connections;
+pub mod env;
 pub mod launch;
 pub mod regions;
 pub mod sample;

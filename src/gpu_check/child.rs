@@ -1,0 +1,313 @@
+//! The runs of `himeno gpu-check` as child processes: each with a time
+//! limit (killed when it passes, so the check never hangs) and killed at
+//! a stop signal, its command line, stdout and stderr kept as files for
+//! the details archive.
+
+use crate::signals::StopFlag;
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How a child process ended, with what it printed.
+#[derive(Debug)]
+pub struct Ran {
+    /// Its exit code; `None` when it did not start, was killed or died of
+    /// a signal.
+    pub code: Option<i32>,
+    /// Whether it was killed at the time limit.
+    pub timed_out: bool,
+    /// Whether a stop signal ended it (or kept it from starting).
+    pub stopped: bool,
+    /// Why it could not be started, if so.
+    pub spawn_error: Option<String>,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Whether it ran to the end with exit code 0.
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// One line on why it failed: the first error line it printed, else
+    /// its last line, with how it ended.
+    pub fn why(&self, limit: Duration) -> String {
+        if let Some(e) = &self.spawn_error {
+            return format!("cannot be started: {e}");
+        }
+        if self.timed_out {
+            return format!("no result after {} s", limit.as_secs());
+        }
+        if self.stopped {
+            return "stopped by a signal".into();
+        }
+        let said = self
+            .stderr
+            .lines()
+            .find(|l| l.contains("error"))
+            .or_else(|| self.stderr.lines().rev().find(|l| !l.trim().is_empty()))
+            .unwrap_or("(nothing on stderr)")
+            .trim();
+        match self.code {
+            Some(c) => format!("exit {c}: {said}"),
+            None => format!("killed by a signal: {said}"),
+        }
+    }
+}
+
+/// Runs `cmd` with its output into `out` and `err`, for at most `limit`
+/// and until `stop` is raised: a child still running then is killed.
+pub fn run_limited(
+    mut cmd: Command,
+    limit: Duration,
+    stop: &StopFlag,
+    out: &Path,
+    err: &Path,
+) -> Ran {
+    if stop.raised() {
+        return Ran::failed(None, true);
+    }
+    let files = File::create(out).and_then(|o| Ok((o, File::create(err)?)));
+    let spawned = files.and_then(|(o, e)| {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::from(o))
+            .stderr(Stdio::from(e))
+            .spawn()
+    });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return Ran::failed(Some(e.to_string()), false),
+    };
+    let start = Instant::now();
+    // Short polls first: most runs of the check end within milliseconds
+    // (a stub) or seconds, and a fixed long poll would add up over ~50.
+    let mut nap = Duration::from_millis(1);
+    let (code, timed_out, stopped) = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break (status.code(), false, false),
+            Ok(None) if start.elapsed() >= limit || stop.raised() => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break (None, !stop.raised(), stop.raised());
+            }
+            Ok(None) => {
+                std::thread::sleep(nap.min(limit.saturating_sub(start.elapsed())));
+                nap = (nap * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ran {
+                    stdout: read(out),
+                    stderr: read(err),
+                    ..Ran::failed(Some(format!("cannot wait for it: {e}")), false)
+                };
+            }
+        }
+    };
+    Ran {
+        code,
+        timed_out,
+        stopped,
+        spawn_error: None,
+        stdout: read(out),
+        stderr: read(err),
+    }
+}
+
+impl Ran {
+    /// A child that did not run to the end and printed nothing.
+    fn failed(spawn_error: Option<String>, stopped: bool) -> Ran {
+        Ran {
+            code: None,
+            timed_out: false,
+            stopped,
+            spawn_error,
+            stdout: String::new(),
+            stderr: String::new(),
+        }
+    }
+}
+
+/// A file's text, lossily, or empty.
+fn read(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// Runs the himeno binary under test: every run with the same time limit
+/// and environment changes, its files named after its label in `runs`.
+pub struct Runner {
+    /// The binary.
+    pub bin: PathBuf,
+    /// The folder of the runs' files.
+    runs: PathBuf,
+    /// Time limit of one run.
+    pub limit: Duration,
+    /// Raised by a stop signal: the run going is killed, none starts.
+    pub stop: StopFlag,
+    /// Variables set for every run (after the first probe).
+    env: Vec<(OsString, OsString)>,
+}
+
+impl Runner {
+    /// A runner of `bin` whose files go to `runs`.
+    pub fn new(bin: PathBuf, runs: PathBuf, limit: Duration, stop: StopFlag) -> Runner {
+        Runner {
+            bin,
+            runs,
+            limit,
+            stop,
+            env: Vec::new(),
+        }
+    }
+
+    /// Sets `key` to `value` for every later run.
+    pub fn set_env(&mut self, key: &str, value: OsString) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), value));
+    }
+
+    /// Runs the binary with `args` as run `name`, without the variables in
+    /// `unset`: writes `name.cmd` (the command line, as a shell would take
+    /// it), `name.out` and `name.err`.
+    pub fn run(&self, name: &str, args: &[String], unset: &[&str]) -> Ran {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        for k in unset {
+            cmd.env_remove(k);
+        }
+        let mut line: Vec<String> = unset.iter().map(|k| format!("-u {k}")).collect();
+        if !line.is_empty() {
+            line.insert(0, "env".into());
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+            line.push(format!(
+                "{}={}",
+                k.to_string_lossy(),
+                quote(&v.to_string_lossy())
+            ));
+        }
+        line.push(quote(&self.bin.to_string_lossy()));
+        line.extend(args.iter().map(|a| quote(a)));
+        let _ = std::fs::write(self.runs.join(format!("{name}.cmd")), line.join(" ") + "\n");
+        run_limited(
+            cmd,
+            self.limit,
+            &self.stop,
+            &self.runs.join(format!("{name}.out")),
+            &self.runs.join(format!("{name}.err")),
+        )
+    }
+}
+
+/// `s` quoted for a POSIX shell when it needs it.
+pub fn quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./:=,+@%".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("himeno-child-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_child_past_its_limit_is_killed_and_says_so() {
+        let d = scratch("limit");
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo started; sleep 30"]);
+        let t = Instant::now();
+        let limit = Duration::from_millis(300);
+        let r = run_limited(cmd, limit, &StopFlag::never(), &d.join("o"), &d.join("e"));
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert!(r.timed_out && !r.ok());
+        assert_eq!(r.stdout, "started\n");
+        assert_eq!(r.why(Duration::from_secs(7)), "no result after 7 s");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_failure_names_its_error_line_and_code() {
+        let d = scratch("fail");
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo note >&2; echo 'himeno: error: bad' >&2; exit 2"]);
+        let never = StopFlag::never();
+        let r = run_limited(
+            cmd,
+            Duration::from_secs(30),
+            &never,
+            &d.join("o"),
+            &d.join("e"),
+        );
+        assert_eq!(r.why(Duration::ZERO), "exit 2: himeno: error: bad");
+        let r = run_limited(
+            Command::new(d.join("missing")),
+            Duration::from_secs(1),
+            &never,
+            &d.join("o"),
+            &d.join("e"),
+        );
+        assert!(r.why(Duration::ZERO).starts_with("cannot be started"));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_stop_kills_the_child_and_starts_no_other() {
+        let d = scratch("stop");
+        let stop = StopFlag::never();
+        let raiser = stop.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            raiser.raise();
+        });
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exec sleep 30"]);
+        let r = run_limited(
+            cmd,
+            Duration::from_secs(60),
+            &stop,
+            &d.join("o"),
+            &d.join("e"),
+        );
+        t.join().unwrap();
+        assert!(r.stopped && !r.timed_out, "{r:?}");
+        assert_eq!(r.why(Duration::ZERO), "stopped by a signal");
+        let r = run_limited(
+            Command::new("true"),
+            Duration::from_secs(9),
+            &stop,
+            &d.join("o"),
+            &d.join("e"),
+        );
+        assert!(r.stopped && r.code.is_none(), "{r:?}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn quoting_leaves_plain_words_alone() {
+        assert_eq!(quote("--grid"), "--grid");
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote(""), "''");
+    }
+}

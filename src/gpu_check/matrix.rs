@@ -1,0 +1,448 @@
+//! What `himeno gpu-check` runs and how it judges a GPU result: the parts
+//! of the check, the correctness matrix (GPU vs CPU on 1, 2 and 4
+//! in-process ranks, pinned and pageable staging, `--overlap`, the
+//! `--gpu-occupancy` variants, on grids with odd and one-point-wide
+//! blocks), the timing runs, and the comparison with the CPU's answer.
+//!
+//! Plain data and arithmetic, so the unit tests below can read the whole
+//! matrix without running anything.
+
+use crate::verify::gosa_agrees;
+use serde_json::Value;
+
+/// A part of the check; each ends ok, failed, not run or skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The binary loads and a first GPU run works.
+    Setup,
+    /// The binary finds NVRTC by itself.
+    NvrtcSearch,
+    /// GPU vs CPU on one rank.
+    Correctness1Rank,
+    /// GPU vs CPU on two in-process ranks (pinned staging).
+    Correctness2Ranks,
+    /// GPU vs CPU on four in-process ranks (pinned staging).
+    Correctness4Ranks,
+    /// Pageable staging equals pinned (and the CPU).
+    Staging,
+    /// `--overlap` equals the CPU.
+    Overlap,
+    /// Every `--gpu-occupancy` variant equals the CPU.
+    Occupancy,
+    /// `himeno bench transfer`.
+    Transfer,
+    /// XL throughput per occupancy variant.
+    XlTiming,
+    /// The phase split of pinned vs pageable, with and without overlap.
+    PhaseSplit,
+}
+
+impl Part {
+    /// Every part, in report order.
+    pub const ALL: [Part; 11] = [
+        Part::Setup,
+        Part::NvrtcSearch,
+        Part::Correctness1Rank,
+        Part::Correctness2Ranks,
+        Part::Correctness4Ranks,
+        Part::Staging,
+        Part::Overlap,
+        Part::Occupancy,
+        Part::Transfer,
+        Part::XlTiming,
+        Part::PhaseSplit,
+    ];
+
+    /// The part's name in the report (the script's names, which readers
+    /// of old reports know).
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Setup => "setup",
+            Part::NvrtcSearch => "nvrtc_search",
+            Part::Correctness1Rank => "correctness_1_rank",
+            Part::Correctness2Ranks => "correctness_2_ranks",
+            Part::Correctness4Ranks => "correctness_4_ranks",
+            Part::Staging => "staging",
+            Part::Overlap => "overlap",
+            Part::Occupancy => "occupancy",
+            Part::Transfer => "transfer",
+            Part::XlTiming => "xl_timing",
+            Part::PhaseSplit => "phase_split",
+        }
+    }
+
+    /// Whether a failure of this part means a wrong GPU answer (FAIL), not
+    /// a part that could not run (PARTIAL).
+    pub fn is_correctness(self) -> bool {
+        matches!(
+            self,
+            Part::Correctness1Rank
+                | Part::Correctness2Ranks
+                | Part::Correctness4Ranks
+                | Part::Staging
+                | Part::Overlap
+                | Part::Occupancy
+        )
+    }
+
+    /// The correctness part of runs on `ranks` ranks with pinned staging.
+    fn of_ranks(ranks: usize) -> Part {
+        match ranks {
+            1 => Part::Correctness1Rank,
+            2 => Part::Correctness2Ranks,
+            _ => Part::Correctness4Ranks,
+        }
+    }
+}
+
+/// The correctness grids: size S, an odd one (odd blocks on every split)
+/// and a thin one whose k split leaves one-point-wide blocks. The quick
+/// mode keeps the thin one and a small odd one, which an emulated device
+/// sweeps in moments.
+pub fn grids(quick: bool) -> &'static [&'static str] {
+    if quick {
+        &["13x11x9", THIN]
+    } else {
+        &["64x64x128", "33x35x37", THIN]
+    }
+}
+
+/// The thin grid: interior 8x9x3, so a k split makes blocks one and two
+/// points wide.
+pub const THIN: &str = "9x10x5";
+
+/// Rehearsal iterations of every correctness run.
+const WARMUP: &str = "2";
+
+/// The options every run on `grid` shares.
+fn base(grid: &str, iterations: u64) -> Vec<String> {
+    strings(&[
+        "--grid",
+        grid,
+        "--iterations",
+        &iterations.to_string(),
+        "--warmup",
+        WARMUP,
+    ])
+}
+
+/// One run of the binary: its label and its options (`--format json` is
+/// added when it is run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// The label of its record in results.jsonl and of its detail files.
+    pub name: String,
+    /// The command-line options.
+    pub args: Vec<String>,
+}
+
+/// The CPU run on `grid` that the GPU runs on it are compared with.
+pub fn cpu_reference(grid: &str, iterations: u64) -> Run {
+    let mut args = base(grid, iterations);
+    args.extend(strings(&["--backend", "cpu"]));
+    Run {
+        name: format!("cpu-{grid}"),
+        args,
+    }
+}
+
+/// A GPU run of the correctness matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuRun {
+    /// The part its outcome counts for.
+    pub part: Part,
+    /// In-process ranks (`--local-ranks`, left out for one).
+    pub ranks: usize,
+    /// Its label and options.
+    pub run: Run,
+}
+
+/// The GPU runs on `grid`, each to compare with [`cpu_reference`].
+pub fn gpu_runs(grid: &str, iterations: u64) -> Vec<GpuRun> {
+    let mut out = Vec::new();
+    let mut add = |part: Part, ranks: usize, name: String, extra: &[&str]| {
+        let mut args = strings(&["--backend", "gpu"]);
+        if ranks > 1 {
+            args.extend(strings(&["--local-ranks", &ranks.to_string()]));
+        }
+        args.extend(base(grid, iterations));
+        args.extend(strings(extra));
+        out.push(GpuRun {
+            part,
+            ranks,
+            run: Run {
+                name: format!("gpu-{grid}-{name}"),
+                args,
+            },
+        });
+    };
+    if grid == THIN {
+        add(
+            Part::Overlap,
+            2,
+            "r2-1x1x2-overlap".into(),
+            &["--procs", "1x1x2", "--overlap"],
+        );
+        add(
+            Part::Overlap,
+            4,
+            "r4-2x1x2-overlap".into(),
+            &["--procs", "2x1x2", "--overlap"],
+        );
+        add(
+            Part::Staging,
+            4,
+            "r4-1x2x2-pageable".into(),
+            &["--procs", "1x2x2", "--staging", "pageable"],
+        );
+        return out;
+    }
+    add(Part::Correctness1Rank, 1, "r1".into(), &[]);
+    add(Part::Overlap, 1, "r1-overlap".into(), &["--overlap"]);
+    add(
+        Part::Occupancy,
+        1,
+        "r1-occ4".into(),
+        &["--gpu-occupancy", "4"],
+    );
+    add(
+        Part::Occupancy,
+        1,
+        "r1-occ5".into(),
+        &["--gpu-occupancy", "5"],
+    );
+    for (ranks, procs) in [(2, "2x1x1"), (2, "1x1x2"), (4, "1x2x2"), (4, "2x2x1")] {
+        let tag = format!("r{ranks}-{procs}");
+        add(
+            Part::of_ranks(ranks),
+            ranks,
+            format!("{tag}-pinned"),
+            &["--procs", procs, "--staging", "pinned"],
+        );
+        add(
+            Part::Staging,
+            ranks,
+            format!("{tag}-pageable"),
+            &["--procs", procs, "--staging", "pageable"],
+        );
+        add(
+            Part::Overlap,
+            ranks,
+            format!("{tag}-overlap"),
+            &["--procs", procs, "--overlap"],
+        );
+    }
+    add(
+        Part::Occupancy,
+        4,
+        "r4-1x2x2-all".into(),
+        &[
+            "--procs",
+            "1x2x2",
+            "--overlap",
+            "--staging",
+            "pageable",
+            "--gpu-occupancy",
+            "5",
+        ],
+    );
+    out
+}
+
+/// `himeno bench transfer` up to 1 GiB (1 MiB in the quick mode: enough
+/// to see every series once).
+pub fn transfer(quick: bool) -> Run {
+    let max = if quick { 1u64 << 20 } else { 1 << 30 };
+    Run {
+        name: "transfer".into(),
+        args: strings(&["bench", "transfer", "--max-bytes", &max.to_string()]),
+    }
+}
+
+/// The `--gpu-occupancy` variants timed at XL.
+pub const OCCUPANCIES: [&str; 3] = ["auto", "4", "5"];
+
+/// The XL run of occupancy variant `occ`.
+pub fn xl(occ: &str, iterations: u64) -> Run {
+    Run {
+        name: format!("time-XL-occ{occ}"),
+        args: strings(&[
+            "--backend",
+            "gpu",
+            "--size",
+            "XL",
+            "--iterations",
+            &iterations.to_string(),
+            "--warmup",
+            "5",
+            "--gpu-occupancy",
+            occ,
+        ]),
+    }
+}
+
+/// A run of the phase split at size L.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    /// In-process ranks sharing the GPU.
+    pub ranks: usize,
+    /// The process grid.
+    pub procs: &'static str,
+    /// `pinned` or `pageable`.
+    pub staging: &'static str,
+    /// Whether `--overlap` is on.
+    pub overlap: bool,
+    /// Its label and options.
+    pub run: Run,
+}
+
+/// The phase-split runs: pinned and pageable, overlap off and on, on 2
+/// and 4 ranks.
+pub fn splits(iterations: u64) -> Vec<Split> {
+    let mut out = Vec::new();
+    for (ranks, procs) in [(2, "2x1x1"), (4, "1x2x2")] {
+        for staging in ["pinned", "pageable"] {
+            for overlap in [false, true] {
+                let mut args = strings(&[
+                    "--backend",
+                    "gpu",
+                    "--local-ranks",
+                    &ranks.to_string(),
+                    "--procs",
+                    procs,
+                    "--size",
+                    "L",
+                    "--iterations",
+                    &iterations.to_string(),
+                    "--warmup",
+                    "5",
+                    "--staging",
+                    staging,
+                ]);
+                if overlap {
+                    args.push("--overlap".into());
+                }
+                let name = format!(
+                    "split-L-r{ranks}-{procs}-{staging}-overlap{}",
+                    if overlap { "on" } else { "off" }
+                );
+                out.push(Split {
+                    ranks,
+                    procs,
+                    staging,
+                    overlap,
+                    run: Run { name, args },
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The options of the first GPU run (the smallest there is).
+pub fn probe() -> Vec<String> {
+    strings(&[
+        "-v",
+        "--backend",
+        "gpu",
+        "--grid",
+        "3x3x3",
+        "--iterations",
+        "1",
+        "--warmup",
+        "0",
+    ])
+}
+
+/// The options of a run that shows whether the binary has `--local-ranks`.
+pub fn local_ranks_probe() -> Vec<String> {
+    strings(&[
+        "--local-ranks",
+        "2",
+        "--backend",
+        "cpu",
+        "--grid",
+        "5x5x5",
+        "--iterations",
+        "1",
+        "--warmup",
+        "0",
+    ])
+}
+
+/// Whether the GPU record `gpu` has the CPU record `cpu`'s answer: an
+/// equal field fingerprint (present), gosa within the verification
+/// tolerance, and no failed verification of its own.
+pub fn agrees(gpu: &Value, cpu: &Value) -> bool {
+    let fp = gpu["p_fingerprint"].as_str();
+    let gosa = (gpu["gosa"].as_f64(), cpu["gosa"].as_f64());
+    fp.is_some()
+        && fp == cpu["p_fingerprint"].as_str()
+        && gpu["verified"] != Value::Bool(false)
+        && matches!(gosa, (Some(g), Some(c)) if gosa_agrees(g, c))
+}
+
+/// Whether every rank of `record` ran on an emulated device (the field
+/// is absent on real GPUs).
+pub fn emulated(record: &Value) -> bool {
+    record["per_rank"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty() && r.iter().all(|r| r["emulated"] == Value::Bool(true)))
+}
+
+/// `s` as owned strings.
+fn strings(s: &[&str]) -> Vec<String> {
+    s.iter().map(|s| s.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_matrix_covers_every_correctness_part_on_every_grid_set() {
+        for quick in [false, true] {
+            let runs: Vec<GpuRun> = grids(quick).iter().flat_map(|g| gpu_runs(g, 3)).collect();
+            for part in Part::ALL.into_iter().filter(|p| p.is_correctness()) {
+                assert!(runs.iter().any(|r| r.part == part), "{part:?} {quick}");
+            }
+            let mut names: Vec<&str> = runs.iter().map(|r| r.run.name.as_str()).collect();
+            let n = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), n, "labels are unique");
+            for r in &runs {
+                let local = r.run.args.windows(2).any(|w| w[0] == "--local-ranks");
+                assert_eq!(local, r.ranks > 1, "{:?}", r.run);
+            }
+        }
+        assert_eq!(gpu_runs("33x35x37", 20).len(), 17);
+        assert_eq!(gpu_runs(THIN, 20).len(), 3);
+        assert_eq!(splits(100).len(), 8);
+    }
+
+    #[test]
+    fn agreement_needs_the_fingerprint_the_tolerance_and_no_failed_check() {
+        let cpu = json!({"p_fingerprint": "00ab", "gosa": 1.0e-3});
+        let same =
+            json!({"p_fingerprint": "00ab", "gosa": 1.0e-3 * (1.0 + 1e-12), "verified": null});
+        assert!(agrees(&same, &cpu));
+        let far = json!({"p_fingerprint": "00ab", "gosa": 1.001e-3});
+        assert!(!agrees(&far, &cpu));
+        let other = json!({"p_fingerprint": "00ac", "gosa": 1.0e-3});
+        assert!(!agrees(&other, &cpu));
+        let refused = json!({"p_fingerprint": "00ab", "gosa": 1.0e-3, "verified": false});
+        assert!(!agrees(&refused, &cpu));
+        assert!(!agrees(&json!({}), &json!({})));
+    }
+
+    #[test]
+    fn emulated_means_every_rank_says_so() {
+        let t = json!({"emulated": true});
+        assert!(emulated(&json!({"per_rank": [t, t]})));
+        assert!(!emulated(&json!({"per_rank": [t, {}]})));
+        assert!(!emulated(&json!({"per_rank": []})));
+        assert!(!emulated(&json!({})));
+    }
+}

@@ -522,3 +522,41 @@ fn selftest(dir: &Path) -> Command {
     c.arg("selftest").env("HIMENO_EMU_DIR", dir);
     c
 }
+
+#[test]
+fn emulated_gpu_check_passes_and_says_emulated() {
+    let Some(emu) = emulator("emulated_gpu_check_passes_and_says_emulated") else {
+        return;
+    };
+    // NVRTC where the binary's own search finds it (a virtual
+    // environment's site-packages), as on a machine with the wheel.
+    let venv = temp_file("emu-check", "venv");
+    let site = venv.join("lib/python3.12/site-packages/nvidia/cu13");
+    std::fs::create_dir_all(&site).unwrap();
+    let _ = std::fs::remove_file(site.join("lib"));
+    std::os::unix::fs::symlink(emu.nvrtc.parent().unwrap(), site.join("lib")).unwrap();
+    let out = temp_file("emu-check", "out");
+    let out_s = out.display().to_string();
+    for seed in [1, 2] {
+        let _ = std::fs::remove_dir_all(&out);
+        let venv_s = venv.display().to_string();
+        let o = run(emu.wrap(
+            himeno(&["gpu-check", "--quick", "--out", &out_s]),
+            seed,
+            &[("VIRTUAL_ENV", &venv_s)],
+        ));
+        let text = stdout(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "seed {seed}:\n{text}\n{}",
+            stderr(&o)
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("gpu-check: PASS (emulated device")),
+            "{text}"
+        );
+        assert!(out.join("gpu-check.txt").is_file() && out.join("results.jsonl").is_file());
+    }
+}

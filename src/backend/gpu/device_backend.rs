@@ -24,8 +24,10 @@
 //! above 1 is refused for it at the command line), so a face's message is
 //! one layer.
 //!
-//! Every launch's shape and arguments come from `launch`, whose index math
-//! the `gpu_emu_*` tests replay on the host.
+//! Every launch's shape and arguments come from `launch`. The tests run
+//! this backend on the emulated CUDA driver (`scripts/cuda-emu.sh`), which
+//! executes the real kernels and checks every launch's arguments against
+//! the kernel's declaration.
 
 use super::GpuOptions;
 use super::compile::Compiled;
@@ -153,8 +155,8 @@ fn launch(st: &CudaStream, f: &CudaFunction, shape: Shape, args: &[Arg], what: &
         shared_mem_bytes: 0,
     };
     // SAFETY: `args` is the kernel's parameter list in order, with the
-    // C types of its parameters (the gpu_emu tests check every list
-    // against kernels.cu); each slot starts with the value's bytes, which
+    // C types of its parameters (the emulated driver checks the count and
+    // every width against the compiled kernel); each slot starts with the value's bytes, which
     // is what the driver reads for a parameter of that width on a
     // little-endian host, and the driver ignores the one extra pointer.
     // `slots` outlives the call, which copies the values.

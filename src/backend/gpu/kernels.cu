@@ -12,8 +12,8 @@
 // fastest). Offsets are 64-bit: a single rank's field may exceed 2^31 values.
 //
 // Launch constants come from src/backend/gpu/launch.rs as -D definitions
-// (launch::defines), the one place they are set; the host-side replay of
-// this file's index math (tests/it/gpu_emu.rs) reads the same constants.
+// (launch::defines), the one place they are set; the emulated CUDA driver
+// (scripts/cuda-emu.sh) compiles this file for the host with the same ones.
 
 #if !defined(HIMENO_WARP) || !defined(HIMENO_SWEEP_THREADS) || \
     !defined(HIMENO_SWEEP_MIN_BLOCKS) || !defined(HIMENO_MAX_WARPS)

@@ -4,10 +4,9 @@
 //! and each kernel's argument list.
 //!
 //! Everything here is plain arithmetic on numbers and device addresses,
-//! with no CUDA call, so that the `gpu_emu_*` tests can replay the kernels'
-//! index math on the host in builds and on machines without a GPU: the
-//! backend launches exactly the configurations and arguments these
-//! functions return.
+//! with no CUDA call, so that the `gpu_emu_*` tests can check the launch
+//! plan's coverage on the host in every build: the backend launches exactly
+//! the configurations and arguments these functions return.
 
 use super::regions::{self, Region};
 use crate::error::{Error, Result};

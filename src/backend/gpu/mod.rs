@@ -7,7 +7,7 @@
 //! - `env`: the environment variables the backend reads;
 //! - `launch`: the launch constants, the sweep's launch plan, the face
 //!   copies' geometry and every kernel's argument list (plain arithmetic,
-//!   replayed on the host by the `gpu_emu_*` tests);
+//!   whose coverage the `gpu_emu_*` tests check on the host);
 //! - `regions`: the boxes one sweep launch covers (boundary slabs first
 //!   under `--overlap`);
 //! - `sample`: what a transfer measurement returns;

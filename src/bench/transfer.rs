@@ -69,11 +69,23 @@ pub struct TransferReport {
     pub latency_us: BTreeMap<String, f64>,
     /// Per `direction/memory`: the best bandwidth in GB/s.
     pub peak_gbytes_per_s: BTreeMap<String, f64>,
+    /// Whether the device is an emulated one (its times are the host's,
+    /// not GPU performance); absent for a real GPU.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub emulated: bool,
+    /// The emulated driver's description, when emulated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<String>,
 }
 
 impl TransferReport {
     /// Builds the report and its summaries from the samples.
-    pub fn new(host: String, device: String, samples: Vec<Sample>) -> TransferReport {
+    pub fn new(
+        host: String,
+        device: String,
+        samples: Vec<Sample>,
+        emulator: Option<String>,
+    ) -> TransferReport {
         let mut latency_us = BTreeMap::new();
         let mut peak = BTreeMap::new();
         for (dir, mem) in SERIES {
@@ -99,6 +111,8 @@ impl TransferReport {
             samples,
             latency_us,
             peak_gbytes_per_s: peak,
+            emulated: emulator.is_some(),
+            emulator,
         }
     }
 
@@ -110,6 +124,12 @@ impl TransferReport {
             "host<->device transfers on {} ({})",
             self.device, self.host
         );
+        if let Some(e) = &self.emulator {
+            let _ = writeln!(
+                s,
+                "EMULATED device ({e}): these are host memory copies, not GPU performance"
+            );
+        }
         let _ = writeln!(
             s,
             "GB/s per copy size (each copy waited for; d2d counts read + write)"
@@ -158,12 +178,17 @@ impl TransferReport {
         let mut s = String::from(
             "host,device,direction,memory,bytes,copies,seconds_per_copy,gbytes_per_s\n",
         );
+        // An emulated device says so in every row: its rates are the host's.
+        let device = match self.emulator {
+            Some(_) => format!("{} (EMULATED)", self.device),
+            None => self.device.clone(),
+        };
         for x in &self.samples {
             let _ = writeln!(
                 s,
                 "{},{},{},{},{},{},{:.6e},{:.4}",
                 output::csv_field(&self.host),
-                output::csv_field(&self.device),
+                output::csv_field(&device),
                 x.direction,
                 x.memory,
                 x.bytes,
@@ -194,7 +219,12 @@ pub fn run(args: &TransferArgs) -> Result<ExitCode> {
         2 * args.max_bytes as u128,
     )?;
     let measured = crate::backend::gpu::measure_transfers(args.device, &sizes)?;
-    let report = TransferReport::new(crate::comm::hostname(), measured.device, measured.samples);
+    let report = TransferReport::new(
+        crate::comm::hostname(),
+        measured.device,
+        measured.samples,
+        measured.emulator,
+    );
     output::emit(&match args.format {
         Format::Text => report.render_text(),
         Format::Json => output::json(&report)?,
@@ -245,6 +275,7 @@ mod tests {
                 sample(8, 5e-6),
                 sample(1 << 24, 1e-3),
             ],
+            None,
         );
         assert!((r.latency_us["h2d/pinned"] - 5.0).abs() < 1e-9);
         let want = (1u64 << 24) as f64 / 1e-3 / 1e9;

@@ -29,7 +29,6 @@
 //! executes the real kernels and checks every launch's arguments against
 //! the kernel's declaration.
 
-use super::GpuOptions;
 use super::compile::Compiled;
 use super::connections;
 use super::driver::{self, Device, Probe, cuda_err};
@@ -37,6 +36,7 @@ use super::launch::{
     self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
     fill_planes_args, reduce_args, sweep_args,
 };
+use super::options::GpuOptions;
 use super::staging::{Pinned, PinnedBuffer};
 use crate::backend::api::{Backend, BackendInfo, GpuSoftware, HostBuffer, Kind};
 use crate::config::Staging;

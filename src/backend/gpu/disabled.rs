@@ -1,6 +1,6 @@
 //! Stand-in for the GPU backend in builds without the `cuda` feature.
 
-use super::GpuOptions;
+use super::options::GpuOptions;
 use super::sample::Measured;
 use crate::backend::api::Backend;
 use crate::comm::Comm;

@@ -1,12 +1,12 @@
 //! The GPU backend's entry points in `cuda` builds: whether a GPU is
 //! usable, and creating a rank's backend collectively.
 
-use super::GpuOptions;
 use super::compile;
 use super::device_backend::{GpuBackend, Kernels, Opened};
 use super::driver::{self, Device, cuda_err};
 use super::launch::{self, SweepPlan};
 use super::memcheck::{self, Report};
+use super::options::GpuOptions;
 use crate::backend::api::Backend;
 use crate::comm::Comm;
 use crate::error::{Error, Result};

@@ -11,6 +11,7 @@
 //! - `regions`: the boxes one sweep launch covers (boundary slabs first
 //!   under `--overlap`);
 //! - `sample`: what a transfer measurement returns;
+//! - `options`: what the backend is asked for ([`GpuOptions`]);
 //! - `connections`: the hardware queues (`CUDA_DEVICE_MAX_CONNECTIONS`)
 //!   that in-process GPU ranks share.
 //!
@@ -33,22 +34,9 @@ pub mod launch;
 pub mod regions;
 pub mod sample;
 
-use crate::config::{Occupancy, Staging};
+pub mod options;
 
-/// What the GPU backend is asked for (as narrow as the CPU backend's
-/// options): the run's options that concern a rank's device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GpuOptions {
-    /// `--device`: the ordinal to use; `None`: by node-local rank.
-    pub device: Option<usize>,
-    /// Host memory the halo messages are staged in.
-    pub staging: Staging,
-    /// Whether the boundary planes are swept first, the interior during
-    /// the exchange.
-    pub overlap: bool,
-    /// The sweep kernel's register budget.
-    pub occupancy: Occupancy,
-}
+pub use options::GpuOptions;
 
 #[cfg(feature = "cuda")]
 pub mod compile;

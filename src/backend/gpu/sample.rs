@@ -30,6 +30,9 @@ pub struct Measured {
     pub device: String,
     /// Every sample, sizes ascending within each series.
     pub samples: Vec<Sample>,
+    /// The emulated CUDA driver's description when the device is one (its
+    /// times are the host's).
+    pub emulator: Option<String>,
 }
 
 /// The (direction, memory) series in report order.

@@ -91,6 +91,7 @@ pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
     Ok(Measured {
         device: dev.description.clone(),
         samples,
+        emulator: driver::emulator(),
     })
 }
 

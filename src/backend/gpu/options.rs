@@ -1,0 +1,19 @@
+//! What the GPU backend is asked for, in every build: the run's options
+//! that concern a rank's device.
+
+use crate::config::{Occupancy, Staging};
+
+/// What the GPU backend is asked for (as narrow as the CPU backend's
+/// options): the run's options that concern a rank's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// `--device`: the ordinal to use; `None`: by node-local rank.
+    pub device: Option<usize>,
+    /// Host memory the halo messages are staged in.
+    pub staging: Staging,
+    /// Whether the boundary planes are swept first, the interior during
+    /// the exchange.
+    pub overlap: bool,
+    /// The sweep kernel's register budget.
+    pub occupancy: Occupancy,
+}

@@ -90,10 +90,11 @@ fn finish(comm: &dyn Comm, outcome: Result<ExitCode>) -> ExitCode {
             crate::error::exit(Err(e), comm.rank() == 0)
         }
         Err(e) => {
-            crate::error::tell(&format!("himeno: rank {}: {e}", comm.rank()));
+            let line = format!("himeno: rank {}: {e}", comm.rank());
             if comm.size() > 1 {
-                comm.abort(i32::from(e.exit_code()));
+                comm.fail(&line, i32::from(e.exit_code()));
             }
+            crate::error::tell(&line);
             e.to_exit_code()
         }
         ok => crate::error::exit(ok, false),

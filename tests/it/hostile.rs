@@ -884,3 +884,50 @@ fn the_original_lines_have_the_original_number_formats() {
     let score = line(" Score based on Pentium III 600MHz : ");
     assert_eq!(score.rsplit_once('.').unwrap().1.len(), 6, "{score}");
 }
+
+// ---- Round III, class 1: a rank that cannot start --------------------------
+
+/// `himeno ARGS` under `ulimit -u n` (processes and threads of its user).
+/// Root is not bound by that limit, so as root the run is user nobody's.
+fn with_thread_limit(n: usize, args: &[&str]) -> Command {
+    let script = format!("ulimit -u {n} && exec \"$0\" \"$@\"");
+    // SAFETY: geteuid only reads the process's credentials.
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"]);
+        c
+    } else {
+        Command::new("bash")
+    };
+    cmd.args(["-c", &script, BIN]).args(args);
+    cmd
+}
+
+#[test]
+fn a_rank_whose_thread_is_refused_ends_the_job_at_once() {
+    const RANKS: [&str; 4] = ["--local-ranks", "16", "--threads", "1"];
+    let tiny = ["--grid", "22x22x22", "--iterations", "2"];
+    let commands: [&[&str]; 4] = [
+        &tiny,
+        &["selftest", "--grid", "22x22x22"],
+        &["bench", "stream", "--elements", "1000"],
+        &["bench", "pingpong", "--max-bytes", "8"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        // The rank options belong to the subcommand, after its name.
+        args.extend(if command == tiny {
+            &RANKS[..]
+        } else {
+            &RANKS[..2]
+        });
+        let started = std::time::Instant::now();
+        let e = run_out(with_thread_limit(8, &args), Out::File("/dev/null"), LIMIT);
+        assert_told(&e, 2, &["start"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -112,8 +112,12 @@ fn init_logging(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // Colour codes only for a terminal: batch logs must stay plain text.
+    // A log line that cannot be written (`2>/dev/full`) is dropped: the
+    // subscriber's own report of it would go through `eprintln!`, which
+    // panics on such a stderr and turns the run's verdict into an abort.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .log_internal_errors(false)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();

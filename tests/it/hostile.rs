@@ -931,3 +931,49 @@ fn a_rank_whose_thread_is_refused_ends_the_job_at_once() {
         );
     }
 }
+
+// ---- Round III, class 7: the verdict decides the code, not stderr ----------
+
+#[test]
+fn a_full_stderr_does_not_change_the_exit_code() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let cases: [(&str, &[&str], i32); 3] = [
+        ("0:2:nan", &["--grid", "30x30x30", "--iterations", "10"], 1),
+        (
+            "0:2:perturb",
+            &["--grid", "30x30x30", "--iterations", "10", "--verify"],
+            1,
+        ),
+        (
+            "2:2:panic",
+            &[
+                "--grid",
+                "30x30x30",
+                "--iterations",
+                "10",
+                "--local-ranks",
+                "4",
+            ],
+            2,
+        ),
+    ];
+    for (fault, args, code) in cases {
+        let mut child = himeno(args)
+            .env("HIMENO_FAULT", fault)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(full())
+            .spawn()
+            .unwrap();
+        let Some(status) = child.wait_timeout(LIMIT).unwrap() else {
+            let _ = child.kill();
+            panic!("{fault} {args:?} did not finish within {LIMIT:?}");
+        };
+        assert_eq!(status.code(), Some(code), "{fault} {args:?}: {status:?}");
+    }
+}

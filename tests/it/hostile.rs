@@ -977,3 +977,49 @@ fn a_full_stderr_does_not_change_the_exit_code() {
         assert_eq!(status.code(), Some(code), "{fault} {args:?}: {status:?}");
     }
 }
+
+// ---- Round III, class 5: a standard output closed at start -----------------
+
+#[test]
+fn a_standard_output_closed_at_start_is_exit_2_for_every_command() {
+    let dir = scratch("closed-at-start");
+    let study = dir.join("study.txt");
+    std::fs::write(&study, "NAME s\nSIZES XS\nITERATIONS 1\n").unwrap();
+    let results = dir.join("r.jsonl");
+    let study = study.to_str().unwrap();
+    let commands: [&[&str]; 10] = [
+        &["--grid", "9x9x9", "--iterations", "2"],
+        &["--grid", "9x9x9", "--iterations", "2", "--local-ranks", "3"],
+        &["selftest", "--grid", "9x9x9"],
+        &["bench", "stream", "--elements", "1000"],
+        &[
+            "bench",
+            "pingpong",
+            "--local-ranks",
+            "2",
+            "--max-bytes",
+            "8",
+        ],
+        &["model", "--size", "S", "--ranks", "4"],
+        &["plan", study],
+        &["report", "/dev/null"],
+        &["--version"],
+        &["--help"],
+    ];
+    for args in commands {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exec \"$0\" \"$@\" >&-", BIN]).args(args);
+        let e = run_out(cmd, Out::File("/dev/null"), LIMIT);
+        assert_told(&e, 2, &["standard output is closed"]);
+    }
+    // The run is refused before it starts: no record.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec \"$0\" \"$@\" >&-", BIN])
+        .args(["--grid", "9x9x9", "--iterations", "2", "--output"])
+        .arg(&results);
+    assert_told(&run_out(cmd, Out::File("/dev/null"), LIMIT), 2, &["closed"]);
+    assert!(records(&results).is_empty());
+    // A standard output on /dev/null, chosen, is no error.
+    let cmd = himeno(&["--grid", "9x9x9", "--iterations", "2"]);
+    assert_told(&run_out(cmd, Out::File("/dev/null"), LIMIT), 0, &[]);
+}

@@ -18,8 +18,8 @@
 //! request by more than the grace.
 
 use crate::error::{Error, Result, tell};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Name of the variable that sets the watchdog's grace, in seconds.
@@ -37,6 +37,46 @@ const STOP_SIGNALS: [i32; 3] = [
     signal_hook::consts::SIGINT,
     signal_hook::consts::SIGUSR1,
 ];
+
+/// How the watchdog ends the process, when not with `_exit(2)`: the
+/// communicator's own abort while MPI runs (see [`set_watchdog_end`]).
+static WATCHDOG_END: Mutex<Option<fn(i32) -> !>> = Mutex::new(None);
+
+/// How long the watchdog gives [`set_watchdog_end`]'s way to end the
+/// process before it ends it with `_exit(2)` itself.
+const END_BACKSTOP: Duration = Duration::from_secs(2);
+
+/// Sets how the watchdog ends the process (`None`: `_exit(2)`).
+///
+/// Under MPI a rank that leaves with `_exit` while others are blocked can
+/// lose its exit code: MPICH's launcher (Hydra 4.0) records 0 for a rank
+/// whose exit it sees only after it has started killing the job, and then
+/// exits 0 itself for a job that must fail. `MPI_Abort` hands the code to
+/// the launcher first, which then reports it.
+pub fn set_watchdog_end(end: Option<fn(i32) -> !>) {
+    *WATCHDOG_END.lock().unwrap_or_else(|p| p.into_inner()) = end;
+}
+
+/// Ends the process with exit code 2 for the watchdog: through the way
+/// [`set_watchdog_end`] gave, with `_exit(2)` as the backstop should that
+/// block too (an MPI library stuck on the network that stalled the job).
+fn end_for_watchdog() -> ! {
+    let end = *WATCHDOG_END.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(end) = end {
+        let backstop = std::thread::Builder::new()
+            .name("himeno-stop-backstop".into())
+            .spawn(|| {
+                std::thread::sleep(END_BACKSTOP);
+                // SAFETY: ends the process at once; nothing is left to run.
+                unsafe { libc::_exit(2) }
+            });
+        if backstop.is_ok() {
+            end(2);
+        }
+    }
+    // SAFETY: ends the process at once; nothing is left to run.
+    unsafe { libc::_exit(2) }
+}
 
 /// A flag raised by the first stop signal, with a count of them all.
 #[derive(Debug, Clone)]
@@ -129,8 +169,7 @@ impl StopFlag {
                      or the network is blocked): exiting now; set {GRACE_VAR} to allow more",
                     ms as f64 / 1000.0
                 ));
-                // SAFETY: ends the process at once; nothing is left to run.
-                unsafe { libc::_exit(2) }
+                end_for_watchdog()
             });
         if let Err(e) = spawned {
             tracing::warn!("no stop watchdog: {e}");

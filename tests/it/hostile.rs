@@ -534,10 +534,16 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
     );
     if MPI {
         // Rank 1 hangs; the others wait for it in the allreduce. SIGUSR1
-        // to mpirun reaches every rank, and the watchdogs end the job.
-        let e = stop_after(hung(mpirun(3, &LONG), 1), "injecting a fault", "USR1");
-        assert_ne!(e.status.code(), Some(0), "{}", e.stderr);
-        assert!(e.stderr.contains("after a stop signal"), "{}", e.stderr);
+        // to mpirun reaches every rank, and the watchdogs end the job
+        // through MPI_Abort. They once left with _exit(2), and MPICH's
+        // mpiexec then exited 0 about one time in ten (it records 0 for a
+        // rank it sees leave only after it began killing the job): a few
+        // tries show such a race.
+        for _ in 0..3 {
+            let e = stop_after(hung(mpirun(3, &LONG), 1), "injecting a fault", "USR1");
+            assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+            assert!(e.stderr.contains("after a stop signal"), "{}", e.stderr);
+        }
     }
 }
 

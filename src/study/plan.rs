@@ -35,6 +35,12 @@ pub const MAX_RANKS: usize = 1 << 20;
 /// Largest file a study definition may be (they are a few lines).
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
+/// Most runs one plan may hold, all its studies together: far more than a
+/// job runs (a study of 10 sizes on 20 rank counts is 200), and few enough
+/// that the plan is printed at once. A definition of 2000 sizes on 2000
+/// rank counts, 10 KB of text, would be 4 million runs and 300 MB of plan.
+pub const MAX_RUNS: usize = 10_000;
+
 /// Options of `himeno plan`.
 #[derive(Debug, Args, Clone)]
 pub struct PlanArgs {
@@ -113,6 +119,13 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
     let mut runs = Vec::new();
     for path in &args.studies {
         let study = Study::read(path)?;
+        if runs.len() + study.run_count() > MAX_RUNS {
+            return Err(Error::usage(format!(
+                "the studies up to {} make more than {MAX_RUNS} runs, the most a plan holds: \
+                 split them into several plans",
+                path.display()
+            )));
+        }
         for run in study.runs()? {
             if args.max_ranks.is_some_and(|m| run.ranks > m) {
                 continue;
@@ -132,14 +145,8 @@ impl Study {
     /// Reads and parses the definition in `path`.
     pub fn read(path: &Path) -> Result<Study> {
         let bad = |why: String| Error::usage(format!("study definition {}: {why}", path.display()));
-        let size = std::fs::metadata(path)
-            .map_err(|e| bad(format!("cannot read it: {e}")))?
-            .len();
-        if size > MAX_FILE_BYTES {
-            return Err(bad(format!("{size} bytes is not a study definition")));
-        }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        let text = super::records::read_capped(path, MAX_FILE_BYTES)
+            .map_err(|e| bad(format!("cannot read it: {e}")))?;
         Study::parse(&text).map_err(|e| match e {
             Error::Usage(m) => bad(m),
             other => other,
@@ -250,7 +257,38 @@ impl Study {
             threads,
             temporal,
         };
+        let runs = study.run_count();
+        if runs > MAX_RUNS {
+            return Err(Error::usage(format!(
+                "the study makes {runs} runs ({} size(s) x {} rank count(s){}), more than the \
+                 {MAX_RUNS} a plan holds: split it into several studies",
+                study.sizes.len(),
+                study.ranks.len(),
+                if study.procs.is_empty() || study.kind == Kind::Weak {
+                    ""
+                } else {
+                    " with their process grids"
+                }
+            )));
+        }
         Ok(study)
+    }
+
+    /// How many runs [`Study::runs`] makes, counted without making them.
+    pub fn run_count(&self) -> usize {
+        let per_size: usize = if self.kind == Kind::Weak || self.procs.is_empty() {
+            self.ranks.len()
+        } else {
+            let mut grids_of = std::collections::HashMap::new();
+            for p in &self.procs {
+                *grids_of.entry(p.ranks()).or_insert(0usize) += 1;
+            }
+            self.ranks
+                .iter()
+                .map(|np| grids_of.get(np).copied().unwrap_or(0))
+                .fold(0, usize::saturating_add)
+        };
+        per_size.saturating_mul(self.sizes.len())
     }
 
     /// The study's runs, in the order of its sizes, then rank counts, then
@@ -482,6 +520,27 @@ mod tests {
         );
         assert_eq!(runs[7].procs, [2, 2, 1]);
         assert_eq!(runs[7].grid, [64, 64, 128]);
+    }
+
+    #[test]
+    fn runs_are_counted_before_they_are_made_and_bounded() {
+        for text in [
+            STRONG,
+            "NAME=w\nKIND=weak\nSIZES=\"9x9x9 12x12x12\"\nRANKS=\"1 2 3\"\n",
+            "NAME=a\nSIZES=\"XS S M\"\nRANKS=\"1 2 4 8\"\n",
+        ] {
+            let study = Study::parse(text).unwrap();
+            assert_eq!(study.run_count(), study.runs().unwrap().len(), "{text}");
+        }
+        let sizes: Vec<String> = (3..104).map(|i| format!("{i}x9x9")).collect();
+        let ranks: Vec<String> = (1..=100).map(|r| r.to_string()).collect();
+        let text = format!(
+            "NAME=n\nSIZES={}\nRANKS={}\n",
+            sizes.join(" "),
+            ranks.join(" ")
+        );
+        let e = Study::parse(&text).unwrap_err();
+        assert!(e.message().contains("10100 runs"), "{e}");
     }
 
     #[test]

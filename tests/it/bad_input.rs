@@ -408,6 +408,20 @@ fn rows() -> Vec<Row> {
         ),
         Row::new(&["report", "/dev/zero"], &["/dev/zero", "device"]),
         Row::new(&["report", "/"], &["directory"]),
+        Row::new(&["plan", "/dev/zero"], &["/dev/zero", "device"]),
+        Row::new(&["plan", "/"], &["directory"]),
+        Row::new(
+            &[
+                "model",
+                "--size",
+                "S",
+                "--ranks",
+                "2",
+                "--results",
+                "/dev/zero",
+            ],
+            &["/dev/zero", "device"],
+        ),
         Row::new(
             &["bench", "stream", "--elements", "100000000000"],
             &["bench stream", "needs", "GiB"],

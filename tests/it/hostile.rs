@@ -1029,3 +1029,80 @@ fn a_standard_output_closed_at_start_is_exit_2_for_every_command() {
     let cmd = himeno(&["--grid", "9x9x9", "--iterations", "2"]);
     assert_told(&run_out(cmd, Out::File("/dev/null"), LIMIT), 0, &[]);
 }
+
+// ---- Round III, class 3: files that are not regular, or unbounded ---------
+
+#[test]
+fn a_fifo_or_device_named_as_an_input_is_refused_at_once() {
+    let dir = scratch("input-fifo");
+    let fifo = dir.join("in.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let model = ["model", "--size", "S", "--ranks", "4"];
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["plan", fifo],
+        vec!["plan", "/dev/zero"],
+        vec!["report", fifo],
+        vec!["report", "/dev/zero", "--model-pingpong", fifo],
+        [&model[..], &["--rate-mflops", "100", "--pingpong", fifo]].concat(),
+        [
+            &model[..],
+            &[
+                "--results",
+                fifo,
+                "--latency-us",
+                "1",
+                "--bandwidth-gbs",
+                "1",
+            ],
+        ]
+        .concat(),
+    ];
+    for args in cases {
+        let started = std::time::Instant::now();
+        let e = run_out(himeno(&args), Out::File("/dev/null"), LIMIT);
+        assert_told(&e, 2, &["not a regular file"]);
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+    }
+}
+
+#[test]
+fn a_study_of_millions_of_runs_is_refused_before_it_is_expanded() {
+    let dir = scratch("huge-study");
+    let study = dir.join("big.env");
+    let sizes: Vec<String> = (0..2000).map(|i| format!("{}x9x9", i + 3)).collect();
+    let ranks: Vec<String> = (1..=2000).map(|r| r.to_string()).collect();
+    std::fs::write(
+        &study,
+        format!(
+            "NAME=big\nSIZES={}\nRANKS={}\n",
+            sizes.join(" "),
+            ranks.join(" ")
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let e = run_out(
+        himeno(&["plan", study.to_str().unwrap()]),
+        Out::File("/dev/null"),
+        LIMIT,
+    );
+    assert_told(&e, 2, &["4000000 runs"]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Several studies that are each small enough still make one plan of
+    // at most that many runs.
+    let part = dir.join("part.env");
+    std::fs::write(
+        &part,
+        format!(
+            "NAME=part\nSIZES={}\nRANKS=1 2 4 8\n",
+            sizes[..1500].join(" ")
+        ),
+    )
+    .unwrap();
+    let part = part.to_str().unwrap();
+    let e = run_out(himeno(&["plan", part, part]), Out::File("/dev/null"), LIMIT);
+    assert_told(&e, 2, &["more than 10000 runs"]);
+}

@@ -4,7 +4,9 @@
 
 use crate::bench::BenchArgs;
 use crate::comm::LaunchArgs;
-use crate::config::{BackendKind, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure};
+use crate::config::{
+    BackendKind, MAX_ITERATIONS, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure,
+};
 use crate::error::{Error, Result};
 use crate::grid::Preset;
 use crate::machine::threads::{self, Bind};
@@ -215,8 +217,6 @@ pub fn one_line(e: &clap::Error) -> String {
     format!("{}; see `himeno --help`", parts.join(" "))
 }
 
-/// Largest accepted iteration count: beyond this a run would take years.
-const MAX_ITERATIONS: u64 = 1_000_000_000;
 /// Largest accepted target duration, one week.
 const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 /// Accepted `--stream-gbs`, in GB/s: a megabyte per second to an exabyte.
@@ -279,6 +279,14 @@ impl RunArgs {
         }
         if self.tile_rows == Some(0) {
             return Err(Error::usage("--tile-rows must be at least 1"));
+        }
+        if self.tile_rows.is_some() && self.temporal == 1 {
+            // Accepted, it would be ignored: the run would not be the
+            // experiment asked for.
+            return Err(Error::usage(
+                "--tile-rows sets the tiles of the temporal wavefront, which runs only with \
+                 --temporal 2 or more: add --temporal T, or drop --tile-rows",
+            ));
         }
         if let Some(g) = self.stream_gbs
             && !(g.is_finite() && (STREAM_GBS.0..=STREAM_GBS.1).contains(&g))
@@ -359,6 +367,8 @@ mod tests {
             &["--temporal", "33"],
             &["--temporal", "2", "--backend", "gpu"],
             &["--tile-rows", "0"],
+            &["--tile-rows", "4"],
+            &["--tile-rows", "4", "--temporal", "1"],
         ] {
             let err = args(bad).validate(1, 1).unwrap_err();
             assert!(matches!(err, Error::Usage(_)), "{bad:?}: {err}");

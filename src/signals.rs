@@ -177,17 +177,26 @@ impl StopFlag {
     }
 }
 
-/// The grace [`GRACE_VAR`] asks for, if set: seconds above 0, at most a day.
+/// Shortest grace accepted: the watchdog counts in milliseconds, and a
+/// shorter grace would become none (`1e-300` was 0 ms, and the record lost).
+const MIN_GRACE_S: f64 = 0.001;
+
+/// The grace [`GRACE_VAR`] asks for, if set: seconds from a millisecond to
+/// a day.
 pub fn grace_from_env() -> Result<Option<Duration>> {
     let Some(v) = std::env::var_os(GRACE_VAR) else {
         return Ok(None);
     };
-    let text = v.to_string_lossy();
+    parse_grace(&v.to_string_lossy()).map(Some)
+}
+
+/// A grace as [`GRACE_VAR`] gives it, in seconds.
+fn parse_grace(text: &str) -> Result<Duration> {
     match text.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s <= MAX_GRACE_S => Ok(Some(Duration::from_secs_f64(s))),
+        Ok(s) if (MIN_GRACE_S..=MAX_GRACE_S).contains(&s) => Ok(Duration::from_secs_f64(s)),
         _ => Err(Error::usage(format!(
-            "{GRACE_VAR}='{text}' is not a number of seconds above 0 and at most \
-             {MAX_GRACE_S}: fix or unset it"
+            "{GRACE_VAR}='{text}' is not a number of seconds from {MIN_GRACE_S} (a \
+             millisecond) to {MAX_GRACE_S} (a day): fix or unset it"
         ))),
     }
 }
@@ -195,6 +204,17 @@ pub fn grace_from_env() -> Result<Option<Duration>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grace_is_a_millisecond_to_a_day() {
+        assert_eq!(parse_grace("0.001").unwrap(), Duration::from_millis(1));
+        assert_eq!(parse_grace(" 60 ").unwrap(), Duration::from_secs(60));
+        for bad in [
+            "1e-300", "0.0009", "0", "-1", "86401", "NaN", "inf", "soon", "",
+        ] {
+            assert!(parse_grace(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn raising_counts_and_flags() {

@@ -80,6 +80,9 @@ pub struct RunRecord {
     pub backend: String,
     /// Timed iterations completed.
     pub iterations: u64,
+    /// Timed iterations planned (absent in records written before it was).
+    #[serde(default)]
+    pub planned_iterations: Option<u64>,
     /// False when the run was stopped early.
     #[serde(default = "yes")]
     pub complete: bool,
@@ -218,6 +221,42 @@ impl RunRecord {
         }
         if self.iterations == 0 {
             return Err("a run with 0 iterations".into());
+        }
+        // A record that contradicts itself was not written by a run: each
+        // number may be plausible alone, but a table of them would mislead.
+        if let Some(planned) = self.planned_iterations
+            && (self.iterations > planned || (self.complete && self.iterations != planned))
+        {
+            return Err(format!(
+                "iterations {} against {planned} planned in a run marked {}",
+                self.iterations,
+                if self.complete { "complete" } else { "stopped" }
+            ));
+        }
+        if self.wall_s == 0.0 {
+            return Err(format!(
+                "wall_s 0 for {} timed iterations: no loop takes no time",
+                self.iterations
+            ));
+        }
+        if self.per_rank.len() > self.ranks {
+            return Err(format!(
+                "{} per_rank entries for {} ranks",
+                self.per_rank.len(),
+                self.ranks
+            ));
+        }
+        if let Some(r) = self.per_rank.iter().find(|r| r.rank >= self.ranks) {
+            return Err(format!(
+                "per_rank names rank {} of a run of {} ranks",
+                r.rank, self.ranks
+            ));
+        }
+        if self.slowest_rank >= self.ranks {
+            return Err(format!(
+                "slowest_rank {} of a run of {} ranks",
+                self.slowest_rank, self.ranks
+            ));
         }
         if !within(self.mflops, MAX_MFLOPS) {
             return Err(format!(
@@ -573,10 +612,37 @@ pub(crate) mod tests {
             good.replace("[2,1,1]", "[9,1,1]"),
             good.replace("[10,10,10]", "[10,10,2000000]"),
         ];
+        // Records whose numbers contradict each other.
+        let changed = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+            f(&mut v);
+            v.to_string()
+        };
+        let rank = |r: usize| serde_json::json!({"rank": r, "host": "h", "loop_s": 1.0});
+        let contradictory = [
+            changed(&|v| v["planned_iterations"] = 5.into()),
+            changed(&|v| v["planned_iterations"] = 20.into()),
+            changed(&|v| v["wall_s"] = 0.0.into()),
+            changed(&|v| v["per_rank"] = vec![rank(0), rank(1), rank(0)].into()),
+            changed(&|v| v["per_rank"] = vec![rank(0), rank(2)].into()),
+            changed(&|v| v["slowest_rank"] = 2.into()),
+        ];
         let mut l = Loaded::default();
         parse("f", &good, &mut l);
         assert_eq!(l.records.len(), 1, "{:?}", l.malformed);
-        for b in &bad {
+        // As the run writes them: a stopped run did fewer than planned.
+        for fine in [
+            changed(&|v| v["planned_iterations"] = 10.into()),
+            changed(&|v| {
+                v["planned_iterations"] = 20.into();
+                v["complete"] = false.into();
+            }),
+        ] {
+            let mut l = Loaded::default();
+            parse("f", &fine, &mut l);
+            assert_eq!(l.records.len(), 1, "{fine}: {:?}", l.malformed);
+        }
+        for b in bad.iter().chain(&contradictory) {
             assert_ne!(b, &good);
             let mut l = Loaded::default();
             parse("f", b, &mut l);

@@ -149,6 +149,7 @@ fn rows() -> Vec<Row> {
         Row::run(&["--temporal", "33"], &["--temporal 33", "to 32"]),
         Row::run(&["--temporal", "-2"], &["--temporal", "negative"]),
         Row::run(&["--tile-rows", "0"], &["--tile-rows", "at least 1"]),
+        Row::run(&["--tile-rows", "8"], &["--tile-rows", "--temporal"]),
         Row::run(
             &["--temporal", "2", "--backend", "gpu"],
             &["--temporal", "cpu backend only", "--backend cpu"],

@@ -549,7 +549,7 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
 
 #[test]
 fn a_malformed_stop_grace_is_a_usage_error() {
-    for bad in ["0", "-1", "soon", "1e9"] {
+    for bad in ["0", "-1", "soon", "1e9", "1e-300", "0.0001"] {
         let mut cmd = himeno(&["--grid", "5x5x5", "--iterations", "1"]);
         cmd.env("HIMENO_STOP_GRACE", bad);
         let o = run_with_limit(cmd, LIMIT);

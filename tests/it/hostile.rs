@@ -1106,3 +1106,26 @@ fn a_study_of_millions_of_runs_is_refused_before_it_is_expanded() {
     let e = run_out(himeno(&["plan", part, part]), Out::File("/dev/null"), LIMIT);
     assert_told(&e, 2, &["more than 10000 runs"]);
 }
+
+// ---- Round III, class 8: in-process ranks that wait without spinning -------
+
+#[test]
+fn many_in_process_ranks_wake_only_for_what_they_wait_for() {
+    // 63 pairs measured one after the other: with one condition variable
+    // for all, every message woke all 64 ranks, and this took 30 s.
+    let started = std::time::Instant::now();
+    let o = run_with_limit(
+        himeno(&[
+            "bench",
+            "pingpong",
+            "--local-ranks",
+            "64",
+            "--max-bytes",
+            "8",
+        ]),
+        LIMIT,
+    );
+    let took = started.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+}

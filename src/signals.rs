@@ -15,12 +15,14 @@
 //! covered by a watchdog: once a stop signal has come, a process still
 //! running a grace period later (default 60 s, `HIMENO_STOP_GRACE`) says
 //! so on one line and ends with exit code 2, so no job outlives a stop
-//! request by more than the grace.
+//! request by more than the grace. Work that looks at the flag only when
+//! it ends (a block of `--temporal` sweeps) tells the watchdog how long it
+//! should take ([`StopFlag::busy_for`]), and the grace counts from then.
 
 use crate::error::{Error, Result, tell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Name of the variable that sets the watchdog's grace, in seconds.
 pub const GRACE_VAR: &str = "HIMENO_STOP_GRACE";
@@ -84,6 +86,16 @@ pub struct StopFlag {
     raised: Arc<AtomicBool>,
     count: Arc<AtomicUsize>,
     grace_ms: Arc<AtomicU64>,
+    /// When the work in flight that cannot look at the flag (a block of
+    /// sweeps) should be over, or was, in ms of [`clock_ms`]; 0 for none.
+    busy_until_ms: Arc<AtomicU64>,
+}
+
+/// Milliseconds since the first call: the clock the watchdog and
+/// [`StopFlag::busy_for`] share.
+fn clock_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 impl StopFlag {
@@ -121,7 +133,22 @@ impl StopFlag {
             raised: Arc::new(AtomicBool::new(false)),
             count: Arc::new(AtomicUsize::new(0)),
             grace_ms: Arc::new(AtomicU64::new(DEFAULT_GRACE.as_millis() as u64)),
+            busy_until_ms: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Tells the watchdog that work which looks at the flag only when it
+    /// ends (a block of `--temporal` sweeps between two exchanges) starts
+    /// now and should take at most `expected`; `Duration::ZERO` when such
+    /// work has just ended. The grace after a stop signal then counts from
+    /// the end of that work, not from the signal: a healthy block longer
+    /// than the grace still ends, and the run still has the whole grace to
+    /// report. `expected` is capped at a day, so that a hung block is
+    /// still ended.
+    pub fn busy_for(&self, expected: Duration) {
+        let expected = expected.min(Duration::from_secs_f64(MAX_GRACE_S));
+        self.busy_until_ms
+            .store(clock_ms() + expected.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Raises the flag as a stop signal would (a failing place that must
@@ -156,14 +183,27 @@ impl StopFlag {
             return;
         };
         let grace = Arc::clone(&self.grace_ms);
+        let busy_until = Arc::clone(&self.busy_until_ms);
         let spawned = std::thread::Builder::new()
             .name("himeno-stop-watchdog".into())
             .spawn(move || {
                 if signals.forever().next().is_none() {
                     return;
                 }
+                let signalled = clock_ms();
                 let ms = grace.load(Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(ms));
+                // The grace counts from the signal, or from the expected
+                // end of the work in flight when that is later (read again
+                // after each sleep: the run may start one more block
+                // before it sees the stop).
+                loop {
+                    let from = busy_until.load(Ordering::SeqCst).max(signalled);
+                    let now = clock_ms();
+                    match (from + ms).checked_sub(now) {
+                        Some(left) if left > 0 => std::thread::sleep(Duration::from_millis(left)),
+                        _ => break,
+                    }
+                }
                 tell(&format!(
                     "himeno: error: still running {} s after a stop signal (a rank, a file \
                      or the network is blocked): exiting now; set {GRACE_VAR} to allow more",

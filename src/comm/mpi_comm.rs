@@ -99,7 +99,11 @@ pub fn init() -> Result<Box<dyn Comm>> {
     let node_rank = node.rank() as usize;
     let node_size = node.size() as usize;
     install_abort_hook(world.rank());
-    crate::signals::set_watchdog_end(Some(abort_world));
+    // A job of one has no launcher's bookkeeping to get right, and Open
+    // MPI would print its MPI_ABORT box for a plain run.
+    if world.size() > 1 {
+        crate::signals::set_watchdog_end(Some(abort_world));
+    }
     Ok(Box::new(MpiComm {
         world,
         node_rank,

@@ -1129,3 +1129,36 @@ fn many_in_process_ranks_wake_only_for_what_they_wait_for() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(took < Duration::from_secs(12), "took {took:?}");
 }
+
+// ---- Round III, class 6: the stop grace allows for the block in flight -----
+
+#[test]
+fn a_temporal_block_longer_than_the_stop_grace_still_ends_with_its_record() {
+    let dir = scratch("long-block");
+    let results = dir.join("r.jsonl");
+    // Blocks of 32 sweeps of size M take a good part of a second on one
+    // thread; the grace is 10 ms. The signal comes once the first timed
+    // block has logged its sweeps, as the second starts: the run must
+    // finish that block and report.
+    let mut cmd = himeno(&[
+        "--size",
+        "M",
+        "--iterations",
+        "100000",
+        "--temporal",
+        "32",
+        "--threads",
+        "1",
+        "-vv",
+        "--output",
+        results.to_str().unwrap(),
+    ]);
+    cmd.env("HIMENO_STOP_GRACE", "0.01");
+    let e = stop_after(cmd, "iteration=32 ", "USR1");
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    assert!(!e.stderr.contains("still running"), "{}", e.stderr);
+    assert!(e.stderr.contains("stopped by a signal"), "{}", e.stderr);
+    let recs = records(&results);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["complete"], false);
+}

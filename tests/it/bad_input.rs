@@ -150,6 +150,16 @@ fn rows() -> Vec<Row> {
         Row::run(&["--temporal", "-2"], &["--temporal", "negative"]),
         Row::run(&["--tile-rows", "0"], &["--tile-rows", "at least 1"]),
         Row::run(&["--tile-rows", "8"], &["--tile-rows", "--temporal"]),
+        Row::run(&["--device", "0"], &["--device", "--backend gpu"]),
+        Row::run(&["--staging", "pageable"], &["--staging", "--backend gpu"]),
+        Row::run(
+            &["--gpu-occupancy", "5"],
+            &["--gpu-occupancy", "--backend gpu"],
+        ),
+        Row::run(
+            &["--backend", "gpu", "--stores", "cached"],
+            &["--stores", "--backend cpu"],
+        ),
         Row::run(
             &["--temporal", "2", "--backend", "gpu"],
             &["--temporal", "cpu backend only", "--backend cpu"],

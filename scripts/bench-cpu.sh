@@ -34,6 +34,7 @@ sizes="S M L"
 threads=""
 temporal="1 2 4 8"
 extra=()
+tile=()
 seconds=0.5
 iterations=""
 repeats=5
@@ -46,7 +47,7 @@ while [[ $# -gt 0 ]]; do
         --sizes) sizes="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
         --temporal) temporal="$2"; shift 2 ;;
-        --tile-rows) extra+=(--tile-rows "$2"); shift 2 ;;
+        --tile-rows) tile=(--tile-rows "$2"); shift 2 ;;
         --verify) extra+=(--verify); shift ;;
         --seconds) seconds="$2"; shift 2 ;;
         --iterations) iterations="$2"; shift 2 ;;
@@ -82,7 +83,7 @@ else
 fi
 
 echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $repeats (stream and solver runs interleaved)"
-echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
+echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]} ${tile[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
 echo "# sum13: the solver's 56 bytes/point as 14 plain streams, no arithmetic (himeno bench stream)"
 echo "# paired: median over repeats of GB/s / triad (sum13) of the same repeat; T: sweeps per halo exchange (--temporal)"
 printf "%-10s %7s %3s %12s %10s %12s %8s %8s %12s %8s %8s %6s\n" size threads T MFLOPS GB/s \
@@ -106,8 +107,14 @@ for t in $threads; do
             fi
             for tt in $temporal; do
                 key="$s/$tt"
+                # Tiles belong to the wavefront, which T = 1 does not run
+                # (himeno refuses --tile-rows there).
+                tiles=()
+                if [[ "$tt" != 1 ]]; then
+                    tiles=("${tile[@]}")
+                fi
                 out=$("$bin" "${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt" \
-                    "${length[@]}" "${extra[@]}" --format json)
+                    "${length[@]}" "${extra[@]}" "${tiles[@]}" --format json)
                 m=$(field mflops <<<"$out")
                 g=$(field gbytes_per_s <<<"$out")
                 v=$(word verified <<<"$out")

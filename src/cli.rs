@@ -5,7 +5,9 @@
 use crate::backend::Kind;
 use crate::bench::BenchArgs;
 use crate::comm::LaunchArgs;
-use crate::config::{BackendKind, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure};
+use crate::config::{
+    BackendKind, MAX_ITERATIONS, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure,
+};
 use crate::error::{Error, Result};
 use crate::grid::Preset;
 use crate::machine::threads::{self, Bind};
@@ -236,9 +238,9 @@ pub struct RunArgs {
     /// Thread placement: none or cores.
     #[arg(long, value_enum, default_value_t = Bind::None)]
     pub bind: Bind,
-    /// GPU halo staging: pinned or pageable host memory.
-    #[arg(long, value_enum, default_value_t = Staging::Pinned)]
-    pub staging: Staging,
+    /// GPU halo staging: pinned (the default) or pageable host memory.
+    #[arg(long, value_enum)]
+    pub staging: Option<Staging>,
     /// GPU ordinal to use; default: the node-local rank modulo the devices.
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub device: Option<usize>,
@@ -249,13 +251,15 @@ pub struct RunArgs {
     /// GPU sweep kernel variant: the thread blocks per multiprocessor it is
     /// compiled to fit (auto: the compiler's register choice; 4 or 5 cap
     /// the registers for more resident blocks). Results are identical.
-    #[arg(long, value_enum, default_value_t = Occupancy::Auto)]
-    pub gpu_occupancy: Occupancy,
+    /// Default auto.
+    #[arg(long, value_enum)]
+    pub gpu_occupancy: Option<Occupancy>,
     /// How the CPU sweep writes the new field: streaming (non-temporal
     /// stores, no read of each line before writing it), cached, or auto
     /// (streaming when the node's fields exceed its last-level cache).
-    #[arg(long, value_enum, default_value_t = Stores::Auto)]
-    pub stores: Stores,
+    /// Default auto.
+    #[arg(long, value_enum)]
+    pub stores: Option<Stores>,
     /// Sweeps per halo exchange (temporal blocking): each rank keeps T
     /// ghost layers, exchanges them once every T iterations and runs T
     /// sweeps as a cache-blocked wavefront. The answer is bitwise the
@@ -330,8 +334,6 @@ pub fn one_line(e: &clap::Error) -> String {
     format!("{}; see `himeno --help`", parts.join(" "))
 }
 
-/// Largest accepted iteration count: beyond this a run would take years.
-const MAX_ITERATIONS: u64 = 1_000_000_000;
 /// Largest accepted target duration, one week.
 const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 /// Accepted `--stream-gbs`, in GB/s: a megabyte per second to an exabyte.
@@ -346,6 +348,34 @@ impl RunArgs {
             BackendKind::Auto if self.temporal > 1 => BackendKind::Cpu,
             b => b,
         }
+    }
+
+    /// Refuses options of one backend given to a run of the other, which
+    /// it would ignore: the run would not be the one asked for. With
+    /// `--backend auto` (either may run) they are taken as given.
+    fn check_backend_options(&self) -> Result<()> {
+        // `auto` with several sweeps per exchange runs on the CPU.
+        let cpu = self.backend == BackendKind::Cpu;
+        let gpu = self.backend == BackendKind::Gpu;
+        let given = |set: bool, name: &'static str| set.then_some(name);
+        let gpu_only = [
+            given(self.device.is_some(), "--device"),
+            given(self.staging.is_some(), "--staging"),
+            given(self.gpu_occupancy.is_some(), "--gpu-occupancy"),
+        ];
+        if cpu && let Some(name) = gpu_only.into_iter().flatten().next() {
+            return Err(Error::usage(format!(
+                "{name} sets how the GPU backend runs, and this run is on the CPU: add \
+                 --backend gpu (or auto), or drop {name}"
+            )));
+        }
+        if gpu && self.stores.is_some() {
+            return Err(Error::usage(
+                "--stores sets how the CPU sweep writes, and this run is on the GPU: add \
+                 --backend cpu (or auto), or drop --stores",
+            ));
+        }
+        Ok(())
     }
 
     /// Validates the options into the final configuration of a job of
@@ -421,6 +451,15 @@ impl RunArgs {
         if self.tile_rows == Some(0) {
             return Err(Error::usage("--tile-rows must be at least 1"));
         }
+        self.check_backend_options()?;
+        if self.tile_rows.is_some() && self.temporal == 1 {
+            // Accepted, it would be ignored: the run would not be the
+            // experiment asked for.
+            return Err(Error::usage(
+                "--tile-rows sets the tiles of the temporal wavefront, which runs only with \
+                 --temporal 2 or more: add --temporal T, or drop --tile-rows",
+            ));
+        }
         if let Some(g) = self.stream_gbs
             && !(g.is_finite() && (STREAM_GBS.0..=STREAM_GBS.1).contains(&g))
         {
@@ -442,11 +481,11 @@ impl RunArgs {
             output: self.output.clone(),
             verify: self.verify,
             bind: self.bind,
-            staging: self.staging,
+            staging: self.staging.unwrap_or(Staging::Pinned),
             device: self.device,
             overlap: self.overlap,
-            gpu_occupancy: self.gpu_occupancy,
-            stores: self.stores,
+            gpu_occupancy: self.gpu_occupancy.unwrap_or(Occupancy::Auto),
+            stores: self.stores.unwrap_or(Stores::Auto),
             temporal: self.temporal,
             tile_rows: self.tile_rows,
             stream_gbs: self.stream_gbs,
@@ -520,6 +559,12 @@ mod tests {
             &["--temporal", "33"],
             &["--temporal", "2", "--backend", "gpu"],
             &["--tile-rows", "0"],
+            &["--tile-rows", "4"],
+            &["--tile-rows", "4", "--temporal", "1"],
+            &["--device", "0"],
+            &["--staging", "pageable", "--backend", "cpu"],
+            &["--gpu-occupancy", "4"],
+            &["--stores", "cached", "--backend", "gpu"],
         ] {
             let err = args(bad).validate(1, 1).unwrap_err();
             assert!(matches!(err, Error::Usage(_)), "{bad:?}: {err}");

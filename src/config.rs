@@ -9,6 +9,11 @@ use crate::machine::threads::Bind;
 use crate::output::Format;
 use crate::problem::Problem;
 use serde::{Deserialize, Serialize};
+
+/// Largest accepted iteration count: beyond this a run would take years.
+/// `himeno plan` holds studies to it too, so that a plan has no run that
+/// every run would refuse.
+pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 use std::path::PathBuf;
 
 /// Which backend the user asked for.

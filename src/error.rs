@@ -95,7 +95,7 @@ impl fmt::Display for Error {
         };
         write!(f, "{head}: ")?;
         for c in m.chars() {
-            if c.is_control() {
+            if c.is_control() || invisible(c) {
                 write!(f, "{}", c.escape_default())?;
             } else {
                 write!(f, "{c}")?;
@@ -103,6 +103,24 @@ impl fmt::Display for Error {
         }
         Ok(())
     }
+}
+
+/// Whether `c` prints as nothing although it is there: a byte order mark,
+/// zero-width spaces and joiners, direction marks and overrides, the soft
+/// hyphen. In a message quoting user input (`unknown key 'NAME'` where the
+/// key starts with a byte order mark) it would hide what is wrong.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}'
+        | '\u{034f}'
+        | '\u{061c}'
+        | '\u{180e}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{202a}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}'
+        | '\u{feff}'
+        | '\u{fe00}'..='\u{fe0f}'
+        | '\u{fff9}'..='\u{fffb}')
 }
 
 impl std::error::Error for Error {}
@@ -126,5 +144,14 @@ mod tests {
             "verification FAILED: x"
         );
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn invisible_characters_are_shown_escaped() {
+        let e = Error::usage("unknown key '\u{feff}NAME' or 'a\u{200b}b', caf\u{e9}");
+        assert_eq!(
+            e.to_string(),
+            "error: unknown key '\\u{feff}NAME' or 'a\\u{200b}b', caf\u{e9}"
+        );
     }
 }

@@ -75,7 +75,9 @@ pub fn main_entry() -> ExitCode {
             // --help and --version: the text is the output, and a standard
             // output that cannot take it is an error like any report's.
             return error::exit(
-                output::emit(&e.render().to_string()).map(|()| ExitCode::SUCCESS),
+                output::check_stdout_open()
+                    .and_then(|()| output::emit(&e.render().to_string()))
+                    .map(|()| ExitCode::SUCCESS),
                 true,
             );
         }
@@ -89,14 +91,22 @@ pub fn main_entry() -> ExitCode {
         // launcher, the other ranks neither print a second copy nor write
         // the same plot files at the same time.
         Some(Command::Report(_) | Command::Model(_)) if !is_first_rank() => ExitCode::SUCCESS,
-        Some(Command::Report(args)) => error::exit(study::report(&args), true),
-        Some(Command::Model(args)) => error::exit(study::model(&args), true),
-        Some(Command::Plan(args)) => error::exit(study::plan::plan(&args), true),
+        // These do not communicate, so no agreement checks standard output
+        // for them (see `comm::agree`).
+        Some(Command::Report(args)) => once(|| study::report(&args)),
+        Some(Command::Model(args)) => once(|| study::model(&args)),
+        Some(Command::Plan(args)) => once(|| study::plan::plan(&args)),
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::GpuCheck(args)) => {
             error::exit(args.settings().and_then(|s| gpu_check::run(&s)), true)
         }
     }
+}
+
+/// Runs a tool that does not communicate, once it is known that its
+/// report has a standard output to go to.
+fn once(tool: impl FnOnce() -> error::Result<ExitCode>) -> ExitCode {
+    error::exit(output::check_stdout_open().and_then(|()| tool()), true)
 }
 
 /// Whether this process is the launcher's rank 0, or was not started by a
@@ -116,8 +126,12 @@ fn init_logging(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // Colour codes only for a terminal: batch logs must stay plain text.
+    // A log line that cannot be written (`2>/dev/full`) is dropped: the
+    // subscriber's own report of it would go through `eprintln!`, which
+    // panics on such a stderr and turns the run's verdict into an abort.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .log_internal_errors(false)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();

@@ -11,6 +11,38 @@
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether standard output was closed when the process started.
+static STDOUT_CLOSED_AT_START: AtomicBool = AtomicBool::new(false);
+
+/// Notes whether standard output is closed; to be run before Rust's
+/// runtime starts (the binary calls it from `.init_array`).
+///
+/// The runtime reopens a closed stdin, stdout or stderr on `/dev/null`
+/// before `main`, so `himeno >&-` would write its report into
+/// `/dev/null` and exit 0: a lost report that looks delivered. Only a
+/// constructor that runs first can tell that from a chosen `>/dev/null`.
+/// It makes one system call and an atomic store, nothing that needs the
+/// runtime.
+pub extern "C" fn note_closed_stdout() {
+    // SAFETY: F_GETFD only reads the descriptor's flags; -1 means closed.
+    let closed = unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1;
+    STDOUT_CLOSED_AT_START.store(closed, Ordering::SeqCst);
+}
+
+/// An error when standard output was closed at start (see
+/// [`note_closed_stdout`]): every command prints a report there, and a
+/// report that cannot be written is exit 2. Checked before any work.
+pub fn check_stdout_open() -> Result<()> {
+    if STDOUT_CLOSED_AT_START.load(Ordering::SeqCst) {
+        return Err(Error::usage(
+            "standard output is closed (as with '>&-'), so the report would be lost: give \
+             the run a standard output ('>/dev/null' if the report is not wanted)",
+        ));
+    }
+    Ok(())
+}
 
 /// How a command's report is printed on standard output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

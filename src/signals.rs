@@ -15,12 +15,14 @@
 //! covered by a watchdog: once a stop signal has come, a process still
 //! running a grace period later (default 60 s, `HIMENO_STOP_GRACE`) says
 //! so on one line and ends with exit code 2, so no job outlives a stop
-//! request by more than the grace.
+//! request by more than the grace. Work that looks at the flag only when
+//! it ends (a block of `--temporal` sweeps) tells the watchdog how long it
+//! should take ([`StopFlag::busy_for`]), and the grace counts from then.
 
 use crate::error::{Error, Result, tell};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Name of the variable that sets the watchdog's grace, in seconds.
 pub const GRACE_VAR: &str = "HIMENO_STOP_GRACE";
@@ -38,12 +40,62 @@ const STOP_SIGNALS: [i32; 3] = [
     signal_hook::consts::SIGUSR1,
 ];
 
+/// How the watchdog ends the process, when not with `_exit(2)`: the
+/// communicator's own abort while MPI runs (see [`set_watchdog_end`]).
+static WATCHDOG_END: Mutex<Option<fn(i32) -> !>> = Mutex::new(None);
+
+/// How long the watchdog gives [`set_watchdog_end`]'s way to end the
+/// process before it ends it with `_exit(2)` itself.
+const END_BACKSTOP: Duration = Duration::from_secs(2);
+
+/// Sets how the watchdog ends the process (`None`: `_exit(2)`).
+///
+/// Under MPI a rank that leaves with `_exit` while others are blocked can
+/// lose its exit code: MPICH's launcher (Hydra 4.0) records 0 for a rank
+/// whose exit it sees only after it has started killing the job, and then
+/// exits 0 itself for a job that must fail. `MPI_Abort` hands the code to
+/// the launcher first, which then reports it.
+pub fn set_watchdog_end(end: Option<fn(i32) -> !>) {
+    *WATCHDOG_END.lock().unwrap_or_else(|p| p.into_inner()) = end;
+}
+
+/// Ends the process with exit code 2 for the watchdog: through the way
+/// [`set_watchdog_end`] gave, with `_exit(2)` as the backstop should that
+/// block too (an MPI library stuck on the network that stalled the job).
+fn end_for_watchdog() -> ! {
+    let end = *WATCHDOG_END.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(end) = end {
+        let backstop = std::thread::Builder::new()
+            .name("himeno-stop-backstop".into())
+            .spawn(|| {
+                std::thread::sleep(END_BACKSTOP);
+                // SAFETY: ends the process at once; nothing is left to run.
+                unsafe { libc::_exit(2) }
+            });
+        if backstop.is_ok() {
+            end(2);
+        }
+    }
+    // SAFETY: ends the process at once; nothing is left to run.
+    unsafe { libc::_exit(2) }
+}
+
 /// A flag raised by the first stop signal, with a count of them all.
 #[derive(Debug, Clone)]
 pub struct StopFlag {
     raised: Arc<AtomicBool>,
     count: Arc<AtomicUsize>,
     grace_ms: Arc<AtomicU64>,
+    /// When the work in flight that cannot look at the flag (a block of
+    /// sweeps) should be over, or was, in ms of [`clock_ms`]; 0 for none.
+    busy_until_ms: Arc<AtomicU64>,
+}
+
+/// Milliseconds since the first call: the clock the watchdog and
+/// [`StopFlag::busy_for`] share.
+fn clock_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 impl StopFlag {
@@ -81,7 +133,22 @@ impl StopFlag {
             raised: Arc::new(AtomicBool::new(false)),
             count: Arc::new(AtomicUsize::new(0)),
             grace_ms: Arc::new(AtomicU64::new(DEFAULT_GRACE.as_millis() as u64)),
+            busy_until_ms: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Tells the watchdog that work which looks at the flag only when it
+    /// ends (a block of `--temporal` sweeps between two exchanges) starts
+    /// now and should take at most `expected`; `Duration::ZERO` when such
+    /// work has just ended. The grace after a stop signal then counts from
+    /// the end of that work, not from the signal: a healthy block longer
+    /// than the grace still ends, and the run still has the whole grace to
+    /// report. `expected` is capped at a day, so that a hung block is
+    /// still ended.
+    pub fn busy_for(&self, expected: Duration) {
+        let expected = expected.min(Duration::from_secs_f64(MAX_GRACE_S));
+        self.busy_until_ms
+            .store(clock_ms() + expected.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Raises the flag as a stop signal would (a failing place that must
@@ -116,21 +183,33 @@ impl StopFlag {
             return;
         };
         let grace = Arc::clone(&self.grace_ms);
+        let busy_until = Arc::clone(&self.busy_until_ms);
         let spawned = std::thread::Builder::new()
             .name("himeno-stop-watchdog".into())
             .spawn(move || {
                 if signals.forever().next().is_none() {
                     return;
                 }
+                let signalled = clock_ms();
                 let ms = grace.load(Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(ms));
+                // The grace counts from the signal, or from the expected
+                // end of the work in flight when that is later (read again
+                // after each sleep: the run may start one more block
+                // before it sees the stop).
+                loop {
+                    let from = busy_until.load(Ordering::SeqCst).max(signalled);
+                    let now = clock_ms();
+                    match (from + ms).checked_sub(now) {
+                        Some(left) if left > 0 => std::thread::sleep(Duration::from_millis(left)),
+                        _ => break,
+                    }
+                }
                 tell(&format!(
                     "himeno: error: still running {} s after a stop signal (a rank, a file \
                      or the network is blocked): exiting now; set {GRACE_VAR} to allow more",
                     ms as f64 / 1000.0
                 ));
-                // SAFETY: ends the process at once; nothing is left to run.
-                unsafe { libc::_exit(2) }
+                end_for_watchdog()
             });
         if let Err(e) = spawned {
             tracing::warn!("no stop watchdog: {e}");
@@ -138,17 +217,26 @@ impl StopFlag {
     }
 }
 
-/// The grace [`GRACE_VAR`] asks for, if set: seconds above 0, at most a day.
+/// Shortest grace accepted: the watchdog counts in milliseconds, and a
+/// shorter grace would become none (`1e-300` was 0 ms, and the record lost).
+const MIN_GRACE_S: f64 = 0.001;
+
+/// The grace [`GRACE_VAR`] asks for, if set: seconds from a millisecond to
+/// a day.
 pub fn grace_from_env() -> Result<Option<Duration>> {
     let Some(v) = std::env::var_os(GRACE_VAR) else {
         return Ok(None);
     };
-    let text = v.to_string_lossy();
+    parse_grace(&v.to_string_lossy()).map(Some)
+}
+
+/// A grace as [`GRACE_VAR`] gives it, in seconds.
+fn parse_grace(text: &str) -> Result<Duration> {
     match text.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s <= MAX_GRACE_S => Ok(Some(Duration::from_secs_f64(s))),
+        Ok(s) if (MIN_GRACE_S..=MAX_GRACE_S).contains(&s) => Ok(Duration::from_secs_f64(s)),
         _ => Err(Error::usage(format!(
-            "{GRACE_VAR}='{text}' is not a number of seconds above 0 and at most \
-             {MAX_GRACE_S}: fix or unset it"
+            "{GRACE_VAR}='{text}' is not a number of seconds from {MIN_GRACE_S} (a \
+             millisecond) to {MAX_GRACE_S} (a day): fix or unset it"
         ))),
     }
 }
@@ -156,6 +244,17 @@ pub fn grace_from_env() -> Result<Option<Duration>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grace_is_a_millisecond_to_a_day() {
+        assert_eq!(parse_grace("0.001").unwrap(), Duration::from_millis(1));
+        assert_eq!(parse_grace(" 60 ").unwrap(), Duration::from_secs(60));
+        for bad in [
+            "1e-300", "0.0009", "0", "-1", "86401", "NaN", "inf", "soon", "",
+        ] {
+            assert!(parse_grace(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn raising_counts_and_flags() {

@@ -24,6 +24,7 @@ use crate::signals::StopFlag;
 use crate::timing::{self, Lap, Phase, PhaseTimes};
 use crate::verify::{self, Answer};
 use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
 
 /// What one rank did, gathered on rank 0 for the report.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -121,7 +122,36 @@ pub struct Solver<'a> {
     pub check_rehearsal: Option<&'a mut dyn FnMut(Answer) -> Result<()>>,
 }
 
+/// How many times the last block's time per sweep the watchdog allows a
+/// block in flight: room for a slower block (a busier node, a page fault
+/// storm) without letting a hung one run on for long.
+const BLOCK_MARGIN: f64 = 3.0;
+
 impl Solver<'_> {
+    /// [`Solver::block`], with the watchdog told how long it should take.
+    /// A block looks at the stop flag only when it ends; with `--temporal
+    /// 32` on a large grid it can take longer than the stop grace, and the
+    /// watchdog would end a healthy run with no record. From the second
+    /// block on the watchdog allows [`BLOCK_MARGIN`] times the last
+    /// block's time per sweep for it. `per_sweep` carries that time.
+    fn watched_block(
+        &mut self,
+        gosa: &mut [f64],
+        times: &mut PhaseTimes,
+        per_sweep: &mut Option<f64>,
+    ) -> Result<bool> {
+        let levels = gosa.len() as f64;
+        if let Some(s) = *per_sweep {
+            let expected = s * levels * BLOCK_MARGIN;
+            self.stop
+                .busy_for(Duration::try_from_secs_f64(expected).unwrap_or(Duration::ZERO));
+        }
+        let started = Instant::now();
+        let stop = self.block(gosa, times)?;
+        *per_sweep = Some(started.elapsed().as_secs_f64() / levels);
+        Ok(stop)
+    }
+
     /// One block of `gosa.len()` sweeps: sweep into `next`, exchange its
     /// ghosts (overlapping the rest of the sweeps where the backend can),
     /// swap, sum the gosa of every sweep. Writes the global gosa of each
@@ -177,10 +207,13 @@ impl Solver<'_> {
         let mut stopped_in_rehearsal = false;
         let mut rehearsal_gosa = f64::NAN;
         let mut rehearsed = 0;
+        // Seconds per sweep of the last block, for the watchdog (see
+        // `Solver::timed_block`); none before the first.
+        let mut per_sweep = None;
         while rehearsed < cfg.warmup {
             let levels = self.levels(rehearsed, cfg.warmup);
             self.strike(Stage::Rehearsal, rehearsed, levels)?;
-            let stop = self.block(&mut gosa[..levels], &mut scratch)?;
+            let stop = self.watched_block(&mut gosa[..levels], &mut scratch, &mut per_sweep)?;
             check_block(&gosa[..levels], rehearsed)?;
             rehearsed += levels as u64;
             rehearsal_gosa = gosa[levels - 1];
@@ -232,7 +265,7 @@ impl Solver<'_> {
         while done < planned {
             let levels = self.levels(done, planned);
             self.strike(Stage::Timed, done, levels)?;
-            let stop = self.block(&mut gosa[..levels], &mut times)?;
+            let stop = self.watched_block(&mut gosa[..levels], &mut times, &mut per_sweep)?;
             for (n, g) in gosa[..levels].iter().enumerate() {
                 tracing::debug!(iteration = done + 1 + n as u64, gosa = g, "gosa");
             }
@@ -249,6 +282,8 @@ impl Solver<'_> {
             }
         }
         let loop_s = clock.lap();
+        // The blocks are over: a stop's grace counts from here.
+        self.stop.busy_for(Duration::ZERO);
         let cpu_s = timing::process_cpu_s() - cpu_start;
         self.comm.barrier();
         let wall_s = self.comm.max(loop_s);

@@ -43,6 +43,11 @@ pub fn run(args: &BenchArgs) -> ExitCode {
         BenchCommand::Transfer(_) if crate::comm::launcher_rank().unwrap_or(0) != 0 => {
             ExitCode::SUCCESS
         }
-        BenchCommand::Transfer(a) => error::exit(transfer::run(a), true),
+        // It does not communicate, so no agreement checks its standard
+        // output (see `comm::agree`).
+        BenchCommand::Transfer(a) => error::exit(
+            crate::output::check_stdout_open().and_then(|()| transfer::run(a)),
+            true,
+        ),
     }
 }

@@ -264,7 +264,7 @@ pub fn summarise(ranks: usize, hosts: Vec<String>, pairs: Vec<PairResult>) -> Pi
         .iter()
         .filter_map(|p| p.sizes.first())
         .map(|s| s.latency_us)
-        .sum::<f64>()
+        .fold(0.0, |a, b| a + b)
         / n;
     let bandwidth = pairs
         .iter()
@@ -274,7 +274,7 @@ pub fn summarise(ranks: usize, hosts: Vec<String>, pairs: Vec<PairResult>) -> Pi
                 .map(|s| s.bandwidth_gbytes_per_s)
                 .fold(0.0, f64::max)
         })
-        .sum::<f64>()
+        .fold(0.0, |a, b| a + b)
         / n;
     PingpongReport {
         schema: PINGPONG_SCHEMA,

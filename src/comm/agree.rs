@@ -28,6 +28,12 @@ pub type Terms = Vec<(&'static str, String)>;
 /// differs. Collective: the first thing every command that communicates
 /// does.
 pub fn agree<T>(comm: &dyn Comm, local: Result<T>, terms: impl Fn(&T) -> Terms) -> Result<T> {
+    // Rank 0 prints the report: a standard output closed at start refuses
+    // the run here, where every rank hears of it.
+    let local = match crate::output::check_stdout_open() {
+        Err(e) if comm.rank() == 0 && local.is_ok() => Err(e),
+        _ => local,
+    };
     let mine = local.as_ref().map(&terms);
     let verdict = match comm.gather(encode(&mine).as_bytes()) {
         Some(all) => {

@@ -54,6 +54,14 @@ pub trait Comm {
     fn recv(&self, peer: usize, buf: &mut [u8]);
     /// Ends the whole job at once with `code`; never returns.
     fn abort(&self, code: i32) -> !;
+    /// Tells `line` on stderr and ends the whole job with `code`. Where
+    /// several ranks share one stderr (in-process ranks), only the first
+    /// rank to fail speaks: the others, failing at the same moment for the
+    /// same cause, would only repeat it.
+    fn fail(&self, line: &str, code: i32) -> ! {
+        crate::error::tell(line);
+        self.abort(code)
+    }
     /// Name of the host this rank runs on.
     fn host(&self) -> String;
     /// The MPI library's version string, or `None` without MPI.

@@ -52,6 +52,14 @@ pub fn with_comm(
     job: impl Fn(&dyn Comm) -> Result<ExitCode> + Sync,
 ) -> ExitCode {
     let speaker = launcher_rank().unwrap_or(0) == 0;
+    // One process's standard output serves all its ranks: refused here,
+    // before any rank starts, with one line. Under a launcher each process
+    // has its own, and the agreement refuses the job for rank 0's.
+    if launcher_size().unwrap_or(1) <= 1
+        && let Err(e) = crate::output::check_stdout_open()
+    {
+        return crate::error::exit(Err(e), speaker);
+    }
     match launch.local_ranks {
         Some(n) => match check_local(n) {
             Ok(()) => local::run(n, &job, finish),
@@ -90,10 +98,11 @@ fn finish(comm: &dyn Comm, outcome: Result<ExitCode>) -> ExitCode {
             crate::error::exit(Err(e), comm.rank() == 0)
         }
         Err(e) => {
-            crate::error::tell(&format!("himeno: rank {}: {e}", comm.rank()));
+            let line = format!("himeno: rank {}: {e}", comm.rank());
             if comm.size() > 1 {
-                comm.abort(i32::from(e.exit_code()));
+                comm.fail(&line, i32::from(e.exit_code()));
             }
+            crate::error::tell(&line);
             e.to_exit_code()
         }
         ok => crate::error::exit(ok, false),

@@ -99,12 +99,31 @@ pub fn init() -> Result<Box<dyn Comm>> {
     let node_rank = node.rank() as usize;
     let node_size = node.size() as usize;
     install_abort_hook(world.rank());
+    // A job of one has no launcher's bookkeeping to get right, and Open
+    // MPI would print its MPI_ABORT box for a plain run.
+    if world.size() > 1 {
+        crate::signals::set_watchdog_end(Some(abort_world));
+    }
     Ok(Box::new(MpiComm {
         world,
         node_rank,
         node_size,
         _universe: universe,
     }))
+}
+
+/// Ends the whole MPI job with `code` (the stop watchdog's way out while
+/// MPI runs: see `signals::set_watchdog_end`).
+fn abort_world(code: i32) -> ! {
+    SimpleCommunicator::world().abort(code)
+}
+
+impl Drop for MpiComm {
+    /// MPI is finalised when the fields drop, after this: from then on the
+    /// watchdog must not call into it.
+    fn drop(&mut self) {
+        crate::signals::set_watchdog_end(None);
+    }
 }
 
 fn install_abort_hook(rank: i32) {

@@ -163,10 +163,12 @@ fn predict_rank(
         .halo_faces()
         .map(|(face, _)| face.len(dims) as f64 * t as f64 * 4.0)
         .collect();
+    // Sums start at +0: Rust's float `sum` of nothing is -0.0, which a
+    // rank without neighbours printed as a halo time of "-0".
     let halo_s: f64 = faces
         .iter()
         .map(|bytes| net.latency_s + bytes / net.bandwidth_bytes_per_s)
-        .sum::<f64>()
+        .fold(0.0, |a, b| a + b)
         / t as f64;
     let total_s = compute_s + halo_s + allreduce_s;
     Prediction {
@@ -180,7 +182,7 @@ fn predict_rank(
         mflops: grid.interior_points() as f64 * FLOPS_PER_POINT / total_s / 1e6,
         temporal: t,
         messages_per_iteration: faces.len() as f64 / t as f64,
-        halo_bytes_per_iteration: faces.iter().sum::<f64>() / t as f64,
+        halo_bytes_per_iteration: faces.iter().fold(0.0, |a, b| a + b) / t as f64,
         redundant_fraction: updated / own - 1.0,
     }
 }
@@ -360,6 +362,14 @@ mod tests {
             &network(5.0, 1.0).unwrap(),
         );
         assert_eq!((p.halo_s, p.allreduce_s, p.comm_share), (0.0, 0.0, 0.0));
+        // +0, not -0 (which == compares equal to), or it prints as "-0".
+        for v in [
+            p.halo_s,
+            p.halo_bytes_per_iteration,
+            p.messages_per_iteration,
+        ] {
+            assert!(v.is_sign_positive(), "{v}");
+        }
         assert!((p.mflops - 34.0).abs() < 1e-9);
         assert!(network(-1.0, 1.0).is_err() && network(1.0, 0.0).is_err());
     }

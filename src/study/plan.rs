@@ -18,13 +18,16 @@
 //! `scripts/sweep.sh` and the job templates keep no copy of the presets or
 //! of the decomposition rules.
 
+use crate::config::MAX_ITERATIONS;
 use crate::error::{Error, Result};
 use crate::grid::decomp::{MAX_DEPTH, ProcGrid};
 use crate::grid::{Grid, Preset};
+use crate::machine::threads::MAX_THREADS;
 use crate::output::{self, Format};
 use crate::problem::{ProblemArgs, Ranks};
 use clap::Args;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -34,6 +37,12 @@ pub const MAX_RANKS: usize = 1 << 20;
 
 /// Largest file a study definition may be (they are a few lines).
 const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Most runs one plan may hold, all its studies together: far more than a
+/// job runs (a study of 10 sizes on 20 rank counts is 200), and few enough
+/// that the plan is printed at once. A definition of 2000 sizes on 2000
+/// rank counts, 10 KB of text, would be 4 million runs and 300 MB of plan.
+pub const MAX_RUNS: usize = 10_000;
 
 /// Options of `himeno plan`.
 #[derive(Debug, Args, Clone)]
@@ -113,6 +122,13 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
     let mut runs = Vec::new();
     for path in &args.studies {
         let study = Study::read(path)?;
+        if runs.len() + study.run_count() > MAX_RUNS {
+            return Err(Error::usage(format!(
+                "the studies up to {} make more than {MAX_RUNS} runs, the most a plan holds: \
+                 split them into several plans",
+                path.display()
+            )));
+        }
         for run in study.runs()? {
             if args.max_ranks.is_some_and(|m| run.ranks > m) {
                 continue;
@@ -132,14 +148,8 @@ impl Study {
     /// Reads and parses the definition in `path`.
     pub fn read(path: &Path) -> Result<Study> {
         let bad = |why: String| Error::usage(format!("study definition {}: {why}", path.display()));
-        let size = std::fs::metadata(path)
-            .map_err(|e| bad(format!("cannot read it: {e}")))?
-            .len();
-        if size > MAX_FILE_BYTES {
-            return Err(bad(format!("{size} bytes is not a study definition")));
-        }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        let text = super::records::read_capped(path, MAX_FILE_BYTES)
+            .map_err(|e| bad(format!("cannot read it: {e}")))?;
         Study::parse(&text).map_err(|e| match e {
             Error::Usage(m) => bad(m),
             other => other,
@@ -152,6 +162,12 @@ impl Study {
         let mut kind = Kind::Strong;
         let (mut sizes, mut ranks, mut procs) = (None, None, Vec::new());
         let (mut iterations, mut threads, mut temporal) = (100, 1, 1);
+        // Where each key was set: a second setting is a mistake (which of
+        // two would win is not what a reader of the file can tell).
+        let mut set_on: HashMap<String, usize> = HashMap::new();
+        // A byte order mark, as some editors write it, is no part of the
+        // first key.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (n, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -161,6 +177,12 @@ impl Study {
             let (key, value) = line
                 .split_once('=')
                 .ok_or_else(|| at("expected KEY=VALUE".into()))?;
+            if let Some(first) = set_on.insert(key.trim().to_string(), n + 1) {
+                return Err(at(format!(
+                    "{} is set again (first on line {first}): set each key once",
+                    key.trim()
+                )));
+            }
             let value = unquote(value.trim()).map_err(|w| at(w.into()))?;
             let words = || {
                 value
@@ -205,18 +227,30 @@ impl Study {
                         .collect::<Result<_>>()
                         .map_err(|e| at(e.message().to_string()))?;
                 }
+                // Bounded as a run bounds them: a plan holds no run that
+                // every run would refuse.
                 "ITERATIONS" => {
-                    iterations =
-                        value.parse().ok().filter(|&i| i >= 1).ok_or_else(|| {
-                            at(format!("ITERATIONS '{value}' must be at least 1"))
+                    iterations = value
+                        .parse()
+                        .ok()
+                        .filter(|i| (1..=MAX_ITERATIONS).contains(i))
+                        .ok_or_else(|| {
+                            at(format!(
+                                "ITERATIONS '{value}' must be a whole number from 1 to \
+                                 {MAX_ITERATIONS}"
+                            ))
                         })?;
                 }
                 "THREADS" => {
                     threads = value
                         .parse()
                         .ok()
-                        .filter(|&t| t >= 1)
-                        .ok_or_else(|| at(format!("THREADS '{value}' must be at least 1")))?;
+                        .filter(|t| (1..=MAX_THREADS).contains(t))
+                        .ok_or_else(|| {
+                            at(format!(
+                                "THREADS '{value}' must be a whole number from 1 to {MAX_THREADS}"
+                            ))
+                        })?;
                 }
                 "TEMPORAL" => {
                     temporal = value
@@ -250,7 +284,66 @@ impl Study {
             threads,
             temporal,
         };
+        study.check_procs()?;
+        let runs = study.run_count();
+        if runs > MAX_RUNS {
+            return Err(Error::usage(format!(
+                "the study makes {runs} runs ({} size(s) x {} rank count(s){}), more than the \
+                 {MAX_RUNS} a plan holds: split it into several studies",
+                study.sizes.len(),
+                study.ranks.len(),
+                if study.procs.is_empty() || study.kind == Kind::Weak {
+                    ""
+                } else {
+                    " with their process grids"
+                }
+            )));
+        }
         Ok(study)
+    }
+
+    /// Refuses process grids that would be left unused without a word: a
+    /// weak study's (it lays out its own) and, in the others, a rank count
+    /// none of the given grids has.
+    fn check_procs(&self) -> Result<()> {
+        if self.procs.is_empty() {
+            return Ok(());
+        }
+        if self.kind == Kind::Weak {
+            return Err(Error::usage(
+                "PROCS is not used by a weak study (its process grids grow with the ranks): \
+                 drop PROCS, or make the study strong",
+            ));
+        }
+        if let Some(np) = self
+            .ranks
+            .iter()
+            .find(|&&np| !self.procs.iter().any(|p| p.ranks() == np))
+        {
+            return Err(Error::usage(format!(
+                "RANKS has {np}, but no process grid in PROCS has {np} ranks, so the study \
+                 would run none: add one (e.g. {np}x1x1), drop {np} from RANKS, or drop PROCS \
+                 for the automatic choice"
+            )));
+        }
+        Ok(())
+    }
+
+    /// How many runs [`Study::runs`] makes, counted without making them.
+    pub fn run_count(&self) -> usize {
+        let per_size: usize = if self.kind == Kind::Weak || self.procs.is_empty() {
+            self.ranks.len()
+        } else {
+            let mut grids_of = std::collections::HashMap::new();
+            for p in &self.procs {
+                *grids_of.entry(p.ranks()).or_insert(0usize) += 1;
+            }
+            self.ranks
+                .iter()
+                .map(|np| grids_of.get(np).copied().unwrap_or(0))
+                .fold(0, usize::saturating_add)
+        };
+        per_size.saturating_mul(self.sizes.len())
     }
 
     /// The study's runs, in the order of its sizes, then rank counts, then
@@ -344,15 +437,18 @@ fn unquote(v: &str) -> std::result::Result<&str, &'static str> {
 
 /// A study name: usable as a label and in file names.
 fn label(v: &str) -> std::result::Result<String, String> {
-    if !v.is_empty()
-        && v.len() <= 64
+    // The first character a letter or digit: the name is passed on as the
+    // value of `--label`, where a leading '-' reads as an option.
+    if v.len() <= 64
+        && v.starts_with(|c: char| c.is_ascii_alphanumeric())
         && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
     {
         Ok(v.to_string())
     } else {
         Err(format!(
-            "NAME '{v}' must be 1 to 64 letters, digits, '.', '_' or '-'"
+            "NAME '{v}' must be 1 to 64 letters, digits, '.', '_' or '-', starting with a \
+             letter or digit"
         ))
     }
 }
@@ -485,6 +581,27 @@ mod tests {
     }
 
     #[test]
+    fn runs_are_counted_before_they_are_made_and_bounded() {
+        for text in [
+            STRONG,
+            "NAME=w\nKIND=weak\nSIZES=\"9x9x9 12x12x12\"\nRANKS=\"1 2 3\"\n",
+            "NAME=a\nSIZES=\"XS S M\"\nRANKS=\"1 2 4 8\"\n",
+        ] {
+            let study = Study::parse(text).unwrap();
+            assert_eq!(study.run_count(), study.runs().unwrap().len(), "{text}");
+        }
+        let sizes: Vec<String> = (3..104).map(|i| format!("{i}x9x9")).collect();
+        let ranks: Vec<String> = (1..=100).map(|r| r.to_string()).collect();
+        let text = format!(
+            "NAME=n\nSIZES={}\nRANKS={}\n",
+            sizes.join(" "),
+            ranks.join(" ")
+        );
+        let e = Study::parse(&text).unwrap_err();
+        assert!(e.message().contains("10100 runs"), "{e}");
+    }
+
+    #[test]
     fn temporal_studies_pass_the_depth_and_refuse_thin_blocks() {
         let runs = Study::parse("NAME=t\nSIZES=S\nRANKS=\"1 2\"\nTEMPORAL=4\n")
             .unwrap()
@@ -553,10 +670,52 @@ mod tests {
             ("NAME=x\nFOO=1\n", "unknown key 'FOO'"),
             ("just words\n", "expected KEY=VALUE"),
             ("NAME=x\nSIZES=XS\nRANKS=1\nPROCS=2x2\n", "process grid"),
+            // Values nothing could use, and settings that would be lost.
+            ("NAME=-v\nSIZES=XS\nRANKS=1\n", "starting with a letter"),
+            (
+                "NAME=--label\nSIZES=XS\nRANKS=1\n",
+                "starting with a letter",
+            ),
+            (
+                "NAME=x\nSIZES=XS\nRANKS=1\nTHREADS=18446744073709551615\n",
+                "THREADS",
+            ),
+            (
+                "NAME=x\nSIZES=XS\nRANKS=1\nTHREADS=4097\n",
+                "from 1 to 4096",
+            ),
+            (
+                "NAME=x\nSIZES=XS\nRANKS=1\nITERATIONS=18446744073709551615\n",
+                "ITERATIONS",
+            ),
+            (
+                "NAME=x\nSIZES=XS\nRANKS=1\nITERATIONS=1000000001\n",
+                "ITERATIONS",
+            ),
+            (
+                "NAME=x\nSIZES=XS\nRANKS=1\nNAME=y\n",
+                "line 4: NAME is set again (first on line 1)",
+            ),
+            ("NAME=x\nSIZES=XS\nRANKS=1\nRANKS=2\n", "RANKS is set again"),
+            (
+                "NAME=x\nSIZES=XS\nRANKS=\"1 2 3\"\nPROCS=\"1x1x1 2x1x1\"\n",
+                "RANKS has 3",
+            ),
+            (
+                "NAME=x\nKIND=weak\nSIZES=XS\nRANKS=2\nPROCS=2x1x1\n",
+                "weak study",
+            ),
+            (
+                "NAME=x\nSIZES=XS\nRANKS=1\n\u{feff}FOO=1\n",
+                "'\\u{feff}FOO'",
+            ),
         ] {
             let err = Study::parse(bad).unwrap_err().to_string();
             assert!(err.contains(why), "{bad:?}: {err}");
         }
+        // A byte order mark at the start is no part of the first key.
+        let s = Study::parse("\u{feff}NAME=x\nSIZES=XS\nRANKS=1\n").unwrap();
+        assert_eq!(s.name, "x");
         let s = Study::parse("NAME=x\nSIZES=2x3x4\nRANKS=1\n").unwrap_err();
         assert!(s.to_string().contains("at least 3"), "{s}");
     }

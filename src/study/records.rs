@@ -84,6 +84,9 @@ pub struct RunRecord {
     pub backend: String,
     /// Timed iterations completed.
     pub iterations: u64,
+    /// Timed iterations planned (absent in records written before it was).
+    #[serde(default)]
+    pub planned_iterations: Option<u64>,
     /// False when the run was stopped early.
     #[serde(default = "yes")]
     pub complete: bool,
@@ -228,6 +231,42 @@ impl RunRecord {
         if self.iterations == 0 {
             return Err("a run with 0 iterations".into());
         }
+        // A record that contradicts itself was not written by a run: each
+        // number may be plausible alone, but a table of them would mislead.
+        if let Some(planned) = self.planned_iterations
+            && (self.iterations > planned || (self.complete && self.iterations != planned))
+        {
+            return Err(format!(
+                "iterations {} against {planned} planned in a run marked {}",
+                self.iterations,
+                if self.complete { "complete" } else { "stopped" }
+            ));
+        }
+        if self.wall_s == 0.0 {
+            return Err(format!(
+                "wall_s 0 for {} timed iterations: no loop takes no time",
+                self.iterations
+            ));
+        }
+        if self.per_rank.len() > self.ranks {
+            return Err(format!(
+                "{} per_rank entries for {} ranks",
+                self.per_rank.len(),
+                self.ranks
+            ));
+        }
+        if let Some(r) = self.per_rank.iter().find(|r| r.rank >= self.ranks) {
+            return Err(format!(
+                "per_rank names rank {} of a run of {} ranks",
+                r.rank, self.ranks
+            ));
+        }
+        if self.slowest_rank >= self.ranks {
+            return Err(format!(
+                "slowest_rank {} of a run of {} ranks",
+                self.slowest_rank, self.ranks
+            ));
+        }
         if !within(self.mflops, MAX_MFLOPS) {
             return Err(format!(
                 "mflops {} is not a rate from 0 to {MAX_MFLOPS:e}",
@@ -305,8 +344,9 @@ pub struct Loaded {
 /// of a longer line is skipped without being kept in memory.
 const MAX_LINE: usize = 64 << 20;
 
-/// Most bytes read from one results file (16 GiB): an endless stream (a
-/// FIFO fed by `yes`) ends with an error instead of a read that never does.
+/// Most bytes read from one results file (16 GiB): a file larger, or one
+/// that grows without end while it is read, is an error, not a read that
+/// never ends.
 const MAX_FILE: u64 = 16 << 30;
 
 /// Parses the text of one results file; `name` labels sources.
@@ -418,31 +458,78 @@ fn finish_line(
     *too_long = false;
 }
 
-/// Opens `path` for reading, refusing devices (`/dev/zero` never ends and
-/// is no file of results). FIFOs and regular files are read.
-fn open_file(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::FileTypeExt;
-    let file = File::open(path)?;
-    let kind = file.metadata()?.file_type();
-    if kind.is_dir() {
-        return Err(std::io::Error::other("it is a directory"));
+/// Opens the file a user named at `path` for reading: a regular file of at
+/// most `max` bytes, or an error saying what it is instead.
+///
+/// Only a regular file has an end that reading reaches: a device
+/// (`/dev/zero`) never ends, and a FIFO blocks in `open` until some
+/// process writes to it, forever if none does. The open is made with
+/// `O_NONBLOCK`, so that a FIFO is seen and refused rather than waited
+/// on; then `fstat` says what was opened. A regular file larger than `max`
+/// is refused before a byte is read.
+pub fn open_regular(path: &Path, max: u64) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_fifo() {
+        Some("a FIFO or pipe, which may never end: save what it carries to a file first")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else {
+        Some("a socket or other special file")
+    };
+    if let Some(what) = what {
+        return Err(std::io::Error::other(format!(
+            "it is not a regular file but {what}"
+        )));
     }
-    if kind.is_char_device() || kind.is_block_device() {
-        return Err(std::io::Error::other("it is a device, not a file"));
+    if meta.len() > max {
+        return Err(too_big(max));
+    }
+    // Reads of a regular file do not block anyway; the flag goes so that
+    // the file reads as one opened plainly.
+    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags != -1 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
     }
     Ok(file)
 }
 
-/// The bytes of the file at `path`, refused when it is a device or holds
-/// more than `max` bytes (so a wrong file is never read whole into memory).
+/// The error of a file over the `max` bytes read from it.
+fn too_big(max: u64) -> std::io::Error {
+    let size = if max >= 1 << 30 {
+        format!("{} GiB", max >> 30)
+    } else if max >= 1 << 20 {
+        format!("{} MiB", max >> 20)
+    } else {
+        format!("{max} bytes")
+    };
+    std::io::Error::other(format!("it holds more than {size}, the most read from it"))
+}
+
+/// The bytes of the regular file at `path` (see [`open_regular`]), refused
+/// when it holds more than `max` bytes, also if it grows while read, so a
+/// wrong file is never read whole into memory.
 pub fn read_capped_bytes(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    open_file(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    open_regular(path, max)?
+        .take(max + 1)
+        .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(std::io::Error::other(format!(
-            "it holds more than {} MiB",
-            max >> 20
-        )));
+        return Err(too_big(max));
     }
     Ok(bytes)
 }
@@ -466,7 +553,7 @@ pub fn load(paths: &[impl AsRef<Path>]) -> Result<Loaded> {
                 p.display()
             ))
         };
-        let file = open_file(p).map_err(cannot)?;
+        let file = open_regular(p, MAX_FILE).map_err(cannot)?;
         read_lines(&p.display().to_string(), file, &mut loaded).map_err(cannot)?;
     }
     Ok(loaded)
@@ -535,10 +622,37 @@ pub(crate) mod tests {
             good.replace("[2,1,1]", "[9,1,1]"),
             good.replace("[10,10,10]", "[10,10,2000000]"),
         ];
+        // Records whose numbers contradict each other.
+        let changed = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+            f(&mut v);
+            v.to_string()
+        };
+        let rank = |r: usize| serde_json::json!({"rank": r, "host": "h", "loop_s": 1.0});
+        let contradictory = [
+            changed(&|v| v["planned_iterations"] = 5.into()),
+            changed(&|v| v["planned_iterations"] = 20.into()),
+            changed(&|v| v["wall_s"] = 0.0.into()),
+            changed(&|v| v["per_rank"] = vec![rank(0), rank(1), rank(0)].into()),
+            changed(&|v| v["per_rank"] = vec![rank(0), rank(2)].into()),
+            changed(&|v| v["slowest_rank"] = 2.into()),
+        ];
         let mut l = Loaded::default();
         parse("f", &good, &mut l);
         assert_eq!(l.records.len(), 1, "{:?}", l.malformed);
-        for b in &bad {
+        // As the run writes them: a stopped run did fewer than planned.
+        for fine in [
+            changed(&|v| v["planned_iterations"] = 10.into()),
+            changed(&|v| {
+                v["planned_iterations"] = 20.into();
+                v["complete"] = false.into();
+            }),
+        ] {
+            let mut l = Loaded::default();
+            parse("f", &fine, &mut l);
+            assert_eq!(l.records.len(), 1, "{fine}: {:?}", l.malformed);
+        }
+        for b in bad.iter().chain(&contradictory) {
             assert_ne!(b, &good);
             let mut l = Loaded::default();
             parse("f", b, &mut l);

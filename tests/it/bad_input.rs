@@ -149,6 +149,17 @@ fn rows() -> Vec<Row> {
         Row::run(&["--temporal", "33"], &["--temporal 33", "to 32"]),
         Row::run(&["--temporal", "-2"], &["--temporal", "negative"]),
         Row::run(&["--tile-rows", "0"], &["--tile-rows", "at least 1"]),
+        Row::run(&["--tile-rows", "8"], &["--tile-rows", "--temporal"]),
+        Row::run(&["--device", "0"], &["--device", "--backend gpu"]),
+        Row::run(&["--staging", "pageable"], &["--staging", "--backend gpu"]),
+        Row::run(
+            &["--gpu-occupancy", "5"],
+            &["--gpu-occupancy", "--backend gpu"],
+        ),
+        Row::run(
+            &["--backend", "gpu", "--stores", "cached"],
+            &["--stores", "--backend cpu"],
+        ),
         Row::run(
             &["--temporal", "2", "--backend", "gpu"],
             &["--temporal", "cpu backend only", "--backend cpu"],
@@ -408,6 +419,20 @@ fn rows() -> Vec<Row> {
         ),
         Row::new(&["report", "/dev/zero"], &["/dev/zero", "device"]),
         Row::new(&["report", "/"], &["directory"]),
+        Row::new(&["plan", "/dev/zero"], &["/dev/zero", "device"]),
+        Row::new(&["plan", "/"], &["directory"]),
+        Row::new(
+            &[
+                "model",
+                "--size",
+                "S",
+                "--ranks",
+                "2",
+                "--results",
+                "/dev/zero",
+            ],
+            &["/dev/zero", "device"],
+        ),
         Row::new(
             &["bench", "stream", "--elements", "100000000000"],
             &["bench stream", "needs", "GiB"],

@@ -534,16 +534,22 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
     );
     if MPI {
         // Rank 1 hangs; the others wait for it in the allreduce. SIGUSR1
-        // to mpirun reaches every rank, and the watchdogs end the job.
-        let e = stop_after(hung(mpirun(3, &LONG), 1), "injecting a fault", "USR1");
-        assert_ne!(e.status.code(), Some(0), "{}", e.stderr);
-        assert!(e.stderr.contains("after a stop signal"), "{}", e.stderr);
+        // to mpirun reaches every rank, and the watchdogs end the job
+        // through MPI_Abort. They once left with _exit(2), and MPICH's
+        // mpiexec then exited 0 about one time in ten (it records 0 for a
+        // rank it sees leave only after it began killing the job): a few
+        // tries show such a race.
+        for _ in 0..3 {
+            let e = stop_after(hung(mpirun(3, &LONG), 1), "injecting a fault", "USR1");
+            assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+            assert!(e.stderr.contains("after a stop signal"), "{}", e.stderr);
+        }
     }
 }
 
 #[test]
 fn a_malformed_stop_grace_is_a_usage_error() {
-    for bad in ["0", "-1", "soon", "1e9"] {
+    for bad in ["0", "-1", "soon", "1e9", "1e-300", "0.0001"] {
         let mut cmd = himeno(&["--grid", "5x5x5", "--iterations", "1"]);
         cmd.env("HIMENO_STOP_GRACE", bad);
         let o = run_with_limit(cmd, LIMIT);
@@ -883,4 +889,276 @@ fn the_original_lines_have_the_original_number_formats() {
     }
     let score = line(" Score based on Pentium III 600MHz : ");
     assert_eq!(score.rsplit_once('.').unwrap().1.len(), 6, "{score}");
+}
+
+// ---- Round III, class 1: a rank that cannot start --------------------------
+
+/// `himeno ARGS` under `ulimit -u n` (processes and threads of its user).
+/// Root is not bound by that limit, so as root the run is user nobody's.
+fn with_thread_limit(n: usize, args: &[&str]) -> Command {
+    let script = format!("ulimit -u {n} && exec \"$0\" \"$@\"");
+    // SAFETY: geteuid only reads the process's credentials.
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"]);
+        c
+    } else {
+        Command::new("bash")
+    };
+    cmd.args(["-c", &script, BIN]).args(args);
+    cmd
+}
+
+#[test]
+fn a_rank_whose_thread_is_refused_ends_the_job_at_once() {
+    const RANKS: [&str; 4] = ["--local-ranks", "16", "--threads", "1"];
+    let tiny = ["--grid", "22x22x22", "--iterations", "2"];
+    let commands: [&[&str]; 4] = [
+        &tiny,
+        &["selftest", "--grid", "22x22x22"],
+        &["bench", "stream", "--elements", "1000"],
+        &["bench", "pingpong", "--max-bytes", "8"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        // The rank options belong to the subcommand, after its name.
+        args.extend(if command == tiny {
+            &RANKS[..]
+        } else {
+            &RANKS[..2]
+        });
+        let started = std::time::Instant::now();
+        let e = run_out(with_thread_limit(8, &args), Out::File("/dev/null"), LIMIT);
+        assert_told(&e, 2, &["start"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+// ---- Round III, class 7: the verdict decides the code, not stderr ----------
+
+#[test]
+fn a_full_stderr_does_not_change_the_exit_code() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let cases: [(&str, &[&str], i32); 3] = [
+        ("0:2:nan", &["--grid", "30x30x30", "--iterations", "10"], 1),
+        (
+            "0:2:perturb",
+            &["--grid", "30x30x30", "--iterations", "10", "--verify"],
+            1,
+        ),
+        (
+            "2:2:panic",
+            &[
+                "--grid",
+                "30x30x30",
+                "--iterations",
+                "10",
+                "--local-ranks",
+                "4",
+            ],
+            2,
+        ),
+    ];
+    for (fault, args, code) in cases {
+        let mut child = himeno(args)
+            .env("HIMENO_FAULT", fault)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(full())
+            .spawn()
+            .unwrap();
+        let Some(status) = child.wait_timeout(LIMIT).unwrap() else {
+            let _ = child.kill();
+            panic!("{fault} {args:?} did not finish within {LIMIT:?}");
+        };
+        assert_eq!(status.code(), Some(code), "{fault} {args:?}: {status:?}");
+    }
+}
+
+// ---- Round III, class 5: a standard output closed at start -----------------
+
+#[test]
+fn a_standard_output_closed_at_start_is_exit_2_for_every_command() {
+    let dir = scratch("closed-at-start");
+    let study = dir.join("study.txt");
+    std::fs::write(&study, "NAME s\nSIZES XS\nITERATIONS 1\n").unwrap();
+    let results = dir.join("r.jsonl");
+    let study = study.to_str().unwrap();
+    let commands: [&[&str]; 10] = [
+        &["--grid", "9x9x9", "--iterations", "2"],
+        &["--grid", "9x9x9", "--iterations", "2", "--local-ranks", "3"],
+        &["selftest", "--grid", "9x9x9"],
+        &["bench", "stream", "--elements", "1000"],
+        &[
+            "bench",
+            "pingpong",
+            "--local-ranks",
+            "2",
+            "--max-bytes",
+            "8",
+        ],
+        &["model", "--size", "S", "--ranks", "4"],
+        &["plan", study],
+        &["report", "/dev/null"],
+        &["--version"],
+        &["--help"],
+    ];
+    for args in commands {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exec \"$0\" \"$@\" >&-", BIN]).args(args);
+        let e = run_out(cmd, Out::File("/dev/null"), LIMIT);
+        assert_told(&e, 2, &["standard output is closed"]);
+    }
+    // The run is refused before it starts: no record.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec \"$0\" \"$@\" >&-", BIN])
+        .args(["--grid", "9x9x9", "--iterations", "2", "--output"])
+        .arg(&results);
+    assert_told(&run_out(cmd, Out::File("/dev/null"), LIMIT), 2, &["closed"]);
+    assert!(records(&results).is_empty());
+    // A standard output on /dev/null, chosen, is no error.
+    let cmd = himeno(&["--grid", "9x9x9", "--iterations", "2"]);
+    assert_told(&run_out(cmd, Out::File("/dev/null"), LIMIT), 0, &[]);
+}
+
+// ---- Round III, class 3: files that are not regular, or unbounded ---------
+
+#[test]
+fn a_fifo_or_device_named_as_an_input_is_refused_at_once() {
+    let dir = scratch("input-fifo");
+    let fifo = dir.join("in.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let model = ["model", "--size", "S", "--ranks", "4"];
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["plan", fifo],
+        vec!["plan", "/dev/zero"],
+        vec!["report", fifo],
+        vec!["report", "/dev/zero", "--model-pingpong", fifo],
+        [&model[..], &["--rate-mflops", "100", "--pingpong", fifo]].concat(),
+        [
+            &model[..],
+            &[
+                "--results",
+                fifo,
+                "--latency-us",
+                "1",
+                "--bandwidth-gbs",
+                "1",
+            ],
+        ]
+        .concat(),
+    ];
+    for args in cases {
+        let started = std::time::Instant::now();
+        let e = run_out(himeno(&args), Out::File("/dev/null"), LIMIT);
+        assert_told(&e, 2, &["not a regular file"]);
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+    }
+}
+
+#[test]
+fn a_study_of_millions_of_runs_is_refused_before_it_is_expanded() {
+    let dir = scratch("huge-study");
+    let study = dir.join("big.env");
+    let sizes: Vec<String> = (0..2000).map(|i| format!("{}x9x9", i + 3)).collect();
+    let ranks: Vec<String> = (1..=2000).map(|r| r.to_string()).collect();
+    std::fs::write(
+        &study,
+        format!(
+            "NAME=big\nSIZES={}\nRANKS={}\n",
+            sizes.join(" "),
+            ranks.join(" ")
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let e = run_out(
+        himeno(&["plan", study.to_str().unwrap()]),
+        Out::File("/dev/null"),
+        LIMIT,
+    );
+    assert_told(&e, 2, &["4000000 runs"]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Several studies that are each small enough still make one plan of
+    // at most that many runs.
+    let part = dir.join("part.env");
+    std::fs::write(
+        &part,
+        format!(
+            "NAME=part\nSIZES={}\nRANKS=1 2 4 8\n",
+            sizes[..1500].join(" ")
+        ),
+    )
+    .unwrap();
+    let part = part.to_str().unwrap();
+    let e = run_out(himeno(&["plan", part, part]), Out::File("/dev/null"), LIMIT);
+    assert_told(&e, 2, &["more than 10000 runs"]);
+}
+
+// ---- Round III, class 8: in-process ranks that wait without spinning -------
+
+#[test]
+fn many_in_process_ranks_wake_only_for_what_they_wait_for() {
+    // 63 pairs measured one after the other: with one condition variable
+    // for all, every message woke all 64 ranks, and this took 30 s.
+    let started = std::time::Instant::now();
+    let o = run_with_limit(
+        himeno(&[
+            "bench",
+            "pingpong",
+            "--local-ranks",
+            "64",
+            "--max-bytes",
+            "8",
+        ]),
+        LIMIT,
+    );
+    let took = started.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+}
+
+// ---- Round III, class 6: the stop grace allows for the block in flight -----
+
+#[test]
+fn a_temporal_block_longer_than_the_stop_grace_still_ends_with_its_record() {
+    let dir = scratch("long-block");
+    let results = dir.join("r.jsonl");
+    // Blocks of 32 sweeps of size M take a good part of a second on one
+    // thread; the grace is 10 ms. The signal comes once the first timed
+    // block has logged its sweeps, as the second starts: the run must
+    // finish that block and report.
+    let mut cmd = himeno(&[
+        "--size",
+        "M",
+        "--iterations",
+        "100000",
+        "--temporal",
+        "32",
+        "--threads",
+        "1",
+        "-vv",
+        "--output",
+        results.to_str().unwrap(),
+    ]);
+    cmd.env("HIMENO_STOP_GRACE", "0.01");
+    let e = stop_after(cmd, "iteration=32 ", "USR1");
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    assert!(!e.stderr.contains("still running"), "{}", e.stderr);
+    assert!(e.stderr.contains("stopped by a signal"), "{}", e.stderr);
+    let recs = records(&results);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["complete"], false);
 }

@@ -450,13 +450,21 @@ mod tests {
             let mut v: serde_json::Value =
                 serde_json::from_str(&line("s", g, procs, mflops)).unwrap();
             v["backend"] = "gpu".into();
-            // The slowest rank (0) is real; another rank's device was
-            // emulated: the run is emulated all the same.
-            v["per_rank"] = serde_json::json!([
-                {"rank": 0, "host": "h", "loop_s": 1.0, "phases_s": {"compute": 0.9}},
-                {"rank": 1, "host": "h", "loop_s": 0.5, "emulated": emulated,
-                 "emulator": "himeno CUDA emulator (host CPU)"}
-            ]);
+            // The last rank's device is the emulated one: on two ranks the
+            // slowest rank (0) is real, and the run is emulated all the
+            // same.
+            let ranks: usize = procs.iter().product();
+            v["per_rank"] = (0..ranks)
+                .map(|r| {
+                    let mut e = serde_json::json!({"rank": r, "host": "h", "loop_s": 1.0,
+                                                   "phases_s": {"compute": 0.9}});
+                    if r + 1 == ranks {
+                        e["emulated"] = emulated.into();
+                        e["emulator"] = "himeno CUDA emulator (host CPU)".into();
+                    }
+                    e
+                })
+                .collect();
             v.to_string()
         };
         let study = group(&records(&[

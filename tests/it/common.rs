@@ -266,3 +266,19 @@ pub fn nvrtc_wheel_dir(major: u32) -> Result<PathBuf, String> {
         ))
     }
 }
+
+/// Asserts a clean one-line failure with exit code 2 that mentions one of
+/// `words`, and no panic.
+pub fn assert_clean_error(o: &Output, words: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr:\n{err}");
+    assert!(!err.contains("panicked"), "panic:\n{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(lines.len(), 1, "expected one error line:\n{err}");
+    assert!(
+        words.iter().any(|w| lines[0].contains(w)),
+        "{words:?} not in: {}",
+        lines[0]
+    );
+    assert!(stdout(o).is_empty(), "stdout:\n{}", stdout(o));
+}

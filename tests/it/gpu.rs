@@ -39,22 +39,6 @@ fn no_gpu() -> Option<String> {
         .clone()
 }
 
-/// Asserts a clean one-line failure with exit code 2 that mentions one of
-/// `words`, and no panic.
-fn assert_clean_error(o: &Output, words: &[&str]) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "stderr:\n{err}");
-    assert!(!err.contains("panicked"), "panic:\n{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
-    assert_eq!(lines.len(), 1, "expected one error line:\n{err}");
-    assert!(
-        words.iter().any(|w| lines[0].contains(w)),
-        "{words:?} not in: {}",
-        lines[0]
-    );
-    assert!(stdout(o).is_empty(), "stdout:\n{}", stdout(o));
-}
-
 /// Without a usable GPU, `o` must be a clean error naming what is missing:
 /// the driver/NVRTC/device in a cuda build, the feature otherwise. With a
 /// GPU present the check (`what`) is skipped with a printed reason.

@@ -3,7 +3,7 @@
 # only what is missing; without root or apt it says what to install.
 #
 # Usage: scripts/install-deps.sh [build] [cluster] [mpich]
-#   build    (the default) a C toolchain, OpenMPI (mpicc at build time,
+#   build    (the default) a C and C++ toolchain, OpenMPI (mpicc at build time,
 #            mpirun at run time), libclang (rsmpi generates its bindings with
 #            it), the tools the test suite uses, and checks for cargo
 #   cluster  what scripts/local-cluster.sh needs: Slurm (slurmctld, slurmd,
@@ -36,6 +36,8 @@ for group in "${groups[@]}"; do
   case $group in
     build)
       command -v cc >/dev/null 2>&1 || need+=(build-essential)
+      # The emulated CUDA driver the GPU tests run on is C++ (scripts/cuda-emu.sh).
+      command -v g++ >/dev/null 2>&1 || need+=(g++)
       command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
       command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
       have_libclang || need+=(libclang-dev)

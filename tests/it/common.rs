@@ -282,3 +282,24 @@ pub fn assert_clean_error(o: &Output, words: &[&str]) {
     );
     assert!(stdout(o).is_empty(), "stdout:\n{}", stdout(o));
 }
+
+/// The `bench transfer --max-bytes 65536` command line, JSON report.
+pub const TRANSFER_64K: [&str; 6] = [
+    "bench",
+    "transfer",
+    "--max-bytes",
+    "65536",
+    "--format",
+    "json",
+];
+
+/// Asserts the report of [`TRANSFER_64K`]: 8 B .. 64 KiB is 14 sizes, 5
+/// series each, every rate and the pinned latency positive.
+pub fn assert_transfer_report(r: &serde_json::Value) {
+    let samples = r["samples"].as_array().expect("samples");
+    assert_eq!(samples.len(), 14 * 5, "{r}");
+    for s in samples {
+        assert!(s["gbytes_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    assert!(r["latency_us"]["h2d/pinned"].as_f64().unwrap() > 0.0, "{r}");
+}

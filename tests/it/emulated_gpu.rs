@@ -312,25 +312,9 @@ fn emulated_gpu_self_test_and_transfer_bench_run() {
         }
     }
     for seed in SEEDS {
-        let o = emu.himeno(
-            seed,
-            &[],
-            &[
-                "bench",
-                "transfer",
-                "--max-bytes",
-                "65536",
-                "--format",
-                "json",
-            ],
-        );
-        let r = json_ok(&o);
+        let r = json_ok(&emu.himeno(seed, &[], &TRANSFER_64K));
         assert_eq!(r["emulated"], true, "{r}");
-        let samples = r["samples"].as_array().expect("samples");
-        assert_eq!(samples.len(), 14 * 5, "{r}");
-        for s in samples {
-            assert!(s["gbytes_per_s"].as_f64().unwrap() > 0.0, "{s}");
-        }
+        assert_transfer_report(&r);
     }
 }
 
@@ -382,19 +366,7 @@ fn emulated_device_answers_change_nothing_in_the_answer() {
     };
     let (grid, iters) = ("21x22x23", "3");
     let cpu = cpu_reference(grid, iters);
-    let args = [
-        "--backend",
-        "gpu",
-        "--local-ranks",
-        "2",
-        "--grid",
-        grid,
-        "--iterations",
-        iters,
-        "--verify",
-        "--format",
-        "json",
-    ];
+    let args = [gpu_args(grid, iters), vec!["--local-ranks", "2"]].concat();
     for env in [
         [("HIMENO_EMU_CC", "8.0"), ("HIMENO_EMU_SMS", "108")],
         [("HIMENO_EMU_POOLS", "off"), ("HIMENO_EMU_MEMORY", "1G")],

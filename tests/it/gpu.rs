@@ -117,22 +117,7 @@ fn bench_transfer_reports_every_series_on_a_gpu() {
         eprintln!("SKIPPED bench transfer measurement: {why}");
         return;
     }
-    let o = go(&[
-        "bench",
-        "transfer",
-        "--max-bytes",
-        "65536",
-        "--format",
-        "json",
-    ]);
-    let r = json_ok(&o);
-    let samples = r["samples"].as_array().expect("samples");
-    // 8 B .. 64 KiB is 14 sizes, 5 series each.
-    assert_eq!(samples.len(), 14 * 5, "{r}");
-    for s in samples {
-        assert!(s["gbytes_per_s"].as_f64().unwrap() > 0.0, "{s}");
-    }
-    assert!(r["latency_us"]["h2d/pinned"].as_f64().unwrap() > 0.0);
+    assert_transfer_report(&json_ok(&go(&TRANSFER_64K)));
 }
 
 /// The JSON report of a run with `extra` options.

@@ -29,10 +29,10 @@ pub fn available() -> bool {
 /// every rank goes through together: open the device and load the kernels,
 /// check that each GPU has the memory of all the ranks that share it, then
 /// allocate. After each step every rank learns whether all succeeded, so
-/// that no rank waits forever for one that failed. A failure every rank
-/// shares is returned as it is (rank 0 prints it once); a failure of some
-/// ranks only is a runtime error that the failing ranks print and that
-/// aborts the job.
+/// that no rank waits forever for one that failed; a failure, of every rank
+/// or of some, is then one error on every rank that rank 0 prints (with the
+/// failing rank's number and message) and that ends every rank with exit
+/// 2, without an abort.
 pub fn create(
     cfg: &GpuOptions,
     grid: &Grid,
@@ -58,20 +58,47 @@ pub fn create(
 }
 
 /// Every rank's outcome of one step: `mine` when every rank succeeded,
-/// else an error on every rank (see [`create`]).
+/// else the same failure on every rank, decided together (see
+/// [`create`]): rank 0 gathers what each failing rank says and returns the
+/// first one's message, naming the rank when not every rank failed, so
+/// that one line tells the user and every rank ends without an abort (an
+/// abort may cut the launcher's forwarding of the lines already written).
 fn agree<T>(mine: Result<T>, comm: &dyn Comm) -> Result<T> {
+    // One byte at least from every rank (an empty MPI gather is refused):
+    // `+` for success, `-` and the message for a failure.
+    let said = match &mine {
+        Ok(_) => "+".to_string(),
+        Err(e) => format!("-{}", e.message()),
+    };
+    let all = comm.gather(said.as_bytes());
     let mut failed = [f64::from(u8::from(mine.is_err()))];
     comm.sum(&mut failed);
     let failed = failed[0].round() as usize;
-    match mine {
-        Ok(v) if failed == 0 => Ok(v),
-        Ok(_) => Err(Error::runtime(format!(
-            "{failed} other rank(s) could not start their GPU; see their messages"
-        ))),
-        Err(e) if failed == comm.size() => Err(e),
-        Err(Error::Usage(m)) => Err(Error::Runtime(m)),
-        Err(e) => Err(e),
+    if failed == 0 {
+        return mine;
     }
+    let Some(all) = all else {
+        // Not rank 0: rank 0 prints the failure.
+        return Err(Error::usage(
+            "a rank could not start its GPU (see rank 0's message)",
+        ));
+    };
+    let mut failing = all
+        .iter()
+        .enumerate()
+        .filter_map(|(r, m)| m.strip_prefix(b"-").map(|m| (r, m)))
+        .map(|(r, m)| (r, String::from_utf8_lossy(m).into_owned()));
+    let (rank, first) = failing
+        .next()
+        .unwrap_or((0, "a rank could not start its GPU".to_string()));
+    let others = failing.count();
+    Err(Error::usage(if failed == comm.size() {
+        first
+    } else if others == 0 {
+        format!("rank {rank}: {first}")
+    } else {
+        format!("rank {rank}: {first} (and {others} more rank(s) could not start their GPU)")
+    }))
 }
 
 /// Opens this rank's device, plans its launches, and compiles and loads

@@ -24,13 +24,17 @@ layout=${HIMENO_BIND_LAYOUT:-roundrobin}
 dry_run=0
 
 die() { echo "bind.sh: $*" >&2; exit 2; }
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# Option $1 needs a value ($2, the next word).
+value() { if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs a value (see --help)"; fi; }
 
 while (($#)); do
   case $1 in
-    --policy) policy=${2:?--policy needs local, membind, interleave or none}; shift 2 ;;
-    --layout) layout=${2:?--layout needs roundrobin or packed}; shift 2 ;;
+    --policy) value "$@"; policy=$2; shift 2 ;;
+    --layout) value "$@"; layout=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) break ;;

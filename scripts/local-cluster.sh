@@ -30,6 +30,10 @@
 # `export SLURM_CONF=$HIMENO_CLUSTER_DIR/slurm.conf`).
 set -euo pipefail
 
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
+
 self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 here=$(dirname "$self")
 state=${HIMENO_CLUSTER_DIR:-/run/himeno-cluster}
@@ -266,8 +270,9 @@ cmd_up() {
   local nodes=2 cpus=2
   while (($#)); do
     case $1 in
-      --nodes) nodes=${2:?--nodes needs a number}; shift 2 ;;
-      --cpus) cpus=${2:?--cpus needs a number}; shift 2 ;;
+      --nodes|--cpus) (($# >= 2)) || die "up: $1 needs a number (see --help)" ;;&
+      --nodes) nodes=$2; shift 2 ;;
+      --cpus) cpus=$2; shift 2 ;;
       *) die "up: unknown option $1 (see --help)" ;;
     esac
   done
@@ -368,7 +373,6 @@ case ${1:-} in
   status) cmd_status ;;
   exec) shift; need_root; cmd_exec "$@" ;;
   mpirun) shift; cmd_mpirun "$@" ;;
-  -h|--help) sed -n '2,28p' "$self" | sed 's/^# \{0,1\}//' ;;
   # Called by mpirun/mpiexec as their ssh: `local-cluster.sh [-x] HOST CMD...`.
   -x) need_root; cmd_exec "$@" ;;
   *)

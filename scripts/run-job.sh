@@ -7,6 +7,10 @@
 # NP=8 sets the rank count; DRY_RUN=1 prints the command instead of
 # installing, building and running.
 set -euo pipefail
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# Only as the first word: later ones are himeno's (its own --help).
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 dry_run=${DRY_RUN:-0}
 if [[ $dry_run != 1 ]]; then

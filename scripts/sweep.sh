@@ -26,33 +26,47 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-results="" plots="" dry_run=0 bind=none layout=roundrobin max_ranks=0
+results="" plots="" dry_run=0 bind=none layout=roundrobin max_ranks=""
 himeno=${HIMENO:-target/release/himeno}
 launcher=${HIMENO_LAUNCHER:-}
 extra="" report_args=""
 studies=()
 
 die() { echo "sweep.sh: $*" >&2; exit 2; }
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# Option $1 needs a value ($2, the next word): a word that may be empty
+# (value_or_empty) or not (value).
+value_or_empty() { (($# >= 2)) || die "$1 needs a value (see --help)"; }
+value() { value_or_empty "$@"; [[ -n $2 ]] || die "$1 needs a value, not an empty word (see --help)"; }
 
 while (($#)); do
   case $1 in
-    --results) results=${2:?--results needs a file}; shift 2 ;;
-    --plots) plots=${2:?--plots needs a folder}; shift 2 ;;
-    --himeno) himeno=${2:?--himeno needs a path}; shift 2 ;;
-    --launcher) launcher=${2:?--launcher needs a command}; shift 2 ;;
-    --bind) bind=${2:?--bind needs a policy}; shift 2 ;;
-    --layout) layout=${2:?--layout needs roundrobin or packed}; shift 2 ;;
-    --max-ranks) max_ranks=${2:?--max-ranks needs a number}; shift 2 ;;
-    --extra) extra=${2?--extra needs arguments}; shift 2 ;;
-    --report-args) report_args=${2?--report-args needs arguments}; shift 2 ;;
+    --results) value "$@"; results=$2; shift 2 ;;
+    --plots) value "$@"; plots=$2; shift 2 ;;
+    --himeno) value "$@"; himeno=$2; shift 2 ;;
+    --launcher) value "$@"; launcher=$2; shift 2 ;;
+    --bind) value "$@"; bind=$2; shift 2 ;;
+    --layout) value "$@"; layout=$2; shift 2 ;;
+    --max-ranks) value "$@"; max_ranks=$2; shift 2 ;;
+    --extra) value_or_empty "$@"; extra=$2; shift 2 ;;
+    --report-args) value_or_empty "$@"; report_args=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,/^set /p' "${BASH_SOURCE[0]}" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) studies+=("$1"); shift ;;
   esac
 done
 ((${#studies[@]})) || die "no study given: pass a definition such as inputs/studies/local-strong.env"
-[[ $max_ranks =~ ^[0-9]+$ ]] || die "--max-ranks '$max_ranks' is not a number"
+# Base 10 whatever the leading zeros (bash reads 08 as a bad octal number),
+# and at most 18 digits, which bash's arithmetic holds.
+if [[ -n $max_ranks ]]; then
+  if [[ $max_ranks =~ ^0*([1-9][0-9]{0,17})$ ]]; then
+    max_ranks=$((10#${BASH_REMATCH[1]}))
+  else
+    die "--max-ranks '$max_ranks' is not a positive whole number of ranks"
+  fi
+fi
 case $bind in none|local|membind|interleave) ;; *) die "--bind '$bind': use none, local, membind or interleave" ;; esac
 case $layout in roundrobin|packed) ;; *) die "--layout '$layout': use roundrobin or packed" ;; esac
 if [[ ! -x $himeno ]]; then
@@ -84,7 +98,7 @@ launcher_for() {
 show() { printf '%q ' "$@"; printf '\n'; }
 
 plan_args=()
-((max_ranks)) && plan_args+=(--max-ranks "$max_ranks")
+[[ -n $max_ranks ]] && plan_args+=(--max-ranks "$max_ranks")
 plan=$("$himeno" plan "${plan_args[@]}" "${studies[@]}") || exit 2
 
 runs=0 failed=0

@@ -606,3 +606,217 @@ fn report_keeps_emulated_gpu_runs_in_groups_of_their_own() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Every shell script under `scripts/` (any depth): the files that start
+/// with `#!`.
+fn all_scripts() -> Vec<PathBuf> {
+    fn walk(dir: &Path, v: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("script folder") {
+            let path = e.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, v);
+            } else if std::fs::read(&path).is_ok_and(|b| b.starts_with(b"#!")) {
+                v.push(path);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(&root().join("scripts"), &mut v);
+    v.sort();
+    v
+}
+
+/// A script's header: the comment lines after `#!`, up to the first line
+/// that is not a `# ` comment (a scheduler directive ends it too).
+fn header(script: &Path) -> String {
+    let text = std::fs::read_to_string(script).unwrap();
+    let mut out = String::new();
+    for line in text.lines().skip(1) {
+        let Some(rest) = line.strip_prefix('#') else {
+            break;
+        };
+        if !(rest.is_empty() || rest.starts_with(' ')) {
+            break;
+        }
+        out.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn every_script_prints_its_whole_header_for_help_and_does_nothing_else() {
+    let dir = scratch("help");
+    // Stand-ins for every program a script's real work starts: running
+    // one leaves a mark.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let mark = dir.join("ran");
+    let programs = "cargo apt-get sudo mpirun mpiexec srun sbatch qsub python3 pip g++ ip munged \
+                    slurmctld slurmd nsenter unshare numactl rustup nproc dd mktemp";
+    for p in programs.split_whitespace() {
+        let f = bin.join(p);
+        std::fs::write(
+            &f,
+            format!("#!/bin/sh\necho {p} >> '{}'\nexit 97\n", mark.display()),
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(&f).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&f, perm).unwrap();
+    }
+    let cwd = dir.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let scripts = all_scripts();
+    assert!(scripts.len() >= 11, "{scripts:?}");
+    for s in &scripts {
+        let want = header(s);
+        assert!(
+            want.lines().count() >= 5,
+            "{}: header {want:?}",
+            s.display()
+        );
+        for flag in ["--help", "-h"] {
+            let mut c = Command::new("bash");
+            c.current_dir(&cwd)
+                .arg(s)
+                .arg(flag)
+                .env("PATH", &path)
+                .env("HIMENO_CLUSTER_DIR", dir.join("state"))
+                .env("HIMENO_NVRTC_DIR", dir.join("nvrtc"))
+                .env("HIMENO_EMU_DIR", dir.join("emu"))
+                .env("XDG_CACHE_HOME", dir.join("cache"))
+                .env_remove("SLURM_JOB_ID")
+                .env_remove("PBS_JOBID");
+            let o = run(c);
+            let what = format!("{} {flag}", s.display());
+            assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(&o));
+            assert_eq!(stdout(&o), want, "{what}");
+            assert_eq!(stderr(&o), "", "{what}");
+            assert!(
+                !mark.exists(),
+                "{what} ran {:?}",
+                std::fs::read_to_string(&mark)
+            );
+            for made in ["state", "nvrtc", "emu", "cache"] {
+                assert!(!dir.join(made).exists(), "{what} made {made}");
+            }
+            assert_eq!(
+                std::fs::read_dir(&cwd).unwrap().count(),
+                0,
+                "{what} wrote in its folder"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_missing_option_value_is_a_usage_error_of_the_script() {
+    for (script, options) in [
+        (
+            "scripts/sweep.sh",
+            &[
+                "--results",
+                "--plots",
+                "--himeno",
+                "--launcher",
+                "--bind",
+                "--layout",
+                "--max-ranks",
+                "--extra",
+                "--report-args",
+            ][..],
+        ),
+        ("scripts/bind.sh", &["--policy", "--layout"][..]),
+        (
+            "scripts/bench-cpu.sh",
+            &[
+                "--sizes",
+                "--threads",
+                "--temporal",
+                "--tile-rows",
+                "--seconds",
+                "--iterations",
+                "--repeats",
+                "--bind",
+                "--bin",
+            ][..],
+        ),
+        ("scripts/local-cluster.sh", &["up --nodes", "up --cpus"][..]),
+    ] {
+        let name = script.trim_start_matches("scripts/");
+        for words in options {
+            let args: Vec<&str> = words.split(' ').collect();
+            let o = run(bash(script, &args));
+            let what = format!("{script} {words}");
+            assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{what}: {err}");
+            assert!(
+                err.starts_with(&format!("{name}: ")) && err.contains(args[args.len() - 1]),
+                "{what}: {err}"
+            );
+            assert!(stdout(&o).is_empty(), "{what}: {}", stdout(&o));
+        }
+    }
+    // Scripts without options refuse any argument at once instead of
+    // running the whole job.
+    for script in ["scripts/test.sh", "scripts/install-nvrtc.sh"] {
+        let o = run(bash(script, &["--frobnicate"]));
+        assert_eq!(o.status.code(), Some(2), "{script}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{script}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn sweep_reads_max_ranks_in_base_10_and_refuses_what_is_not_a_count() {
+    let dir = scratch("maxranks");
+    let study = dir.join("wide.env");
+    std::fs::write(
+        &study,
+        "NAME=wide\nKIND=strong\nSIZES=XS\nRANKS=\"1 8 9 16\"\nITERATIONS=2\nTHREADS=1\n",
+    )
+    .unwrap();
+    let sweep = |max: &str| {
+        run(bash(
+            "scripts/sweep.sh",
+            &[
+                "--dry-run",
+                "--himeno",
+                BIN,
+                "--launcher",
+                "mpirun -np %n",
+                "--max-ranks",
+                max,
+                study.to_str().unwrap(),
+            ],
+        ))
+    };
+    for max in ["08", "8", "0008"] {
+        let out = stdout_ok(&sweep(max));
+        let counts: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("mpirun -np "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(counts, ["1", "8"], "--max-ranks {max}:\n{out}");
+    }
+    for bad in ["0", "x", "-3", "8.0", "99999999999999999999", " 8"] {
+        let o = sweep(bad);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "--max-ranks {bad:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).starts_with("sweep.sh: --max-ranks"),
+            "{bad:?}: {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

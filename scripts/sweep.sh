@@ -19,6 +19,14 @@
 #   --report-args "ARGS"  more `himeno report` options (e.g. --model-pingpong F)
 #   --dry-run          print the commands instead of running them
 #
+# A stop: SIGUSR1 (the scheduler's warning, e.g. sbatch --signal=B:USR1@120),
+# SIGTERM, SIGINT or SIGHUP to this script, or a run that says a stop signal
+# ended it (sbatch --signal=USR1@120 warns the job steps, not the batch
+# shell). The run going gets the signal too (SIGTERM for INT and HUP), stops
+# after its current iteration and writes an incomplete record; no further
+# run starts, the report is made from the records there are, and the
+# script exits 2.
+#
 # A study file is data (KEY=VALUE lines: NAME, KIND = strong, weak or shape,
 # SIZES, RANKS, PROCS, ITERATIONS, THREADS, TEMPORAL); `himeno plan` reads it and
 # resolves every run's grid and process grid as a run does (for KIND=weak
@@ -97,13 +105,30 @@ launcher_for() {
 # Prints a command, shell-quoted.
 show() { printf '%q ' "$@"; printf '\n'; }
 
+# The stop signal that came, if one did, and the run going, if there is one.
+stop="" child=""
+on_signal() {
+  stop=$1
+  if [[ -n $child ]]; then
+    local to=TERM
+    [[ $1 == USR1 ]] && to=USR1
+    kill -s "$to" "$child" 2> /dev/null || true
+  fi
+}
+for sig in USR1 TERM INT HUP; do
+  # shellcheck disable=SC2064 # the signal's name is fixed now
+  trap "on_signal $sig" "$sig"
+done
+
 plan_args=()
 [[ -n $max_ranks ]] && plan_args+=(--max-ranks "$max_ranks")
 plan=$("$himeno" plan "${plan_args[@]}" "${studies[@]}") || exit 2
 
-runs=0 failed=0
+planned=$(grep -c . <<< "$plan" || true)
+runs=0 failed=0 stopped=0
 while IFS=$'\t' read -r name size np pg options; do
   [[ -n $name ]] || continue
+  [[ -z $stop ]] || break
   [[ -n $results ]] || results=results/$name.jsonl
   [[ -n $plots ]] || plots=${results%.jsonl}-plots
   logdir=${results%.jsonl}-logs
@@ -126,21 +151,48 @@ while IFS=$'\t' read -r name size np pg options; do
   fi
   log=$logdir/$name-$size-n$np-$pg.log
   printf 'sweep.sh: [%d] %s size %s, %d rank(s), procs %s ... ' "$runs" "$name" "$size" "$np" "$pg" >&2
-  if "${cmd[@]}" > "$log" 2>&1 < /dev/null; then
+  # In the background, so that a signal's trap runs while the run goes
+  # (bash runs traps only between commands); `wait` returns early when a
+  # trapped signal comes, so it waits again until the run has ended.
+  "${cmd[@]}" > "$log" 2>&1 < /dev/null &
+  child=$!
+  [[ -z $stop ]] || on_signal "$stop"
+  while :; do
+    wait "$child" && rc=0 || rc=$?
+    kill -0 "$child" 2> /dev/null || break
+  done
+  child=""
+  if ((rc == 0)); then
     echo "ok" >&2
+  elif [[ -n $stop ]] || grep -q 'stopped by a signal\|after a stop signal' "$log"; then
+    [[ -n $stop ]] || stop="a stop signal to the run"
+    stopped=1
+    echo "STOPPED (exit $rc, see $log)" >&2
   else
-    rc=$?
     failed=$((failed + 1))
     echo "FAILED (exit $rc, see $log)" >&2
   fi
 done <<< "$plan"
-((runs)) || die "the studies have no run (check RANKS, PROCS and --max-ranks)"
-
 report=("$himeno" report "$results" --plot "$plots")
 if [[ -n $report_args ]]; then
   read -r -a more <<< "$report_args"
   report+=("${more[@]}")
 fi
+if [[ -n $stop ]]; then
+  case $stop in USR1|TERM|INT|HUP) stop=SIG$stop ;; esac
+  echo "sweep.sh: stopped by $stop: $((runs - stopped)) run(s) finished, $stopped stopped," \
+    "$((planned - runs)) not started" >&2
+  # The report of what exists; the stop decides the exit code.
+  if [[ -s $results ]]; then
+    "${report[@]}" || true
+    echo "sweep.sh: partial results in $results, plots in $plots" >&2
+  else
+    echo "sweep.sh: no record was written: no report" >&2
+  fi
+  exit 2
+fi
+((runs)) || die "the studies have no run (check RANKS, PROCS and --max-ranks)"
+
 if ((dry_run)); then
   show "${report[@]}"
   echo "sweep.sh: dry run: $runs run(s) would append to $results" >&2

@@ -444,53 +444,71 @@ fn slurm_template_runs_strong_and_weak_studies_over_two_hosts() {
 }
 
 #[test]
-fn a_job_at_its_time_limit_leaves_an_incomplete_record() {
+fn a_job_warned_before_its_time_limit_leaves_an_incomplete_record_and_a_report() {
     let Some(c) = cluster() else { return };
     let dir = scratch("limit");
+    // Two runs: the warning stops the first, the second must not start.
     let long = study(
         &dir,
         "cluster-limit",
-        "KIND=strong\nSIZES=S\nRANKS=2\nITERATIONS=1000000000\nTHREADS=1\n",
+        "KIND=strong\nSIZES=\"S XS\"\nRANKS=2\nITERATIONS=1000000000\nTHREADS=1\n",
     );
-    let results = dir.join("limit.jsonl");
-    let out = format!("--output={}/%x-%j.out", dir.display());
-    // Slurm sends the warning up to a minute early (its check runs every
-    // 30 s and looks a minute ahead): with 2 minutes and 30 s of warning,
-    // SIGUSR1 comes 30 to 60 s after the start, well before the limit.
-    let mut sbatch = c.slurm(
-        "sbatch",
-        &[
-            "--wait",
-            "-N",
-            "2",
-            "-n",
-            "2",
-            "--ntasks-per-node=1",
-            "--exclusive=user",
-            "--time=2",
-            "--signal=USR1@30",
-            "--parsable",
-            &out,
-            "scripts/slurm/study.sbatch",
-        ],
-    );
-    template_env(&mut sbatch, &long, &results);
-    let o = run_with_limit(sbatch, JOB_LIMIT);
-    // The stopped run exits 2, so the sweep (and the job) fails.
-    assert!(!o.status.success(), "{}", stdout(&o));
-    let job = stdout(&o).trim().to_string();
-    let recs = records(&results);
-    assert_eq!(recs.len(), 1, "{recs:?}");
-    let r = &recs[0];
-    assert_eq!(r["complete"], false, "{r}");
-    let done = r["iterations"].as_u64().unwrap();
-    assert!(done > 0 && done < 1_000_000_000, "{r}");
-    // Ended by the warning, not killed at the limit.
-    let show = stdout(&run(c.slurm("scontrol", &["show", "job", &job])));
-    assert!(show.contains("JobState=FAILED"), "{show}");
-    assert!(job_output(&dir, "himeno-study-").contains("FAILED (exit 2"));
-    let report = stdout_ok(&run(himeno(&["report", results.to_str().unwrap()])));
-    assert!(report.contains("incomplete (stopped early)"), "{report}");
+    // The warning to the job steps (the template's way), and to the batch
+    // shell only (B:), which must pass it on to the run going.
+    let jobs: Vec<_> = ["USR1@30", "B:USR1@30"]
+        .into_iter()
+        .map(|signal| {
+            let results = dir.join(format!("limit-{}.jsonl", signal.replace(['@', ':'], "-")));
+            let out = format!("--output={}/%x-%j-{}.out", dir.display(), &signal[..1]);
+            let signal = format!("--signal={signal}");
+            // Slurm sends the warning up to a minute early (its check runs
+            // every 30 s and looks a minute ahead): with 2 minutes and 30 s
+            // of warning, SIGUSR1 comes 30 to 60 s after the start, well
+            // before the limit.
+            let mut sbatch = c.slurm(
+                "sbatch",
+                &[
+                    "--wait",
+                    "-N",
+                    "2",
+                    "-n",
+                    "2",
+                    "--ntasks-per-node=1",
+                    "--exclusive=user",
+                    "--time=2",
+                    &signal,
+                    "--parsable",
+                    &out,
+                    "scripts/slurm/study.sbatch",
+                ],
+            );
+            template_env(&mut sbatch, &long, &results);
+            let t = std::thread::spawn(move || run_with_limit(sbatch, JOB_LIMIT));
+            (signal, results, t)
+        })
+        .collect();
+    for (signal, results, t) in jobs {
+        let o = t.join().unwrap();
+        // The stop makes the sweep, and so the job, exit 2.
+        assert!(!o.status.success(), "{signal}: {}", stdout(&o));
+        let job = stdout(&o).trim().to_string();
+        let recs = records(&results);
+        assert_eq!(recs.len(), 1, "{signal}: {recs:?}");
+        let r = &recs[0];
+        assert_eq!(r["complete"], false, "{signal}: {r}");
+        let done = r["iterations"].as_u64().unwrap();
+        assert!(done > 0 && done < 1_000_000_000, "{signal}: {r}");
+        // Ended by the warning, not killed at the limit.
+        let show = stdout(&run(c.slurm("scontrol", &["show", "job", &job])));
+        assert!(show.contains("JobState=FAILED"), "{signal}: {show}");
+        let out = job_output(&dir, &format!("himeno-study-{job}-"));
+        assert!(out.contains("STOPPED (exit 2"), "{signal}: {out}");
+        assert!(out.contains("1 stopped, 1 not started"), "{signal}: {out}");
+        assert!(
+            out.contains("incomplete (stopped early)"),
+            "{signal}: no report: {out}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

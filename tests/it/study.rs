@@ -820,3 +820,158 @@ fn sweep_reads_max_ranks_in_base_10_and_refuses_what_is_not_a_count() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_stop_signal_ends_the_sweep_with_the_partial_record_and_a_report() {
+    use crate::signals::{Running, children, kill};
+    // To the sweep's shell (sbatch --signal=B:USR1, a time limit's
+    // SIGTERM, a closed terminal), or to the run only (sbatch --signal=USR1
+    // warns the job steps, not the batch shell).
+    for (sig, to_run, said) in [
+        ("USR1", false, "stopped by SIGUSR1"),
+        ("TERM", false, "stopped by SIGTERM"),
+        ("HUP", false, "stopped by SIGHUP"),
+        ("INT", false, "stopped by SIGINT"),
+        ("USR1", true, "stopped by a stop signal to the run"),
+    ] {
+        let what = format!("SIG{sig} to the {}", if to_run { "run" } else { "sweep" });
+        let dir = scratch(&format!("stop-{sig}-{to_run}"));
+        let study = dir.join("long.env");
+        std::fs::write(
+            &study,
+            "NAME=long\nKIND=strong\nSIZES=\"XS S\"\nRANKS=1\nITERATIONS=100000000\nTHREADS=1\n",
+        )
+        .unwrap();
+        let results = dir.join("r.jsonl");
+        let c = bash(
+            "scripts/sweep.sh",
+            &[
+                "--himeno",
+                BIN,
+                "--launcher",
+                "local",
+                "--extra",
+                "-v",
+                "--results",
+                results.to_str().unwrap(),
+                study.to_str().unwrap(),
+            ],
+        );
+        let sweep = Running::start(c);
+        let log = dir.join("r-logs/long-XS-n1-1x1x1.log");
+        let started = std::time::Instant::now();
+        while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("rehearsal done")) {
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "{what}: the first run did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let shell = sweep.child.id();
+        if to_run {
+            let run = children(shell);
+            assert_eq!(run.len(), 1, "{what}: {run:?}");
+            kill(sig, run[0]);
+        } else {
+            kill(sig, shell);
+        }
+        let ended = sweep.finish();
+        assert_eq!(ended.status.code(), Some(2), "{what}: {}", ended.stderr);
+        assert!(ended.stderr.contains(said), "{what}: {}", ended.stderr);
+        assert!(
+            ended
+                .stderr
+                .contains("0 run(s) finished, 1 stopped, 1 not started"),
+            "{what}: {}",
+            ended.stderr
+        );
+        let logs = std::fs::read_dir(dir.join("r-logs")).unwrap().count();
+        assert_eq!(logs, 1, "{what}: a second run started");
+        let recs = std::fs::read_to_string(&results).unwrap();
+        assert_eq!(recs.lines().count(), 1, "{what}: {recs}");
+        assert!(recs.contains("\"complete\":false"), "{what}: {recs}");
+        assert!(
+            ended.stdout.contains("incomplete"),
+            "{what}: no report:\n{}",
+            ended.stdout
+        );
+        assert!(dir.join("r-plots").is_dir(), "{what}: no plots");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn pbs_template_submits_itself_with_every_setting_intact() {
+    let dir = scratch("pbs");
+    // A stand-in qsub that does what PBS does with -v: split the list at
+    // commas, start the job with those variables only (no other
+    // environment), in a job (PBS_JOBID), here as a dry run.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let qsub = bin.join("qsub");
+    std::fs::write(
+        &qsub,
+        format!(
+            "#!/bin/bash\nvars=()\nwhile (($# > 1)); do\n  case $1 in\n    \
+             -v) IFS=, read -r -a list <<< \"$2\"; vars+=(\"${{list[@]}}\"); shift 2 ;;\n    \
+             -N) shift 2 ;;\n    *) shift ;;\n  esac\ndone\n\
+             exec env -i PATH=\"$PATH\" PBS_JOBID=7.stub PBS_O_WORKDIR='{}' DRY_RUN=1 \
+             \"${{vars[@]}}\" bash \"$1\"\n",
+            root().display()
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&qsub).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&qsub, perm).unwrap();
+    let results = dir.join("r,1 'x'.jsonl");
+    let settings = [
+        ("STUDY", "inputs/studies/weak-M.env"),
+        ("HIMENO", BIN),
+        ("BIND", "interleave"),
+        ("LAYOUT", "packed"),
+        ("LAUNCHER", "mpiexec --map-by ppr:1:node,pe=1 -n %n"),
+        ("EXTRA", "--label a,b --threads 1"),
+        ("REPORT_ARGS", "--model-pingpong p,q.json"),
+        ("RESULTS", results.to_str().unwrap()),
+    ];
+    let mut c = bash("scripts/pbs/study.pbs", &["-l", "walltime=00:10:00"]);
+    c.env(
+        "PATH",
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    )
+    .env_remove("PBS_JOBID")
+    .env_remove("DRY_RUN");
+    for (k, v) in settings {
+        c.env(k, v);
+    }
+    // The dry run's commands, shell-quoted: commas and quotes unquoted
+    // again for comparison.
+    let out = stdout_ok(&run(c))
+        .replace("\\,", ",")
+        .replace("\\ ", " ")
+        .replace("\\'", "'");
+    let r = results.to_str().unwrap();
+    assert!(
+        out.contains(&format!(
+            "mpiexec --map-by ppr:1:node,pe=1 -n 2 {}/scripts/bind.sh --policy interleave \
+             --layout packed -- {BIN} --grid 254x128x256 --procs 2x1x1",
+            root().display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .filter(|l| l.contains("--procs"))
+            .all(|l| l.contains(&format!("--output {r} --label a,b --threads 1"))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "report {r} --plot {} --model-pingpong p,q.json",
+            r.trim_end_matches(".jsonl").to_string() + "-plots"
+        )),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -20,12 +20,12 @@
 #   --dry-run          print the commands instead of running them
 #
 # A stop: SIGUSR1 (the scheduler's warning, e.g. sbatch --signal=B:USR1@120),
-# SIGTERM, SIGINT or SIGHUP to this script, or a run that says a stop signal
-# ended it (sbatch --signal=USR1@120 warns the job steps, not the batch
-# shell). The run going gets the signal too (SIGTERM for INT and HUP), stops
-# after its current iteration and writes an incomplete record; no further
-# run starts, the report is made from the records there are, and the
-# script exits 2.
+# SIGTERM, SIGINT or SIGHUP to this script, or a run that exits 2 saying a
+# stop signal ended it (sbatch --signal=USR1@120 warns the job steps, not
+# the batch shell). The run going gets the signal too (SIGTERM for INT and
+# HUP), stops after its current iteration and writes an incomplete record;
+# no further run starts, the report is made from the records there are, and
+# the script exits 2. Each run's output goes to a log file of its own.
 #
 # A study file is data (KEY=VALUE lines: NAME, KIND = strong, weak or shape,
 # SIZES, RANKS, PROCS, ITERATIONS, THREADS, TEMPORAL); `himeno plan` reads it and
@@ -149,7 +149,9 @@ while IFS=$'\t' read -r name size np pg options; do
     show "${cmd[@]}"
     continue
   fi
-  log=$logdir/$name-$size-n$np-$pg.log
+  # A file of its own: a study may repeat a run, and jobs that share the
+  # results file share its log folder.
+  log=$(mktemp --suffix=.log "$logdir/$name-$size-n$np-$pg.XXXXXX")
   printf 'sweep.sh: [%d] %s size %s, %d rank(s), procs %s ... ' "$runs" "$name" "$size" "$np" "$pg" >&2
   # In the background, so that a signal's trap runs while the run goes
   # (bash runs traps only between commands); `wait` returns early when a
@@ -164,7 +166,10 @@ while IFS=$'\t' read -r name size np pg options; do
   child=""
   if ((rc == 0)); then
     echo "ok" >&2
-  elif [[ -n $stop ]] || grep -q 'stopped by a signal\|after a stop signal' "$log"; then
+  # A run that a stop signal ended exits 2 and says so; a launcher that
+  # reports a crashed rank exits otherwise, even when the survivors it
+  # then stops say they were stopped.
+  elif [[ -n $stop ]] || { ((rc == 2)) && grep -q 'stopped by a signal\|after a stop signal' "$log"; }; then
     [[ -n $stop ]] || stop="a stop signal to the run"
     stopped=1
     echo "STOPPED (exit $rc, see $log)" >&2

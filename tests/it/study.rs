@@ -858,9 +858,17 @@ fn a_stop_signal_ends_the_sweep_with_the_partial_record_and_a_report() {
             ],
         );
         let sweep = Running::start(c);
-        let log = dir.join("r-logs/long-XS-n1-1x1x1.log");
+        // The first run's log, once its timed loop has begun.
+        let first_log = || {
+            let logs = std::fs::read_dir(dir.join("r-logs")).ok()?;
+            let log = logs
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.to_string_lossy().contains("long-XS-n1-1x1x1."))?;
+            std::fs::read_to_string(log).ok()
+        };
         let started = std::time::Instant::now();
-        while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("rehearsal done")) {
+        while !first_log().is_some_and(|l| l.contains("rehearsal done")) {
             assert!(
                 started.elapsed().as_secs() < 60,
                 "{what}: the first run did not start"
@@ -973,5 +981,65 @@ fn pbs_template_submits_itself_with_every_setting_intact() {
         )),
         "{out}"
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_crashed_run_is_a_failure_of_the_sweep_not_a_stop() {
+    // A launcher reports a crashed rank with the crash's status, while the
+    // ranks it then stops may say they were stopped: the sweep goes on.
+    let dir = scratch("crash");
+    let fake = dir.join("himeno");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/bash\nfor a in \"$@\"; do\n  if [[ $a == S ]]; then\n    \
+             echo 'himeno: stopped by a signal after 1 of 2 iterations' >&2\n    exit 139\n  \
+             fi\ndone\nexec '{BIN}' \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&fake, perm).unwrap();
+    let study = dir.join("two.env");
+    std::fs::write(
+        &study,
+        "NAME=two\nKIND=strong\nSIZES=\"S XS\"\nRANKS=1\nITERATIONS=2\nTHREADS=1\n",
+    )
+    .unwrap();
+    let results = dir.join("r.jsonl");
+    let o = run(bash(
+        "scripts/sweep.sh",
+        &[
+            "--himeno",
+            fake.to_str().unwrap(),
+            "--launcher",
+            "local",
+            "--results",
+            results.to_str().unwrap(),
+            study.to_str().unwrap(),
+        ],
+    ));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("[1] two size S") && err.contains("FAILED (exit 139"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[2] two size XS") && err.contains("ok"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("STOPPED") && !err.contains("stopped by"),
+        "{err}"
+    );
+    assert!(err.contains("2 run(s), 1 failed"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&results).unwrap().lines().count(),
+        1
+    );
+    assert_eq!(std::fs::read_dir(dir.join("r-logs")).unwrap().count(), 2);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -47,6 +47,9 @@ case $layout in roundrobin|packed) ;; *) die "--layout '$layout': use roundrobin
 local_rank=${OMPI_COMM_WORLD_LOCAL_RANK:-${SLURM_LOCALID:-${MPI_LOCALRANKID:-0}}}
 local_size=${OMPI_COMM_WORLD_LOCAL_SIZE:-${MPI_LOCALNRANKS:-${SLURM_NTASKS_PER_NODE:-}}}
 local_size=${local_size%%(*}
+# Counts in base 10 whatever their leading zeros (bash reads 08 as octal).
+[[ $local_rank =~ ^[0-9]{1,9}$ ]] || die "node-local rank '$local_rank' from the launcher is not a number"
+local_rank=$((10#$local_rank))
 
 # Only one rank per node speaks, so warnings are not repeated N times.
 say() { if ((local_rank == 0)); then echo "bind.sh: $*" >&2; fi; }
@@ -60,6 +63,8 @@ if [[ -z $nodes ]]; then
   done
   ((nodes > 0)) || nodes=1
 fi
+[[ $nodes =~ ^0*[1-9][0-9]{0,5}$ ]] || die "NUMA node count '$nodes' (HIMENO_NUMA_NODES) is not a positive number"
+nodes=$((10#$nodes))
 
 run() {
   if ((dry_run)); then
@@ -77,7 +82,8 @@ if [[ $policy == none ]]; then
 fi
 
 if [[ $layout == packed ]]; then
-  if [[ $local_size =~ ^[1-9][0-9]*$ ]]; then
+  if [[ $local_size =~ ^0*[1-9][0-9]{0,8}$ ]]; then
+    local_size=$((10#$local_size))
     per=$(((local_size + nodes - 1) / nodes))
     node=$((local_rank / per))
   else

@@ -1043,3 +1043,40 @@ fn a_crashed_run_is_a_failure_of_the_sweep_not_a_stop() {
     assert_eq!(std::fs::read_dir(dir.join("r-logs")).unwrap().count(), 2);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn counts_with_leading_zeros_are_read_in_base_10_by_every_script() {
+    let mut c = bash("scripts/run-job.sh", &[]);
+    c.env("NP", "08").env("DRY_RUN", "1");
+    let out = stdout_ok(&run(c));
+    assert!(out.starts_with("mpirun -np 8 "), "{out}");
+    for bad in ["x", "0", "-1", ""] {
+        let mut c = bash("scripts/run-job.sh", &[]);
+        c.env("NP", bad).env("DRY_RUN", "1");
+        let o = run(c);
+        // An empty NP is the default.
+        let want = if bad.is_empty() { 0 } else { 2 };
+        assert_eq!(o.status.code(), Some(want), "NP={bad:?}: {}", stderr(&o));
+    }
+    let bind = |nodes: &str, rank: &str| {
+        let mut c = bash(
+            "scripts/bind.sh",
+            &["--dry-run", "--policy", "local", "--", "true"],
+        );
+        c.env("HIMENO_NUMA_NODES", nodes)
+            .env("OMPI_COMM_WORLD_LOCAL_RANK", rank);
+        run(c)
+    };
+    if Command::new("numactl").arg("--show").output().is_ok() {
+        let out = stdout_ok(&bind("08", "09"));
+        assert!(
+            out.contains("rank\\ 9\\ on\\ NUMA\\ node\\ 1\\ of\\ 8"),
+            "{out}"
+        );
+    }
+    for (nodes, rank) in [("x", "0"), ("0", "0"), ("2", "one")] {
+        let o = bind(nodes, rank);
+        assert_eq!(o.status.code(), Some(2), "{nodes} {rank}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with("bind.sh: "), "{}", stderr(&o));
+    }
+}

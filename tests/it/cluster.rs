@@ -454,7 +454,8 @@ fn a_job_warned_before_its_time_limit_leaves_an_incomplete_record_and_a_report()
         "KIND=strong\nSIZES=\"S XS\"\nRANKS=2\nITERATIONS=1000000000\nTHREADS=1\n",
     );
     // The warning to the job steps (the template's way), and to the batch
-    // shell only (B:), which must pass it on to the run going.
+    // shell only (B:), which must pass it on to the run going. One job
+    // after the other: the concurrent-jobs test needs free CPUs meanwhile.
     let jobs: Vec<_> = ["USR1@30", "B:USR1@30"]
         .into_iter()
         .map(|signal| {
@@ -483,12 +484,10 @@ fn a_job_warned_before_its_time_limit_leaves_an_incomplete_record_and_a_report()
                 ],
             );
             template_env(&mut sbatch, &long, &results);
-            let t = std::thread::spawn(move || run_with_limit(sbatch, JOB_LIMIT));
-            (signal, results, t)
+            (signal, results, run_with_limit(sbatch, JOB_LIMIT))
         })
         .collect();
-    for (signal, results, t) in jobs {
-        let o = t.join().unwrap();
+    for (signal, results, o) in jobs {
         // The stop makes the sweep, and so the job, exit 2.
         assert!(!o.status.success(), "{signal}: {}", stdout(&o));
         let job = stdout(&o).trim().to_string();

@@ -41,9 +41,15 @@ repeats=5
 bind=none
 bin=target/release/himeno
 
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+die() { echo "bench-cpu.sh: $*" >&2; exit 2; }
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# Option $1 needs a value ($2, the next word).
+value() { if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs a value (see --help)"; fi; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --sizes|--threads|--temporal|--tile-rows|--seconds|--iterations|--repeats|--bind|--bin)
+            value "$@" ;;&
         --sizes) sizes="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
         --temporal) temporal="$2"; shift 2 ;;
@@ -54,10 +60,14 @@ while [[ $# -gt 0 ]]; do
         --repeats) repeats="$2"; shift 2 ;;
         --bind) bind="$2"; shift 2 ;;
         --bin) bin="$2"; shift 2 ;;
-        -h|--help) usage ;;
-        *) echo "bench-cpu.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
     esac
 done
+[[ $repeats =~ ^[1-9][0-9]{0,5}$ ]] || die "--repeats '$repeats' is not a positive whole number"
+if [[ -n $iterations && ! $iterations =~ ^[1-9][0-9]{0,17}$ ]]; then
+    die "--iterations '$iterations' is not a positive whole number"
+fi
 if [[ -z "$threads" ]]; then
     threads=$(seq -s ' ' 1 "$(nproc)")
 fi

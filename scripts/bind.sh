@@ -24,13 +24,17 @@ layout=${HIMENO_BIND_LAYOUT:-roundrobin}
 dry_run=0
 
 die() { echo "bind.sh: $*" >&2; exit 2; }
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# Option $1 needs a value ($2, the next word).
+value() { if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs a value (see --help)"; fi; }
 
 while (($#)); do
   case $1 in
-    --policy) policy=${2:?--policy needs local, membind, interleave or none}; shift 2 ;;
-    --layout) layout=${2:?--layout needs roundrobin or packed}; shift 2 ;;
+    --policy) value "$@"; policy=$2; shift 2 ;;
+    --layout) value "$@"; layout=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) break ;;
@@ -43,6 +47,9 @@ case $layout in roundrobin|packed) ;; *) die "--layout '$layout': use roundrobin
 local_rank=${OMPI_COMM_WORLD_LOCAL_RANK:-${SLURM_LOCALID:-${MPI_LOCALRANKID:-0}}}
 local_size=${OMPI_COMM_WORLD_LOCAL_SIZE:-${MPI_LOCALNRANKS:-${SLURM_NTASKS_PER_NODE:-}}}
 local_size=${local_size%%(*}
+# Counts in base 10 whatever their leading zeros (bash reads 08 as octal).
+[[ $local_rank =~ ^[0-9]{1,9}$ ]] || die "node-local rank '$local_rank' from the launcher is not a number"
+local_rank=$((10#$local_rank))
 
 # Only one rank per node speaks, so warnings are not repeated N times.
 say() { if ((local_rank == 0)); then echo "bind.sh: $*" >&2; fi; }
@@ -56,6 +63,8 @@ if [[ -z $nodes ]]; then
   done
   ((nodes > 0)) || nodes=1
 fi
+[[ $nodes =~ ^0*[1-9][0-9]{0,5}$ ]] || die "NUMA node count '$nodes' (HIMENO_NUMA_NODES) is not a positive number"
+nodes=$((10#$nodes))
 
 run() {
   if ((dry_run)); then
@@ -73,7 +82,8 @@ if [[ $policy == none ]]; then
 fi
 
 if [[ $layout == packed ]]; then
-  if [[ $local_size =~ ^[1-9][0-9]*$ ]]; then
+  if [[ $local_size =~ ^0*[1-9][0-9]{0,8}$ ]]; then
+    local_size=$((10#$local_size))
     per=$(((local_size + nodes - 1) / nodes))
     node=$((local_rank / per))
   else

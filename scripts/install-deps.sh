@@ -12,6 +12,10 @@
 #            the default MPI (scripts/test.sh selects MPICH with MPI=mpich)
 set -euo pipefail
 
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
+
 groups=("$@")
 ((${#groups[@]})) || groups=(build)
 

@@ -13,6 +13,14 @@
 # must not skip in CI. Otherwise it prints a note and exits 0, and the tests
 # that need NVRTC skip with a reason. HIMENO_SKIP_NVRTC=1 skips the install.
 set -euo pipefail
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+if (($#)); then
+    case $1 in
+        -h|--help) usage; exit 0 ;;
+        *) echo "install-nvrtc.sh: takes no arguments, only --help (got '$1')" >&2; exit 2 ;;
+    esac
+fi
 export PIP_ROOT_USER_ACTION=ignore
 
 DIR=${HIMENO_NVRTC_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/himeno-nvrtc}

@@ -7,13 +7,20 @@
 # NP=8 sets the rank count; DRY_RUN=1 prints the command instead of
 # installing, building and running.
 set -euo pipefail
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# Only as the first word: later ones are himeno's (its own --help).
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 dry_run=${DRY_RUN:-0}
+# Checked before anything is installed or built.
+np="${NP:-4}"
+[[ $np =~ ^0*[1-9][0-9]{0,8}$ ]] || { echo "run-job.sh: NP='$np' is not a positive number of ranks" >&2; exit 2; }
+np=$((10#$np))
 if [[ $dry_run != 1 ]]; then
   scripts/install-deps.sh
   cargo build --release --features mpi
 fi
-np="${NP:-4}"
 # The default problem (size L) stays unless the user names one: other
 # options (--seconds 20, --output FILE) are added to it, not put in its
 # place. A subcommand (selftest, bench ...) gets the arguments as given.

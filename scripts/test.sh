@@ -10,6 +10,14 @@
 # script brings up (scripts/local-cluster.sh) and takes down at the end;
 # without root they skip, saying so.
 set -euo pipefail
+# The comment block at the top of this file, without its '#'s.
+usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+if (($#)); then
+  case $1 in
+    -h|--help) usage; exit 0 ;;
+    *) echo "test.sh: takes no arguments, only --help (got '$1'); MPI= chooses the MPI" >&2; exit 2 ;;
+  esac
+fi
 cd "$(dirname "$0")/.."
 mpi=${MPI:-openmpi}
 case $mpi in

@@ -444,53 +444,70 @@ fn slurm_template_runs_strong_and_weak_studies_over_two_hosts() {
 }
 
 #[test]
-fn a_job_at_its_time_limit_leaves_an_incomplete_record() {
+fn a_job_warned_before_its_time_limit_leaves_an_incomplete_record_and_a_report() {
     let Some(c) = cluster() else { return };
     let dir = scratch("limit");
+    // Two runs: the warning stops the first, the second must not start.
     let long = study(
         &dir,
         "cluster-limit",
-        "KIND=strong\nSIZES=S\nRANKS=2\nITERATIONS=1000000000\nTHREADS=1\n",
+        "KIND=strong\nSIZES=\"S XS\"\nRANKS=2\nITERATIONS=1000000000\nTHREADS=1\n",
     );
-    let results = dir.join("limit.jsonl");
-    let out = format!("--output={}/%x-%j.out", dir.display());
-    // Slurm sends the warning up to a minute early (its check runs every
-    // 30 s and looks a minute ahead): with 2 minutes and 30 s of warning,
-    // SIGUSR1 comes 30 to 60 s after the start, well before the limit.
-    let mut sbatch = c.slurm(
-        "sbatch",
-        &[
-            "--wait",
-            "-N",
-            "2",
-            "-n",
-            "2",
-            "--ntasks-per-node=1",
-            "--exclusive=user",
-            "--time=2",
-            "--signal=USR1@30",
-            "--parsable",
-            &out,
-            "scripts/slurm/study.sbatch",
-        ],
-    );
-    template_env(&mut sbatch, &long, &results);
-    let o = run_with_limit(sbatch, JOB_LIMIT);
-    // The stopped run exits 2, so the sweep (and the job) fails.
-    assert!(!o.status.success(), "{}", stdout(&o));
-    let job = stdout(&o).trim().to_string();
-    let recs = records(&results);
-    assert_eq!(recs.len(), 1, "{recs:?}");
-    let r = &recs[0];
-    assert_eq!(r["complete"], false, "{r}");
-    let done = r["iterations"].as_u64().unwrap();
-    assert!(done > 0 && done < 1_000_000_000, "{r}");
-    // Ended by the warning, not killed at the limit.
-    let show = stdout(&run(c.slurm("scontrol", &["show", "job", &job])));
-    assert!(show.contains("JobState=FAILED"), "{show}");
-    assert!(job_output(&dir, "himeno-study-").contains("FAILED (exit 2"));
-    let report = stdout_ok(&run(himeno(&["report", results.to_str().unwrap()])));
-    assert!(report.contains("incomplete (stopped early)"), "{report}");
+    // The warning to the job steps (the template's way), and to the batch
+    // shell only (B:), which must pass it on to the run going. One job
+    // after the other: the concurrent-jobs test needs free CPUs meanwhile.
+    let jobs: Vec<_> = ["USR1@30", "B:USR1@30"]
+        .into_iter()
+        .map(|signal| {
+            let results = dir.join(format!("limit-{}.jsonl", signal.replace(['@', ':'], "-")));
+            let out = format!("--output={}/%x-%j-{}.out", dir.display(), &signal[..1]);
+            let signal = format!("--signal={signal}");
+            // Slurm sends the warning up to a minute early (its check runs
+            // every 30 s and looks a minute ahead): with 2 minutes and 30 s
+            // of warning, SIGUSR1 comes 30 to 60 s after the start, well
+            // before the limit.
+            let mut sbatch = c.slurm(
+                "sbatch",
+                &[
+                    "--wait",
+                    "-N",
+                    "2",
+                    "-n",
+                    "2",
+                    "--ntasks-per-node=1",
+                    "--exclusive=user",
+                    "--time=2",
+                    &signal,
+                    "--parsable",
+                    &out,
+                    "scripts/slurm/study.sbatch",
+                ],
+            );
+            template_env(&mut sbatch, &long, &results);
+            (signal, results, run_with_limit(sbatch, JOB_LIMIT))
+        })
+        .collect();
+    for (signal, results, o) in jobs {
+        // The stop makes the sweep, and so the job, exit 2.
+        assert!(!o.status.success(), "{signal}: {}", stdout(&o));
+        let job = stdout(&o).trim().to_string();
+        let recs = records(&results);
+        assert_eq!(recs.len(), 1, "{signal}: {recs:?}");
+        let r = &recs[0];
+        assert_eq!(r["complete"], false, "{signal}: {r}");
+        let done = r["iterations"].as_u64().unwrap();
+        assert!(done > 0 && done < 1_000_000_000, "{signal}: {r}");
+        // Ended by the warning, not killed at the limit.
+        let show = stdout(&run(c.slurm("scontrol", &["show", "job", &job])));
+        assert!(show.contains("JobState=FAILED"), "{signal}: {show}");
+        let out = job_output(&dir, &format!("himeno-study-{job}-"));
+        assert!(out.contains("STOPPED (exit 2"), "{signal}: {out}");
+        assert!(out.contains("1 stopped, 1 not started"), "{signal}: {out}");
+        assert!(
+            out.contains("incomplete (stopped early)"),
+            "{signal}: no report: {out}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -554,5 +571,307 @@ fn two_jobs_append_to_one_results_file_concurrently() {
         recs.iter()
             .all(|r| r["complete"] == true && r["ranks"] == 2)
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether this process runs as root (a virtual cluster needs it).
+fn root_user() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `scripts/local-cluster.sh ARGS` for the state folder `dir` (relative to
+/// `cwd` if it is relative) and network `net`.
+fn cluster_script(cwd: &Path, dir: &str, net: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(root().join("scripts/local-cluster.sh"));
+    c.args(args)
+        .current_dir(cwd)
+        .env("HIMENO_CLUSTER_DIR", dir)
+        .env("HIMENO_CLUSTER_NET", net);
+    c
+}
+
+/// The network namespaces of this machine.
+fn namespaces() -> Vec<String> {
+    let o = run({
+        let mut c = Command::new("ip");
+        c.args(["netns", "list"]);
+        c
+    });
+    let mut v: Vec<String> = stdout(&o)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The tag in the names of the namespaces, links and bridge of the cluster
+/// with state folder `state` (absolute): its path's cksum, as the script
+/// computes it.
+fn tag_of(state: &Path) -> String {
+    let o = run({
+        let mut c = Command::new("sh");
+        c.args(["-c", "printf %s \"$1\" | cksum", "sh"]).arg(state);
+        c
+    });
+    let sum: u64 = stdout(&o)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    format!("{sum:08x}")
+}
+
+/// The namespaces of the cluster with state folder `state`.
+fn namespaces_of(state: &Path) -> Vec<String> {
+    let prefix = format!("himeno-{}-", tag_of(state));
+    namespaces()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// The bridges of this machine.
+fn bridges() -> Vec<String> {
+    let o = run({
+        let mut c = Command::new("ip");
+        c.args(["-o", "link", "show", "type", "bridge"]);
+        c
+    });
+    stdout(&o)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1).map(str::to_string))
+        .collect()
+}
+
+/// Processes whose command line mentions `path` (a cluster's daemons name
+/// its state folder).
+fn processes_of(path: &Path) -> Vec<String> {
+    let needle = path.to_string_lossy().into_owned();
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&needle) && e.file_name().to_string_lossy().parse::<u32>().is_ok() {
+                v.push(cmd);
+            }
+        }
+    }
+    v
+}
+
+/// A fresh folder for a test's own clusters, with a short path: the state
+/// folder's path must leave room for the socket paths under it, and the
+/// target folder's may be long. Under /run, which only root may write.
+fn short_scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(format!("/run/hc-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch folder");
+    d
+}
+
+/// Removes a test's folder when the test ends, also a failed one.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Takes down the cluster of a state folder when a test ends, also a
+/// failed one.
+struct DownOnDrop(PathBuf, &'static str);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let dir = self.0.to_string_lossy().into_owned();
+        let _ = cluster_script(Path::new("/"), &dir, self.1, &["down"]).output();
+    }
+}
+
+#[test]
+fn up_and_down_touch_no_folder_or_file_they_did_not_make() {
+    if !MPI || !root_user() {
+        eprintln!("skipping: the virtual cluster needs root and an MPI build");
+        return;
+    }
+    let dir = scratch("foreign");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("keep"), "precious").unwrap();
+    std::fs::write(dir.join("plain"), "a file").unwrap();
+    std::os::unix::fs::symlink(&data, dir.join("link")).unwrap();
+    for name in ["data", "plain", "link", "data/", "./data"] {
+        for cmd in ["down", "up"] {
+            let o = run_with_limit(
+                cluster_script(&dir, name, "10.80.0", &[cmd]),
+                Duration::from_secs(10),
+            );
+            assert_eq!(o.status.code(), Some(2), "{cmd} {name}: {}", stderr(&o));
+            assert!(
+                stderr(&o).contains("not a state folder of this script"),
+                "{cmd} {name}: {}",
+                stderr(&o)
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(data.join("keep")).unwrap(),
+        "precious"
+    );
+    assert_eq!(std::fs::read_dir(&data).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("plain")).unwrap(),
+        "a file"
+    );
+    assert!(dir.join("link").is_symlink());
+    // A path that slurm.conf and munged cannot take is refused at once,
+    // with nothing made.
+    for name in ["with space", "x\ty", "a'b", &"l".repeat(70)] {
+        let started = std::time::Instant::now();
+        let o = run_with_limit(
+            cluster_script(&dir, name, "10.80.0", &["up"]),
+            Duration::from_secs(10),
+        );
+        assert_eq!(o.status.code(), Some(2), "up {name:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "up {name:?}: {}", stderr(&o));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "up {name:?} stalled"
+        );
+        assert!(!dir.join(name).exists(), "up {name:?} made its folder");
+    }
+    for name in ["data", "plain", "link"] {
+        assert!(namespaces_of(&dir.join(name)).is_empty(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_second_cluster_comes_and_goes_without_touching_the_first() {
+    let Some(first) = cluster() else { return };
+    let first_net = std::fs::read_to_string(first.dir.join("net"))
+        .map(|n| n.trim().to_string())
+        .unwrap_or_else(|_| "10.77.0".into());
+    let dir = short_scratch("second");
+    let _rm = RemoveOnDrop(dir.clone());
+    let first_dir = std::fs::canonicalize(&first.dir).unwrap();
+    let spaces = namespaces_of(&first_dir);
+    assert!(
+        !spaces.is_empty(),
+        "the first cluster has no namespaces of its name"
+    );
+    let link = std::fs::read_link("/etc/slurm/slurm.conf").ok();
+    let first_ok = || {
+        let o = run_with_limit(first.script(&["status"]), Duration::from_secs(60));
+        assert!(o.status.success(), "the first cluster: {}", stdout(&o));
+    };
+    // On the first one's network: refused before anything is made.
+    let o = run_with_limit(
+        cluster_script(&dir, "c2", &first_net, &["up", "--nodes", "1"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is in use"), "{}", stderr(&o));
+    assert!(!dir.join("c2").exists());
+    assert!(namespaces_of(&dir.join("c2")).is_empty());
+    assert_eq!(namespaces_of(&first_dir), spaces);
+    first_ok();
+    // A relative state folder, its own network.
+    let state = dir.join("c2");
+    let _down = DownOnDrop(state.clone(), "10.78.0");
+    let o = run_with_limit(
+        cluster_script(&dir, "c2", "10.78.0", &["up", "--nodes", "1"]),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "up c2: {}", stderr(&o));
+    assert!(state.join("slurm.conf").is_file());
+    assert_eq!(namespaces_of(&state).len(), 2, "{:?}", namespaces());
+    let mut c = cluster_script(&dir, "c2", "10.99.0", &["mpirun", "-n", "2", BIN]);
+    c.args(["--grid", "9x9x9", "--iterations", "2", "--format", "json"])
+        .env("OMPI_MCA_mpi_yield_when_idle", "1");
+    let r = json_ok(&run(c));
+    assert_eq!(
+        r["provenance"]["hosts"],
+        serde_json::json!(["node1"]),
+        "{r}"
+    );
+    first_ok();
+    let o = run_with_limit(
+        cluster_script(&dir, "c2", "10.78.0", &["down"]),
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "down c2: {}", stderr(&o));
+    assert!(!state.exists(), "c2's folder is left");
+    assert!(
+        processes_of(&state).is_empty(),
+        "{:?}",
+        processes_of(&state)
+    );
+    assert!(namespaces_of(&state).is_empty(), "{:?}", namespaces());
+    assert_eq!(
+        namespaces_of(&first_dir),
+        spaces,
+        "the first cluster's namespaces changed"
+    );
+    assert_eq!(std::fs::read_link("/etc/slurm/slurm.conf").ok(), link);
+    first_ok();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stop_signal_during_up_takes_down_what_it_brought_up() {
+    if !MPI || !root_user() {
+        eprintln!("skipping: the virtual cluster needs root and an MPI build");
+        return;
+    }
+    let dir = short_scratch("stop");
+    let _rm = RemoveOnDrop(dir.clone());
+    for (sig, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let state = dir.join(format!("c-{sig}"));
+        let _down = DownOnDrop(state.clone(), "10.79.0");
+        let bridge = format!("hm{}-br", tag_of(&state));
+        let mut c = cluster_script(
+            &dir,
+            state.to_str().unwrap(),
+            "10.79.0",
+            &["up", "--nodes", "6"],
+        );
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let holder = state.join("hosts/node1/holder.pid");
+        let started = std::time::Instant::now();
+        while !holder.exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{sig}: node1 never came"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        crate::signals::kill(sig, child.id());
+        let status = wait_timeout::ChildExt::wait_timeout(&mut child, Duration::from_secs(60))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{sig}: up did not end"));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(code), "{sig}: {err}");
+        assert!(
+            err.contains(&format!("stopped by SIG{sig}")),
+            "{sig}: {err}"
+        );
+        assert!(!state.exists(), "{sig}: the state folder is left");
+        assert!(
+            processes_of(&state).is_empty(),
+            "{sig}: {:?}",
+            processes_of(&state)
+        );
+        assert_eq!(namespaces_of(&state), Vec::<String>::new(), "{sig}: {err}");
+        assert!(!bridges().contains(&bridge), "{sig}: bridge {bridge} left");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

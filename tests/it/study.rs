@@ -606,3 +606,477 @@ fn report_keeps_emulated_gpu_runs_in_groups_of_their_own() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Every shell script under `scripts/` (any depth): the files that start
+/// with `#!`.
+fn all_scripts() -> Vec<PathBuf> {
+    fn walk(dir: &Path, v: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("script folder") {
+            let path = e.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, v);
+            } else if std::fs::read(&path).is_ok_and(|b| b.starts_with(b"#!")) {
+                v.push(path);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(&root().join("scripts"), &mut v);
+    v.sort();
+    v
+}
+
+/// A script's header: the comment lines after `#!`, up to the first line
+/// that is not a `# ` comment (a scheduler directive ends it too).
+fn header(script: &Path) -> String {
+    let text = std::fs::read_to_string(script).unwrap();
+    let mut out = String::new();
+    for line in text.lines().skip(1) {
+        let Some(rest) = line.strip_prefix('#') else {
+            break;
+        };
+        if !(rest.is_empty() || rest.starts_with(' ')) {
+            break;
+        }
+        out.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn every_script_prints_its_whole_header_for_help_and_does_nothing_else() {
+    let dir = scratch("help");
+    // Stand-ins for every program a script's real work starts: running
+    // one leaves a mark.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let mark = dir.join("ran");
+    let programs = "cargo apt-get sudo mpirun mpiexec srun sbatch qsub python3 pip g++ ip munged \
+                    slurmctld slurmd nsenter unshare numactl rustup nproc dd mktemp";
+    for p in programs.split_whitespace() {
+        let f = bin.join(p);
+        std::fs::write(
+            &f,
+            format!("#!/bin/sh\necho {p} >> '{}'\nexit 97\n", mark.display()),
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(&f).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&f, perm).unwrap();
+    }
+    let cwd = dir.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let scripts = all_scripts();
+    assert!(scripts.len() >= 11, "{scripts:?}");
+    for s in &scripts {
+        let want = header(s);
+        assert!(
+            want.lines().count() >= 5,
+            "{}: header {want:?}",
+            s.display()
+        );
+        for flag in ["--help", "-h"] {
+            let mut c = Command::new("bash");
+            c.current_dir(&cwd)
+                .arg(s)
+                .arg(flag)
+                .env("PATH", &path)
+                .env("HIMENO_CLUSTER_DIR", dir.join("state"))
+                .env("HIMENO_NVRTC_DIR", dir.join("nvrtc"))
+                .env("HIMENO_EMU_DIR", dir.join("emu"))
+                .env("XDG_CACHE_HOME", dir.join("cache"))
+                .env_remove("SLURM_JOB_ID")
+                .env_remove("PBS_JOBID");
+            let o = run(c);
+            let what = format!("{} {flag}", s.display());
+            assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(&o));
+            assert_eq!(stdout(&o), want, "{what}");
+            assert_eq!(stderr(&o), "", "{what}");
+            assert!(
+                !mark.exists(),
+                "{what} ran {:?}",
+                std::fs::read_to_string(&mark)
+            );
+            for made in ["state", "nvrtc", "emu", "cache"] {
+                assert!(!dir.join(made).exists(), "{what} made {made}");
+            }
+            assert_eq!(
+                std::fs::read_dir(&cwd).unwrap().count(),
+                0,
+                "{what} wrote in its folder"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_missing_option_value_is_a_usage_error_of_the_script() {
+    for (script, options) in [
+        (
+            "scripts/sweep.sh",
+            &[
+                "--results",
+                "--plots",
+                "--himeno",
+                "--launcher",
+                "--bind",
+                "--layout",
+                "--max-ranks",
+                "--extra",
+                "--report-args",
+            ][..],
+        ),
+        ("scripts/bind.sh", &["--policy", "--layout"][..]),
+        (
+            "scripts/bench-cpu.sh",
+            &[
+                "--sizes",
+                "--threads",
+                "--temporal",
+                "--tile-rows",
+                "--seconds",
+                "--iterations",
+                "--repeats",
+                "--bind",
+                "--bin",
+            ][..],
+        ),
+        ("scripts/local-cluster.sh", &["up --nodes", "up --cpus"][..]),
+    ] {
+        let name = script.trim_start_matches("scripts/");
+        for words in options {
+            let args: Vec<&str> = words.split(' ').collect();
+            let o = run(bash(script, &args));
+            let what = format!("{script} {words}");
+            assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{what}: {err}");
+            assert!(
+                err.starts_with(&format!("{name}: ")) && err.contains(args[args.len() - 1]),
+                "{what}: {err}"
+            );
+            assert!(stdout(&o).is_empty(), "{what}: {}", stdout(&o));
+        }
+    }
+    // Scripts without options refuse any argument at once instead of
+    // running the whole job.
+    for script in ["scripts/test.sh", "scripts/install-nvrtc.sh"] {
+        let o = run(bash(script, &["--frobnicate"]));
+        assert_eq!(o.status.code(), Some(2), "{script}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{script}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn sweep_reads_max_ranks_in_base_10_and_refuses_what_is_not_a_count() {
+    let dir = scratch("maxranks");
+    let study = dir.join("wide.env");
+    std::fs::write(
+        &study,
+        "NAME=wide\nKIND=strong\nSIZES=XS\nRANKS=\"1 8 9 16\"\nITERATIONS=2\nTHREADS=1\n",
+    )
+    .unwrap();
+    let sweep = |max: &str| {
+        run(bash(
+            "scripts/sweep.sh",
+            &[
+                "--dry-run",
+                "--himeno",
+                BIN,
+                "--launcher",
+                "mpirun -np %n",
+                "--max-ranks",
+                max,
+                study.to_str().unwrap(),
+            ],
+        ))
+    };
+    for max in ["08", "8", "0008"] {
+        let out = stdout_ok(&sweep(max));
+        let counts: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("mpirun -np "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(counts, ["1", "8"], "--max-ranks {max}:\n{out}");
+    }
+    for bad in ["0", "x", "-3", "8.0", "99999999999999999999", " 8"] {
+        let o = sweep(bad);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "--max-ranks {bad:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).starts_with("sweep.sh: --max-ranks"),
+            "{bad:?}: {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_stop_signal_ends_the_sweep_with_the_partial_record_and_a_report() {
+    use crate::signals::{Running, children, kill};
+    // To the sweep's shell (sbatch --signal=B:USR1, a time limit's
+    // SIGTERM, a closed terminal), or to the run only (sbatch --signal=USR1
+    // warns the job steps, not the batch shell).
+    for (sig, to_run, said) in [
+        ("USR1", false, "stopped by SIGUSR1"),
+        ("TERM", false, "stopped by SIGTERM"),
+        ("HUP", false, "stopped by SIGHUP"),
+        ("INT", false, "stopped by SIGINT"),
+        ("USR1", true, "stopped by a stop signal to the run"),
+    ] {
+        let what = format!("SIG{sig} to the {}", if to_run { "run" } else { "sweep" });
+        let dir = scratch(&format!("stop-{sig}-{to_run}"));
+        let study = dir.join("long.env");
+        std::fs::write(
+            &study,
+            "NAME=long\nKIND=strong\nSIZES=\"XS S\"\nRANKS=1\nITERATIONS=100000000\nTHREADS=1\n",
+        )
+        .unwrap();
+        let results = dir.join("r.jsonl");
+        let c = bash(
+            "scripts/sweep.sh",
+            &[
+                "--himeno",
+                BIN,
+                "--launcher",
+                "local",
+                "--extra",
+                "-v",
+                "--results",
+                results.to_str().unwrap(),
+                study.to_str().unwrap(),
+            ],
+        );
+        let sweep = Running::start(c);
+        // The first run's log, once its timed loop has begun.
+        let first_log = || {
+            let logs = std::fs::read_dir(dir.join("r-logs")).ok()?;
+            let log = logs
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.to_string_lossy().contains("long-XS-n1-1x1x1."))?;
+            std::fs::read_to_string(log).ok()
+        };
+        let started = std::time::Instant::now();
+        while !first_log().is_some_and(|l| l.contains("rehearsal done")) {
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "{what}: the first run did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let shell = sweep.child.id();
+        if to_run {
+            let run = children(shell);
+            assert_eq!(run.len(), 1, "{what}: {run:?}");
+            kill(sig, run[0]);
+        } else {
+            kill(sig, shell);
+        }
+        let ended = sweep.finish();
+        assert_eq!(ended.status.code(), Some(2), "{what}: {}", ended.stderr);
+        assert!(ended.stderr.contains(said), "{what}: {}", ended.stderr);
+        assert!(
+            ended
+                .stderr
+                .contains("0 run(s) finished, 1 stopped, 1 not started"),
+            "{what}: {}",
+            ended.stderr
+        );
+        let logs = std::fs::read_dir(dir.join("r-logs")).unwrap().count();
+        assert_eq!(logs, 1, "{what}: a second run started");
+        let recs = std::fs::read_to_string(&results).unwrap();
+        assert_eq!(recs.lines().count(), 1, "{what}: {recs}");
+        assert!(recs.contains("\"complete\":false"), "{what}: {recs}");
+        assert!(
+            ended.stdout.contains("incomplete"),
+            "{what}: no report:\n{}",
+            ended.stdout
+        );
+        assert!(dir.join("r-plots").is_dir(), "{what}: no plots");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn pbs_template_submits_itself_with_every_setting_intact() {
+    let dir = scratch("pbs");
+    // A stand-in qsub that does what PBS does with -v: split the list at
+    // commas, start the job with those variables only (no other
+    // environment), in a job (PBS_JOBID), here as a dry run.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let qsub = bin.join("qsub");
+    std::fs::write(
+        &qsub,
+        format!(
+            "#!/bin/bash\nvars=()\nwhile (($# > 1)); do\n  case $1 in\n    \
+             -v) IFS=, read -r -a list <<< \"$2\"; vars+=(\"${{list[@]}}\"); shift 2 ;;\n    \
+             -N) shift 2 ;;\n    *) shift ;;\n  esac\ndone\n\
+             exec env -i PATH=\"$PATH\" PBS_JOBID=7.stub PBS_O_WORKDIR='{}' DRY_RUN=1 \
+             \"${{vars[@]}}\" bash \"$1\"\n",
+            root().display()
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&qsub).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&qsub, perm).unwrap();
+    let results = dir.join("r,1 'x'.jsonl");
+    let settings = [
+        ("STUDY", "inputs/studies/weak-M.env"),
+        ("HIMENO", BIN),
+        ("BIND", "interleave"),
+        ("LAYOUT", "packed"),
+        ("LAUNCHER", "mpiexec --map-by ppr:1:node,pe=1 -n %n"),
+        ("EXTRA", "--label a,b --threads 1"),
+        ("REPORT_ARGS", "--model-pingpong p,q.json"),
+        ("RESULTS", results.to_str().unwrap()),
+    ];
+    let mut c = bash("scripts/pbs/study.pbs", &["-l", "walltime=00:10:00"]);
+    c.env(
+        "PATH",
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    )
+    .env_remove("PBS_JOBID")
+    .env_remove("DRY_RUN");
+    for (k, v) in settings {
+        c.env(k, v);
+    }
+    // The dry run's commands, shell-quoted: commas and quotes unquoted
+    // again for comparison.
+    let out = stdout_ok(&run(c))
+        .replace("\\,", ",")
+        .replace("\\ ", " ")
+        .replace("\\'", "'");
+    let r = results.to_str().unwrap();
+    assert!(
+        out.contains(&format!(
+            "mpiexec --map-by ppr:1:node,pe=1 -n 2 {}/scripts/bind.sh --policy interleave \
+             --layout packed -- {BIN} --grid 254x128x256 --procs 2x1x1",
+            root().display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .filter(|l| l.contains("--procs"))
+            .all(|l| l.contains(&format!("--output {r} --label a,b --threads 1"))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "report {r} --plot {} --model-pingpong p,q.json",
+            r.trim_end_matches(".jsonl").to_string() + "-plots"
+        )),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_crashed_run_is_a_failure_of_the_sweep_not_a_stop() {
+    // A launcher reports a crashed rank with the crash's status, while the
+    // ranks it then stops may say they were stopped: the sweep goes on.
+    let dir = scratch("crash");
+    let fake = dir.join("himeno");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/bash\nfor a in \"$@\"; do\n  if [[ $a == S ]]; then\n    \
+             echo 'himeno: stopped by a signal after 1 of 2 iterations' >&2\n    exit 139\n  \
+             fi\ndone\nexec '{BIN}' \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&fake, perm).unwrap();
+    let study = dir.join("two.env");
+    std::fs::write(
+        &study,
+        "NAME=two\nKIND=strong\nSIZES=\"S XS\"\nRANKS=1\nITERATIONS=2\nTHREADS=1\n",
+    )
+    .unwrap();
+    let results = dir.join("r.jsonl");
+    let o = run(bash(
+        "scripts/sweep.sh",
+        &[
+            "--himeno",
+            fake.to_str().unwrap(),
+            "--launcher",
+            "local",
+            "--results",
+            results.to_str().unwrap(),
+            study.to_str().unwrap(),
+        ],
+    ));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("[1] two size S") && err.contains("FAILED (exit 139"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[2] two size XS") && err.contains("ok"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("STOPPED") && !err.contains("stopped by"),
+        "{err}"
+    );
+    assert!(err.contains("2 run(s), 1 failed"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&results).unwrap().lines().count(),
+        1
+    );
+    assert_eq!(std::fs::read_dir(dir.join("r-logs")).unwrap().count(), 2);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn counts_with_leading_zeros_are_read_in_base_10_by_every_script() {
+    let mut c = bash("scripts/run-job.sh", &[]);
+    c.env("NP", "08").env("DRY_RUN", "1");
+    let out = stdout_ok(&run(c));
+    assert!(out.starts_with("mpirun -np 8 "), "{out}");
+    for bad in ["x", "0", "-1", ""] {
+        let mut c = bash("scripts/run-job.sh", &[]);
+        c.env("NP", bad).env("DRY_RUN", "1");
+        let o = run(c);
+        // An empty NP is the default.
+        let want = if bad.is_empty() { 0 } else { 2 };
+        assert_eq!(o.status.code(), Some(want), "NP={bad:?}: {}", stderr(&o));
+    }
+    let bind = |nodes: &str, rank: &str| {
+        let mut c = bash(
+            "scripts/bind.sh",
+            &["--dry-run", "--policy", "local", "--", "true"],
+        );
+        c.env("HIMENO_NUMA_NODES", nodes)
+            .env("OMPI_COMM_WORLD_LOCAL_RANK", rank);
+        run(c)
+    };
+    if Command::new("numactl").arg("--show").output().is_ok() {
+        let out = stdout_ok(&bind("08", "09"));
+        assert!(
+            out.contains("rank\\ 9\\ on\\ NUMA\\ node\\ 1\\ of\\ 8"),
+            "{out}"
+        );
+    }
+    for (nodes, rank) in [("x", "0"), ("0", "0"), ("2", "one")] {
+        let o = bind(nodes, rank);
+        assert_eq!(o.status.code(), Some(2), "{nodes} {rank}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with("bind.sh: "), "{}", stderr(&o));
+    }
+}

@@ -190,10 +190,17 @@ impl SelftestArgs {
 
     /// Where the ranks exchange: `auto` is a GPU only for one ghost layer.
     pub fn backend_asked(&self) -> BackendKind {
-        match self.backend {
-            BackendKind::Auto if self.temporal > 1 => BackendKind::Cpu,
-            b => b,
-        }
+        backend_asked(self.backend, self.temporal)
+    }
+}
+
+/// The backend asked for, as a job resolves it before probing: GPU ranks
+/// keep one ghost layer, so `auto` means the CPU for a depth of `temporal`
+/// above 1 (an explicit `gpu` is refused by validation).
+fn backend_asked(backend: BackendKind, temporal: usize) -> BackendKind {
+    match backend {
+        BackendKind::Auto if temporal > 1 => BackendKind::Cpu,
+        b => b,
     }
 }
 
@@ -340,14 +347,10 @@ const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 const STREAM_GBS: (f64, f64) = (1e-3, 1e9);
 
 impl RunArgs {
-    /// The backend asked for, as the run resolves it before probing: GPU
-    /// ranks sweep once per exchange, so `auto` means the CPU when more
-    /// sweeps are asked for (an explicit `gpu` is refused by validation).
+    /// The backend asked for, as the run resolves it before probing
+    /// ([`backend_asked`]).
     pub fn backend_asked(&self) -> BackendKind {
-        match self.backend {
-            BackendKind::Auto if self.temporal > 1 => BackendKind::Cpu,
-            b => b,
-        }
+        backend_asked(self.backend, self.temporal)
     }
 
     /// Refuses options of one backend given to a run of the other, which

@@ -103,19 +103,25 @@ pub fn setup(ck: &mut Setup, lines: &mut Vec<String>) -> Result<Found, String> {
     })
 }
 
+/// Runs the helper tool `cmd` within its limit, its output kept in the
+/// details as `NAME.txt` and `NAME.err`.
+fn tool(ck: &Setup, cmd: Command, name: &str) -> super::child::Ran {
+    run_limited(
+        cmd,
+        TOOL_LIMIT,
+        &ck.runner.stop,
+        &ck.work.join(format!("{name}.txt")),
+        &ck.work.join(format!("{name}.err")),
+    )
+}
+
 /// `ldd` of the binary: a library it needs and this machine lacks is a
 /// setup error; a binary `ldd` cannot read (a script, a static binary)
 /// is noted, and the runs decide.
 fn libraries(ck: &Setup, bin: &Path, lines: &mut Vec<String>) -> Result<(), String> {
     let mut ldd = Command::new("ldd");
     ldd.arg(bin);
-    let r = run_limited(
-        ldd,
-        TOOL_LIMIT,
-        &ck.runner.stop,
-        &ck.work.join("ldd.txt"),
-        &ck.work.join("ldd.err"),
-    );
+    let r = tool(ck, ldd, "ldd");
     let said = format!("{}{}", r.stdout, r.stderr);
     lines.extend(said.lines().map(|l| format!("  ldd: {}", l.trim())));
     if said.contains("not found") {
@@ -144,25 +150,13 @@ fn libraries(ck: &Setup, bin: &Path, lines: &mut Vec<String>) -> Result<(), Stri
 /// The GPUs and the driver's CUDA version as `nvidia-smi` reports them;
 /// the driver's major version if known.
 fn nvidia_smi(ck: &Setup, lines: &mut Vec<String>) -> Option<u32> {
-    let full = run_limited(
-        Command::new("nvidia-smi"),
-        TOOL_LIMIT,
-        &ck.runner.stop,
-        &ck.work.join("nvidia-smi.txt"),
-        &ck.work.join("nvidia-smi.err"),
-    );
+    let full = tool(ck, Command::new("nvidia-smi"), "nvidia-smi");
     let mut query = Command::new("nvidia-smi");
     query.args([
         "--query-gpu=name,pci.bus_id,driver_version,memory.total",
         "--format=csv,noheader",
     ]);
-    let gpus = run_limited(
-        query,
-        TOOL_LIMIT,
-        &ck.runner.stop,
-        &ck.work.join("nvidia-smi-gpus.txt"),
-        &ck.work.join("nvidia-smi-gpus.err"),
-    );
+    let gpus = tool(ck, query, "nvidia-smi-gpus");
     if gpus.ok() && !gpus.stdout.trim().is_empty() {
         lines.extend(gpus.stdout.lines().map(|l| format!("  GPU: {}", l.trim())));
     } else {

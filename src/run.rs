@@ -17,13 +17,14 @@ use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
+use crate::machine::memory;
 use crate::output::{self, Format};
 use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Ceilings, Record, RecordInputs};
 use crate::selftest;
 use crate::signals::{self, StopFlag};
-use crate::solver::Solver;
+use crate::solver::{MemoryUse, Solver};
 use crate::verify::{self, Answer, Verdict};
 use std::process::ExitCode;
 
@@ -62,7 +63,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
         let block = Block::of(&problem.grid, &problem.procs, comm.rank()).with_depth(args.temporal);
         preflight::check_need(
             &format!("grid {}", problem.grid),
-            preflight::host_bytes(&block, false, None),
+            preflight::driver_footprint(&block, None),
             comm,
         )?;
         let checked = match backend::choose(args.backend_asked(), comm) {
@@ -111,8 +112,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
     tracing::info!(rank = comm.rank(), ?block, "block");
     // The quick stream's arrays are freed before the fields are made.
-    let quick_bytes = (cfg.stream == StreamMeasure::Quick).then(stream::quick_bytes);
-    preflight::check(&cfg, kind, &block, quick_bytes, comm)?;
+    let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
+    let baseline = memory::resident_now();
+    let need = preflight::check(&cfg, kind, &block, quick_footprint, comm)?;
     let ceilings = match cfg.stream {
         // After the memory check (which counts its arrays) and before the
         // solver allocates, with the run's threads and binding.
@@ -167,6 +169,11 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             Some(&mut check)
         } else {
             None
+        },
+        memory: MemoryUse {
+            estimated_bytes: need.resident.min(u64::MAX.into()) as u64,
+            baseline_bytes: baseline.map(|b| b.min(u64::MAX.into()) as u64),
+            peak_bytes: None,
         },
     }
     .run(&cfg);

@@ -19,7 +19,7 @@ use crate::fault::{Fault, Stage};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, MAX_DEPTH};
 use crate::halo::Halo;
-use crate::machine::huge;
+use crate::machine::memory;
 use crate::signals::StopFlag;
 use crate::timing::{self, Lap, Phase, PhaseTimes};
 use crate::verify::{self, Answer};
@@ -62,6 +62,25 @@ pub struct RankSummary {
     /// run, where Linux tells.
     #[serde(default)]
     pub huge_pages: Option<f64>,
+    /// This rank's memory: the preflight's estimate beside what its
+    /// process measured.
+    #[serde(default)]
+    pub memory: MemoryUse,
+}
+
+/// A rank's memory, estimated and measured. In-process ranks
+/// (`--local-ranks`) share one process, so they share its baseline and
+/// peak: that peak is then near the baseline plus all their estimates.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct MemoryUse {
+    /// Resident bytes the preflight counted for this rank's buffers.
+    pub estimated_bytes: u64,
+    /// The process's resident bytes when the estimate was made, before the
+    /// buffers were allocated, where Linux tells.
+    pub baseline_bytes: Option<u64>,
+    /// The process's peak resident bytes at the end of the run, where
+    /// Linux tells.
+    pub peak_bytes: Option<u64>,
 }
 
 /// The result of the timed run.
@@ -120,6 +139,9 @@ pub struct Solver<'a> {
     /// its end, before the fields are reset: an error (a wrong answer)
     /// ends the run before the timed loop. Called collectively.
     pub check_rehearsal: Option<&'a mut dyn FnMut(Answer) -> Result<()>>,
+    /// This rank's memory as the preflight estimated it (the peak is
+    /// added at the end).
+    pub memory: MemoryUse,
 }
 
 /// How many times the last block's time per sweep the watchdog allows a
@@ -290,6 +312,7 @@ impl Solver<'_> {
 
         let field = self.backend.field()?;
         let part = verify::fingerprint(&self.grid, &self.block, &field);
+        let reading = memory::process_reading();
         let mine = RankSummary {
             rank: self.comm.rank(),
             host: self.comm.host(),
@@ -303,7 +326,11 @@ impl Solver<'_> {
             halo_messages: self.halo.messages_per_exchange(),
             halo_bytes: self.halo.bytes_per_exchange(),
             cpu_s,
-            huge_pages: huge::anon_huge_fraction(),
+            huge_pages: reading.huge_fraction,
+            memory: MemoryUse {
+                peak_bytes: reading.peak.map(|b| b.min(u64::MAX.into()) as u64),
+                ..self.memory
+            },
         };
         let bytes = serde_json::to_vec(&mine)
             .map_err(|e| Error::runtime(format!("cannot encode the rank summary: {e}")))?;

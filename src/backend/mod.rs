@@ -24,6 +24,7 @@ use crate::config::{BackendKind, RunConfig};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
+use crate::machine::memory::Footprint;
 
 /// Decides, collectively, where the ranks sweep: `cpu` and `gpu` as asked,
 /// and `auto` a GPU only when every rank has a usable one (ranks on nodes
@@ -46,6 +47,26 @@ pub fn choose(asked: BackendKind, comm: &dyn Comm) -> Kind {
     }
 }
 
+/// What the CPU backend is asked for in the run `cfg`.
+fn cpu_options(cfg: &RunConfig) -> cpu::CpuOptions {
+    cpu::CpuOptions {
+        threads: cfg.threads,
+        bind: cfg.bind,
+        stores: cfg.stores,
+        tile_rows: cfg.tile_rows,
+    }
+}
+
+/// The host memory the backend of `kind` for `block` of the run `cfg`
+/// states it will allocate (a GPU backend keeps its fields on the device;
+/// its host staging is the halo's, counted there).
+pub fn host_footprint(kind: Kind, cfg: &RunConfig, block: &Block) -> Footprint {
+    match kind {
+        Kind::Cpu => cpu::footprint(block, &cpu_options(cfg)),
+        Kind::Gpu => Footprint::default(),
+    }
+}
+
 /// Creates the backend of `kind` (from [`choose`]) for `block` of `grid`.
 pub fn create(
     kind: Kind,
@@ -58,12 +79,7 @@ pub fn create(
         Kind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
             grid,
             block,
-            &cpu::CpuOptions {
-                threads: cfg.threads,
-                bind: cfg.bind,
-                stores: cfg.stores,
-                tile_rows: cfg.tile_rows,
-            },
+            &cpu_options(cfg),
             [comm.node_rank(), comm.node_size()],
         )?)),
         // A block deeper than one layer never gets here: validation refuses

@@ -8,8 +8,9 @@
 //! Pairs on the same host are marked intra-node; under a launcher spanning
 //! nodes the others cross the network.
 
-use crate::comm::{Comm, LaunchArgs};
+use crate::comm::{Comm, Launch, LaunchArgs};
 use crate::error::{Error, Result};
+use crate::machine::memory::Footprint;
 use crate::output::{self, Format};
 use crate::timing::{Lap, RESOLUTION_S};
 use clap::{Args, ValueEnum};
@@ -21,6 +22,11 @@ pub const PINGPONG_SCHEMA: u32 = 1;
 
 /// Largest accepted message size (1 GiB): every rank holds one buffer.
 const MAX_MESSAGE: u64 = 1 << 30;
+
+/// Most in-process ranks a ping-pong takes: pairs run one at a time, each
+/// a thousand round trips per size of several microseconds between
+/// threads, so 255 pairs of the smallest size take about 5 s on two cores.
+const MAX_LOCAL_PINGPONG: usize = 256;
 
 /// Which rank pairs are measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -160,28 +166,40 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
     })?;
     crate::preflight::check_need(
         &format!("ping-pong messages of {} bytes", args.max_bytes),
-        u128::from(args.max_bytes),
+        Footprint::vec::<u8>(args.max_bytes as usize + crate::machine::memory::PAGE).times(2),
         comm,
     )?;
     let hosts = comm.gather(comm.host().as_bytes());
     let sizes = sizes(args.min_bytes, args.max_bytes);
-    let mut buf: Vec<u8> =
-        crate::machine::alloc::zeroed(args.max_bytes as usize, "the ping-pong message buffer")?;
+    let max = args.max_bytes as usize;
+    let out = Message::new(max, "the ping-pong send buffer")?;
+    let mut back = Message::new(max, "the ping-pong receive buffer")?;
     let mut mine: Vec<PairResult> = Vec::new();
-    for (a, b) in pair_list(args.pairs, comm.size()) {
+    let pairs = pair_list(args.pairs, comm.size());
+    for (n, &(a, b)) in pairs.iter().enumerate() {
+        // Pairs run one at a time: a pair's first rank starts when the
+        // previous pair's first rank hands it the turn (rank 0 starts every
+        // pair of `root` itself). A barrier per pair and size did the same
+        // at the cost of waking every rank: 1023 pairs of in-process ranks
+        // took 70 s, mostly in barriers.
+        let previous = n.checked_sub(1).map(|p| pairs[p].0);
+        if comm.rank() == a
+            && let Some(prev) = previous.filter(|&p| p != a)
+        {
+            comm.recv(prev, &mut [0u8; 1]);
+        }
         let mut results = Vec::with_capacity(sizes.len());
         for &bytes in &sizes {
-            comm.barrier();
-            let msg = &mut buf[..bytes as usize];
+            let (send, recv) = (&out[..bytes as usize], &mut back[..bytes as usize]);
             let n = reps(bytes);
             if comm.rank() == a {
                 // One untimed round trip sets up the connection and buffers.
-                comm.send(b, msg);
-                comm.recv(b, msg);
+                comm.send(b, send);
+                comm.recv(b, recv);
                 let mut clock = Lap::start();
                 for _ in 0..n {
-                    comm.send(b, msg);
-                    comm.recv(b, msg);
+                    comm.send(b, send);
+                    comm.recv(b, recv);
                 }
                 let one_way = clock.lap() / (2 * n) as f64;
                 results.push(SizeResult {
@@ -192,12 +210,15 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
                 });
             } else if comm.rank() == b {
                 for _ in 0..=n {
-                    comm.recv(a, msg);
-                    comm.send(a, msg);
+                    comm.recv(a, recv);
+                    comm.send(a, send);
                 }
             }
         }
         if comm.rank() == a {
+            if let Some(&(next, _)) = pairs.get(n + 1).filter(|p| p.0 != a) {
+                comm.send(next, &[1u8]);
+            }
             mine.push(PairResult {
                 a,
                 b,
@@ -234,6 +255,41 @@ pub fn run(args: &PingpongArgs, comm: &dyn Comm) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A message buffer as the Intel MPI Benchmarks keep theirs: one for
+/// sending and one for receiving, starting on a page boundary, every page
+/// written before the first message. A single buffer fresh from the
+/// allocator sent pages the process had never touched (the kernel's shared
+/// zero page) and, off the page boundary, one page more per message,
+/// which Open MPI's single-copy path pays per page.
+struct Message {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Message {
+    /// A written, page-aligned buffer of `len` bytes.
+    fn new(len: usize, what: &str) -> Result<Message> {
+        let page = crate::machine::memory::PAGE;
+        let mut buf: Vec<u8> = crate::machine::alloc::filled(len + page, 1, what)?;
+        let start = buf.as_mut_ptr().align_offset(page);
+        Ok(Message { buf, start, len })
+    }
+}
+
+impl std::ops::Deref for Message {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for Message {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
 /// This rank's own check of the options.
 fn validate(args: &PingpongArgs, comm: &dyn Comm) -> Result<()> {
     if args.min_bytes > args.max_bytes {
@@ -253,6 +309,15 @@ fn validate(args: &PingpongArgs, comm: &dyn Comm) -> Result<()> {
             "ping-pong needs at least 2 ranks: start it under a launcher, \
              e.g. `mpirun -np 2 himeno bench pingpong`",
         ));
+    }
+    if comm.launch() == Launch::Threads && comm.size() > MAX_LOCAL_PINGPONG {
+        return Err(Error::usage(format!(
+            "ping-pong with --local-ranks {} would run its {} pairs one after another, a \
+             thousand round trips per size each: at most {MAX_LOCAL_PINGPONG} in-process \
+             ranks (or start the ranks under a launcher)",
+            comm.size(),
+            pair_list(args.pairs, comm.size()).len()
+        )));
     }
     Ok(())
 }

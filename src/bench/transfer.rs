@@ -216,7 +216,7 @@ pub fn run(args: &TransferArgs) -> Result<ExitCode> {
     // Host side: a page-locked and a pageable buffer of the largest copy.
     crate::preflight::check_local(
         &format!("bench transfer of up to {} bytes", args.max_bytes),
-        2 * args.max_bytes as u128,
+        crate::machine::memory::Footprint::vec::<u8>(args.max_bytes).times(2),
     )?;
     let measured = crate::backend::gpu::measure_transfers(args.device, &sizes)?;
     let report = TransferReport::new(

@@ -10,6 +10,7 @@
 //! (`crate::preflight`) checks first, with [`process_room`] for the
 //! process's own limits, so that a refusal is rarely reached at all.
 
+use super::memory::status_bytes;
 use crate::error::{Error, Result};
 use std::alloc::Layout;
 
@@ -123,17 +124,6 @@ fn soft_limit(resource: libc::__rlimit_resource_t) -> Option<u128> {
         return None;
     }
     Some(u128::from(lim.rlim_cur))
-}
-
-/// A `Name:   123 kB` field of `/proc/self/status`, in bytes.
-fn status_bytes(status: &str, field: &str) -> Option<u128> {
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let mut words = line[field.len()..].split_whitespace();
-    let value: u128 = words.next()?.parse().ok()?;
-    match words.next() {
-        Some("kB") => Some(value * 1024),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -10,21 +10,25 @@
 //! 2 MiB of slack: every 2 MiB page it touches can be a huge one. Left to
 //! the allocator's alignment, the partial pages at both ends of the size M
 //! fields held 18% of them on 4 KiB pages.
+//!
+//! A huge page is faulted in whole at its first write, so a buffer of a few
+//! KiB on one would take 2 MiB (and the 14 fields of a tiny in-process rank
+//! 28 MiB): buffers smaller than a huge page stay on base pages, aligned
+//! the same way to a 4 KiB boundary. [`HugeBuffer::footprint`] states what
+//! a buffer will occupy, so the memory preflight counts exactly this.
 
 use super::alloc::{Zeroable, zeroed};
+use super::memory::{Footprint, PAGE};
 use crate::error::{Error, Result};
 use std::ops::{Deref, DerefMut};
 
 /// Size of a transparent huge page (x86-64 and most Linux configurations).
 const HUGE: usize = 2 << 20;
 
-/// Bytes a [`HugeBuffer`] maps beyond its data and shift: up to 2 MiB to
-/// reach a boundary and 2 MiB of slack after the data.
-pub const SLACK_BYTES: usize = 2 * HUGE;
-
 /// A zeroed buffer of `len` values whose data starts `shift` bytes after a
-/// 2 MiB boundary, with huge pages requested (Linux `madvise`, a hint the
-/// kernel may ignore). The pages are not touched here: the thread that
+/// page boundary: a 2 MiB one, with huge pages requested (Linux `madvise`,
+/// a hint the kernel may ignore), when the data fills at least one huge
+/// page, else a 4 KiB one. The pages are not touched here: the thread that
 /// first writes a page decides its NUMA node. Dereferences to the data.
 pub struct HugeBuffer<T> {
     buf: Vec<T>,
@@ -43,20 +47,49 @@ impl<T: Zeroable> HugeBuffer<T> {
             shift.is_multiple_of(size) && shift < HUGE,
             "shift {shift} is not a multiple of {size} below 2 MiB"
         );
-        // Up to 2 MiB to reach the boundary, the shift, 2 MiB of slack.
+        let unit = unit(len.saturating_mul(size));
+        // Up to a page to reach the boundary, the shift, a page of slack.
         let total = len
-            .checked_add((SLACK_BYTES + shift) / size)
+            .checked_add((2 * unit + shift) / size)
             .ok_or_else(|| Error::runtime(format!("{what}: {len} values do not fit in memory")))?;
         let buf: Vec<T> = zeroed(total, what)?;
         let addr = buf.as_ptr() as usize;
-        let to_boundary = (HUGE - addr % HUGE) % HUGE;
-        advise(addr + to_boundary, buf.len() * size - to_boundary);
+        let to_boundary = (unit - addr % unit) % unit;
+        if unit == HUGE {
+            advise(addr + to_boundary, buf.len() * size - to_boundary);
+        }
         Ok(HugeBuffer {
             off: (to_boundary + shift) / size,
             len,
             buf,
         })
     }
+}
+
+impl<T> HugeBuffer<T> {
+    /// The memory [`HugeBuffer::zeroed`]`(len, shift, ..)` maps, and
+    /// occupies once every value has been written: the whole pages from
+    /// the one holding the first value to the one holding the last.
+    pub fn footprint(len: usize, shift: usize) -> Footprint {
+        let bytes = (len as u128) * size_of::<T>() as u128;
+        let unit = unit(usize::try_from(bytes).unwrap_or(usize::MAX)) as u128;
+        let shift = shift as u128;
+        let first = shift / unit * unit;
+        Footprint {
+            resident: if bytes == 0 {
+                0
+            } else {
+                (shift + bytes).next_multiple_of(unit) - first
+            },
+            mapped: bytes + 2 * unit + shift,
+        }
+    }
+}
+
+/// The page size a buffer of `bytes` is aligned to and backed by: huge
+/// pages only for a buffer that fills one.
+fn unit(bytes: usize) -> usize {
+    if bytes >= HUGE { HUGE } else { PAGE }
 }
 
 impl<T> Deref for HugeBuffer<T> {
@@ -87,21 +120,6 @@ fn advise(addr: usize, len: usize) {
     }
 }
 
-/// The fraction of this process's anonymous memory on transparent huge
-/// pages (`AnonHugePages` over `Anonymous` in `/proc/self/smaps_rollup`),
-/// or `None` where Linux does not tell. A rank whose fields did not get
-/// huge pages (the kernel found no free 2 MiB blocks) sweeps markedly
-/// slower, which only this shows.
-pub fn anon_huge_fraction() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
-    let kb = |key: &str| -> Option<f64> {
-        let line = text.lines().find(|l| l.starts_with(key))?;
-        line[key.len()..].split_whitespace().next()?.parse().ok()
-    };
-    let (huge, anon) = (kb("AnonHugePages:")?, kb("Anonymous:")?);
-    (anon > 0.0).then(|| huge / anon)
-}
-
 /// No huge-page hint off Linux.
 #[cfg(not(target_os = "linux"))]
 fn advise(_addr: usize, _len: usize) {}
@@ -114,27 +132,44 @@ mod tests {
     fn data_starts_at_the_shift_after_a_boundary_and_is_zero() {
         for (len, shift) in [(0, 0), (1, 4), (1000, 256), (3 << 20, 1024 + 60)] {
             let mut b = HugeBuffer::<f32>::zeroed(len, shift, "a test").unwrap();
+            let unit = unit(4 * len);
             assert_eq!(b.len(), len);
             assert!(b.iter().all(|&x| x == 0.0));
-            assert_eq!(b.as_ptr() as usize % HUGE, shift);
-            // The 2 MiB page holding the last value lies inside the buffer.
+            assert_eq!(b.as_ptr() as usize % unit, shift);
+            // The page holding the last value lies inside the buffer.
             let end = b.as_ptr() as usize + 4 * len;
             let alloc_end = b.buf.as_ptr() as usize + 4 * b.buf.len();
-            assert!(end.next_multiple_of(HUGE) <= alloc_end);
+            assert!(end.next_multiple_of(unit) <= alloc_end);
             if let Some(last) = b.last_mut() {
                 *last = 1.0;
             }
         }
         let d = HugeBuffer::<f64>::zeroed(10, 512, "a test").unwrap();
-        assert_eq!(d.as_ptr() as usize % HUGE, 512);
+        assert_eq!(d.as_ptr() as usize % PAGE, 512);
     }
 
     #[test]
-    fn huge_page_coverage_is_a_fraction() {
-        let b = HugeBuffer::<f32>::zeroed(3 << 20, 0, "a test buffer").unwrap();
-        let _touched: f32 = b.iter().step_by(1024).sum();
-        if let Some(f) = anon_huge_fraction() {
-            assert!((0.0..=1.0).contains(&f), "{f}");
+    fn only_buffers_that_fill_a_huge_page_are_on_huge_pages() {
+        assert_eq!(unit(HUGE - 1), PAGE);
+        assert_eq!(unit(HUGE), HUGE);
+        // A few KiB take a base page or two, not 2 MiB.
+        assert_eq!(HugeBuffer::<f32>::footprint(960, 256).resident, 4096);
+        assert_eq!(HugeBuffer::<f32>::footprint(1024, 256).resident, 8192);
+        assert_eq!(HugeBuffer::<f32>::footprint(1024, 8448).resident, 8192);
+        // 2 MiB of data shifted off the boundary touch two huge pages.
+        assert_eq!(
+            HugeBuffer::<f32>::footprint(HUGE / 4, 60).resident,
+            2 * HUGE as u128
+        );
+        assert_eq!(
+            HugeBuffer::<f32>::footprint(HUGE / 4, 0).resident,
+            HUGE as u128
+        );
+        assert_eq!(HugeBuffer::<f32>::footprint(0, 0).resident, 0);
+        // What is mapped covers what is touched.
+        for (len, shift) in [(1, 4), (5000, 8448), (HUGE, 1 << 20)] {
+            let f = HugeBuffer::<f32>::footprint(len, shift);
+            assert!(f.mapped >= f.resident, "{f:?}");
         }
     }
 

@@ -7,4 +7,5 @@ pub mod alloc;
 pub mod cache;
 pub mod huge;
 pub mod isa;
+pub mod memory;
 pub mod threads;

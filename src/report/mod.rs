@@ -11,7 +11,7 @@ use crate::comm::Launch;
 use crate::config::{RunConfig, Staging, Stores};
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
 use crate::machine::threads::Bind;
-use crate::solver::Outcome;
+use crate::solver::{MemoryUse, Outcome};
 use crate::timing::{Phase, RESOLUTION_S, Stats};
 use crate::verify::{Verdict, fingerprint_hex};
 use provenance::Provenance;
@@ -50,6 +50,10 @@ pub struct RankRecord {
     /// Fraction of the rank's memory on huge pages, where Linux tells.
     #[serde(default)]
     pub huge_pages: Option<f64>,
+    /// The rank's memory: the preflight's estimate, its process's resident
+    /// memory before the buffers and at its peak.
+    #[serde(default)]
+    pub memory: MemoryUse,
     /// `true` when the rank's GPU was emulated on the host CPU (absent
     /// otherwise): its times are not GPU performance.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -234,6 +238,7 @@ impl Record {
                 placement: placement(&r.backend),
                 cpu_share: r.cpu_s / (r.loop_s * r.backend.threads.max(1) as f64).max(1e-9),
                 huge_pages: r.huge_pages,
+                memory: r.memory,
                 emulated: r.backend.emulated.is_some(),
                 emulator: r.backend.emulated.clone(),
             })

@@ -1107,6 +1107,208 @@ fn a_study_of_millions_of_runs_is_refused_before_it_is_expanded() {
     assert_told(&e, 2, &["more than 10000 runs"]);
 }
 
+// ---- Round III, class 2: memory counted from what allocates it ------------
+
+/// Mebibytes, for the tolerances below.
+const MIB: f64 = (1u64 << 20) as f64;
+
+#[test]
+fn the_memory_estimate_holds_what_the_buffers_take() {
+    // (arguments, whether its big buffers ask for huge pages). A huge page
+    // the kernel cannot find is a base page: the estimate then counts more
+    // than is taken, so it is held to the lower bound only where the huge
+    // pages were granted or none were asked for.
+    let cases: [(&[&str], bool); 5] = [
+        (&["--size", "S"], true),
+        // The wavefront's per-thread buffers beside the fields.
+        (&["--size", "M", "--temporal", "8", "--threads", "2"], true),
+        // Mostly those buffers: four threads' worth over small fields.
+        (
+            &["--grid", "200x4x200", "--temporal", "8", "--threads", "4"],
+            false,
+        ),
+        // In-process ranks share one process, its baseline and peak.
+        (
+            &["--local-ranks", "4", "--size", "S", "--threads", "2"],
+            false,
+        ),
+        (&["--local-ranks", "64", "--grid", "22x22x22"], false),
+    ];
+    for (args, huge) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--iterations", "3", "--format", "json"]);
+        let r = json_ok(&run_with_limit(himeno(&all), LIMIT));
+        let ranks = r["per_rank"].as_array().unwrap();
+        let mem = |r: &serde_json::Value, k: &str| r["memory"][k].as_f64().unwrap();
+        let estimate: f64 = ranks.iter().map(|x| mem(x, "estimated_bytes")).sum();
+        let taken = mem(&ranks[0], "peak_bytes") - mem(&ranks[0], "baseline_bytes");
+        let granted = ranks[0]["huge_pages"].as_f64().unwrap_or(0.0) >= 0.75;
+        let slack = 3.0 * MIB;
+        assert!(
+            taken <= 1.15 * estimate + slack,
+            "{args:?}: took {:.1} MiB, estimated {:.1} MiB",
+            taken / MIB,
+            estimate / MIB
+        );
+        if !huge || granted {
+            assert!(
+                taken >= 0.85 * estimate - slack,
+                "{args:?}: took {:.1} MiB, estimated {:.1} MiB",
+                taken / MIB,
+                estimate / MIB
+            );
+        }
+    }
+}
+
+/// A fresh memory cgroup of `limit` bytes below this process's own (cgroup
+/// v1 or v2), removed on drop; `None` (with the reason) where this process
+/// may not make one.
+struct MemoryCgroup {
+    dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    fn new(name: &str, limit: u64) -> Result<MemoryCgroup, String> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+        let (base, file) = own
+            .lines()
+            .find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                let path = path.trim_start_matches('/');
+                if controllers.split(',').any(|c| c == "memory") {
+                    Some((
+                        Path::new("/sys/fs/cgroup/memory").join(path),
+                        "memory.limit_in_bytes",
+                    ))
+                } else if controllers.is_empty() {
+                    Some((Path::new("/sys/fs/cgroup").join(path), "memory.max"))
+                } else {
+                    None
+                }
+            })
+            .ok_or("no memory cgroup in /proc/self/cgroup")?;
+        let dir = base.join(format!("himeno-test-{}-{name}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let cg = MemoryCgroup { dir };
+        std::fs::write(cg.dir.join(file), limit.to_string())
+            .map_err(|e| format!("cannot limit {}: {e}", cg.dir.display()))?;
+        Ok(cg)
+    }
+
+    /// `himeno ARGS` started inside the cgroup.
+    fn himeno(&self, args: &[&str]) -> Command {
+        let procs = self.dir.join("cgroup.procs");
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "echo $$ > '{}' && exec \"$0\" \"$@\"",
+                procs.display()
+            ))
+            .arg(BIN)
+            .args(args)
+            .env_remove("HIMENO_FAULT");
+        cmd
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        // The kernel may still be releasing the last process's charge for
+        // a moment after it was reaped (EBUSY).
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("could not remove the test cgroup {}", self.dir.display());
+    }
+}
+
+#[test]
+fn a_cgroup_limit_refuses_what_the_buffers_would_take_before_allocating() {
+    const MIB: u64 = 1 << 20;
+    let refused: [(&[&str], u64, &str); 3] = [
+        // The wavefront's buffers: 12 GiB, once counted as 0.22 GiB.
+        (
+            &[
+                "--temporal",
+                "32",
+                "--threads",
+                "16",
+                "--grid",
+                "1000x4x1000",
+                "--iterations",
+                "2",
+            ],
+            256 * MIB,
+            "grid 1000x4x1000 needs",
+        ),
+        // Tiny ranks whose fields took a 2 MiB huge page each.
+        (
+            &[
+                "--local-ranks",
+                "1024",
+                "--grid",
+                "22x22x22",
+                "--iterations",
+                "2",
+                "--threads",
+                "1",
+            ],
+            64 * MIB,
+            "grid 22x22x22 needs",
+        ),
+        (
+            &[
+                "bench",
+                "stream",
+                "--local-ranks",
+                "1024",
+                "--elements",
+                "1000",
+            ],
+            64 * MIB,
+            "bench stream with 1000 elements per array needs",
+        ),
+    ];
+    for (n, (args, limit, what)) in refused.into_iter().enumerate() {
+        let cg = match MemoryCgroup::new(&format!("refused-{n}"), limit) {
+            Ok(cg) => cg,
+            Err(why) => {
+                eprintln!("skipping: {why}");
+                return;
+            }
+        };
+        let o = run_with_limit(cg.himeno(args), LIMIT);
+        let e = Ended {
+            status: o.status,
+            stderr: stderr(&o),
+        };
+        assert_told(&e, 2, &[what]);
+        assert!(e.stderr.contains("cgroup"), "{}", e.stderr);
+    }
+    // What the estimate says fits does fit: counted short, the ranks would
+    // outgrow the limit and the kernel would kill the process.
+    let cg = MemoryCgroup::new("fits", 128 * MIB).expect("made above");
+    let o = run_with_limit(
+        cg.himeno(&[
+            "--local-ranks",
+            "256",
+            "--grid",
+            "22x22x22",
+            "--iterations",
+            "2",
+            "--threads",
+            "1",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 // ---- Round III, class 8: in-process ranks that wait without spinning -------
 
 #[test]
@@ -1128,6 +1330,60 @@ fn many_in_process_ranks_wake_only_for_what_they_wait_for() {
     let took = started.elapsed();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(took < Duration::from_secs(12), "took {took:?}");
+    // The most it takes runs to its end (pairs hand each other the turn
+    // instead of a barrier of every rank); one more is refused, naming the
+    // limit.
+    let o = run_with_limit(
+        himeno(&[
+            "bench",
+            "pingpong",
+            "--local-ranks",
+            "256",
+            "--max-bytes",
+            "8",
+            "--pairs",
+            "adjacent",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = run_out(
+        himeno(&[
+            "bench",
+            "pingpong",
+            "--local-ranks",
+            "257",
+            "--max-bytes",
+            "8",
+        ]),
+        Out::File("/dev/null"),
+        LIMIT,
+    );
+    assert_told(&e, 2, &["at most 256 in-process ranks"]);
+}
+
+#[test]
+fn a_thousand_tiny_in_process_ranks_run_in_little_memory() {
+    // Each rank's fourteen fields once took a 2 MiB huge page each: 1000
+    // ranks of a 12^3 grid took 21 GiB and 96 s.
+    let o = run_with_limit(
+        himeno(&[
+            "--local-ranks",
+            "1000",
+            "--grid",
+            "12x12x12",
+            "--iterations",
+            "2",
+            "--threads",
+            "1",
+            "--format",
+            "json",
+        ]),
+        LIMIT,
+    );
+    let r = json_ok(&o);
+    let peak = r["per_rank"][0]["memory"]["peak_bytes"].as_f64().unwrap();
+    assert!(peak < 1024.0 * MIB, "peak {:.0} MiB", peak / MIB);
 }
 
 // ---- Round III, class 6: the stop grace allows for the block in flight -----

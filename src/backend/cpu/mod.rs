@@ -22,6 +22,9 @@
 //! backend runs up to `depth` sweeps per call as a cache-blocked wavefront
 //! ([`wavefront`]); one sweep per call is always the classic row sweep
 //! above.
+//!
+//! [`footprint`] states what [`CpuBackend::new`] will allocate, from the
+//! same [`Sizes`], so the memory preflight counts exactly that.
 
 pub mod kernel;
 pub mod lines;
@@ -37,6 +40,7 @@ use crate::machine::alloc;
 use crate::machine::cache::{LastLevel, PerCore};
 use crate::machine::huge::HugeBuffer;
 use crate::machine::isa::Isa;
+use crate::machine::memory::Footprint;
 use crate::machine::threads::{Bind, Pool};
 use kernel::{Inputs, Layout};
 use lines::{LineWriter, RowBuffer};
@@ -89,12 +93,88 @@ const ALIGN_BYTES: usize = lines::LINE_BYTES;
 /// when nk*4 is a multiple of it; then the field is shifted by n *
 /// STAGGER_BYTES within the page.
 fn field(len: usize, n: usize, k0: usize) -> Result<Field> {
-    let to_line = (ALIGN_BYTES - (4 * k0) % ALIGN_BYTES) % ALIGN_BYTES;
     HugeBuffer::zeroed(
         len,
-        to_line + n * STAGGER_BYTES,
+        field_shift(n, k0),
         &format!("field {} of the CPU backend", crate::grid::fields::NAMES[n]),
     )
+}
+
+/// Where the `n`-th field's data starts after its page boundary (see
+/// [`field`]).
+fn field_shift(n: usize, k0: usize) -> usize {
+    let to_line = (ALIGN_BYTES - (4 * k0) % ALIGN_BYTES) % ALIGN_BYTES;
+    to_line + n * STAGGER_BYTES
+}
+
+/// The lengths of everything a CPU backend of a block allocates, worked
+/// out once from the block and options: [`CpuBackend::new`] allocates
+/// them, [`footprint`] states them.
+struct Sizes {
+    /// Sweep threads.
+    threads: usize,
+    /// Values per field (owned points and ghost layers).
+    points: usize,
+    /// The block's first owned k (the fields' row alignment).
+    k0: usize,
+    /// Owned rows `(i, j)`.
+    owned_rows: usize,
+    /// Sweeps per call with a per-level residual set (0 for the classic
+    /// sweep).
+    levels: usize,
+    /// Rows per wavefront tile.
+    tile_rows: usize,
+}
+
+impl Sizes {
+    fn of(block: &Block, opts: &CpuOptions) -> Sizes {
+        let dims = block.local_dims();
+        let depth = block.depth;
+        Sizes {
+            threads: opts.threads.max(1),
+            points: dims.iter().product(),
+            k0: block.origin(2),
+            owned_rows: block.n[0] * block.n[1],
+            levels: if depth > 1 { depth } else { 0 },
+            tile_rows: opts
+                .tile_rows
+                .unwrap_or_else(|| {
+                    wavefront::tile_rows(dims[2], depth, PerCore::detect().budget_bytes())
+                })
+                .max(1),
+        }
+    }
+
+    /// What the buffers of these sizes take.
+    fn footprint(&self, block: &Block) -> Footprint {
+        let fields: Footprint = (0..FIELDS)
+            .map(|n| HugeBuffer::<f32>::footprint(self.points, field_shift(n, self.k0)))
+            .sum();
+        fields
+            + Footprint::vec::<f64>(self.owned_rows)
+            + Footprint::vec::<f64>(self.levels * self.owned_rows)
+            + Footprint::vec::<f32>(scratch_len(block, self.threads, self.tile_rows))
+                .times(self.threads)
+            + Footprint::threads(self.threads)
+    }
+}
+
+/// Values in each of `threads` threads' wavefront buffers for tiles of
+/// `tile_rows` rows (0 for the classic sweep).
+fn scratch_len(block: &Block, threads: usize, tile_rows: usize) -> usize {
+    if block.depth > 1 {
+        let band_rows = block.n[1].div_ceil(threads);
+        wavefront::Plan::new(block, block.depth, tile_rows).scratch_len(band_rows)
+    } else {
+        0
+    }
+}
+
+/// The host memory a [`CpuBackend`] of `block` under `opts` allocates: its
+/// fields (whole pages, huge ones for large fields), residual sums, each
+/// thread's wavefront buffers and the threads' stacks.
+pub fn footprint(block: &Block, opts: &CpuOptions) -> Footprint {
+    Sizes::of(block, opts).footprint(block)
 }
 
 /// One field's memory.
@@ -135,19 +215,17 @@ impl CpuBackend {
         node: [usize; 2],
     ) -> Result<CpuBackend> {
         let [node_rank, node_ranks] = node;
-        let pool = Pool::new(opts.threads, opts.bind, node_rank)?;
+        let sizes = Sizes::of(block, opts);
+        let pool = Pool::new(sizes.threads, opts.bind, node_rank)?;
         let threads = pool.threads();
         let lay = Layout {
             dims: block.local_dims(),
         };
         let parts = partition(block, threads);
-        let owned_rows = block.n[0] * block.n[1];
+        let owned_rows = sizes.owned_rows;
         let depth = block.depth;
-        let tile_rows = opts.tile_rows.unwrap_or_else(|| {
-            wavefront::tile_rows(lay.dims[2], depth, PerCore::detect().budget_bytes())
-        });
-        let level_shape = (if depth > 1 { depth } else { 0 }, block.n[0], block.n[1]);
-        let points: usize = lay.dims.iter().product();
+        let level_shape = (sizes.levels, block.n[0], block.n[1]);
+        let points = sizes.points;
         let field_bytes = points
             .saturating_mul(FIELDS)
             .saturating_mul(size_of::<f32>());
@@ -164,7 +242,7 @@ impl CpuBackend {
             block: *block,
             lay,
             fields: (0..FIELDS)
-                .map(|n| field(points, n, block.origin(2)))
+                .map(|n| field(points, n, sizes.k0))
                 .collect::<Result<_>>()?,
             pool,
             isa: Isa::detect(),
@@ -177,10 +255,10 @@ impl CpuBackend {
             )
             .expect("the shape's length"),
             scratch: Vec::new(),
-            tile_rows,
+            tile_rows: sizes.tile_rows,
             gosa: vec![0.0; depth],
         };
-        cpu.set_tile_rows(tile_rows)?;
+        cpu.set_tile_rows(sizes.tile_rows)?;
         cpu.reset()?;
         Ok(cpu)
     }
@@ -190,13 +268,7 @@ impl CpuBackend {
     /// allocated).
     fn set_tile_rows(&mut self, rows: usize) -> Result<()> {
         self.tile_rows = rows.max(1);
-        let depth = self.block.depth;
-        let band_rows = self.block.n[1].div_ceil(self.parts.len());
-        let len = if depth > 1 {
-            wavefront::Plan::new(&self.block, depth, self.tile_rows).scratch_len(band_rows)
-        } else {
-            0
-        };
+        let len = scratch_len(&self.block, self.parts.len(), self.tile_rows);
         // Each thread makes and touches its own buffers (their pages then
         // sit on its NUMA node, and no sweep pays their page faults).
         self.scratch = self

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::grid::decomp::split;
 use crate::machine::huge::HugeBuffer;
 use crate::machine::isa::Isa;
+use crate::machine::memory::Footprint;
 use crate::machine::threads::Pool;
 use std::time::Instant;
 
@@ -38,6 +39,15 @@ pub struct Arrays {
     b: HugeBuffer<f64>,
     c: HugeBuffer<f64>,
     sum: Vec<HugeBuffer<f32>>,
+}
+
+/// The memory [`Arrays::first_touch`]`(_, n, sum_n)` allocates: each
+/// array as its [`HugeBuffer`] states it.
+pub fn footprint(n: usize, sum_n: usize) -> Footprint {
+    (0..3)
+        .map(|k| HugeBuffer::<f64>::footprint(n, k * STAGGER_BYTES))
+        .chain((0..SUM_ARRAYS).map(|k| HugeBuffer::<f32>::footprint(sum_n, k * STAGGER_BYTES)))
+        .sum()
 }
 
 impl Arrays {

@@ -1,8 +1,10 @@
 //! Failure injection, a hook for the robustness tests only.
 //!
 //! `HIMENO_FAULT=RANK:ITERATION:KIND` makes rank `RANK` misbehave just
-//! before timed iteration `ITERATION` (counted from 1), or before rehearsal
-//! iteration N when `ITERATION` is `rN` (`0:r2:perturb`). It is read once per
+//! before timed iteration `ITERATION` (counted from 1), before rehearsal
+//! iteration N when `ITERATION` is `rN` (`0:r2:perturb`), or at the start,
+//! before the ranks agree on the run, when it is `start` (`1:start:hang`:
+//! panic, error or hang only, there being no field yet). It is read once per
 //! run, is not a command-line option and is not meant for users: the tests
 //! use it to prove that one failing rank never hangs a job and that a wrong
 //! answer is never reported as valid. Kinds:
@@ -50,6 +52,8 @@ pub enum Stage {
     Rehearsal,
     /// The timed iterations.
     Timed,
+    /// Before the ranks agree on the run (`iteration` is 0).
+    Start,
 }
 
 /// An injected fault: which rank, before which iteration of which loop,
@@ -85,8 +89,8 @@ impl Fault {
         let bad = || {
             Error::usage(format!(
                 "{VAR}='{s}' is not RANK:ITERATION:KIND (KIND panic, error, nan, \
-                 perturb or hang; ITERATION from 1, or rN for rehearsal iteration N): \
-                 fix or unset it"
+                 perturb or hang; ITERATION from 1, rN for rehearsal iteration N, or \
+                 start with panic, error or hang): fix or unset it"
             ))
         };
         let parts: Vec<&str> = s.trim().split(':').collect();
@@ -95,11 +99,12 @@ impl Fault {
         };
         let rank = rank.parse().map_err(|_| bad())?;
         let (stage, iteration) = match iteration.strip_prefix('r') {
+            _ if iteration == "start" => (Stage::Start, "0"),
             Some(n) => (Stage::Rehearsal, n),
             None => (Stage::Timed, iteration),
         };
         let iteration = iteration.parse().map_err(|_| bad())?;
-        if iteration == 0 {
+        if (iteration == 0) != (stage == Stage::Start) {
             return Err(bad());
         }
         let kind = match kind {
@@ -110,12 +115,25 @@ impl Fault {
             "hang" => Kind::Hang,
             _ => return Err(bad()),
         };
+        if stage == Stage::Start && matches!(kind, Kind::Nan | Kind::Perturb) {
+            return Err(bad());
+        }
         Ok(Fault {
             rank,
             stage,
             iteration,
             kind,
         })
+    }
+
+    /// Strikes if this fault is meant for `rank` at the start, before the
+    /// ranks agree on the run.
+    pub fn at_start(&self, rank: usize) -> Result<()> {
+        if rank != self.rank || self.stage != Stage::Start {
+            return Ok(());
+        }
+        tracing::warn!(rank, kind = ?self.kind, "{VAR}: injecting a fault at the start");
+        self.strike(rank, "the start")
     }
 
     /// Strikes if `rank` is about to run iteration `iteration` of `stage`
@@ -133,13 +151,9 @@ impl Fault {
         tracing::warn!(rank, ?stage, iteration, kind = ?self.kind, "{VAR}: injecting a fault");
         let at = match stage {
             Stage::Rehearsal => format!("rehearsal iteration {iteration}"),
-            Stage::Timed => format!("iteration {iteration}"),
+            Stage::Timed | Stage::Start => format!("iteration {iteration}"),
         };
         match self.kind {
-            Kind::Panic => panic!("{VAR}: injected panic on rank {rank} at {at}"),
-            Kind::Error => Err(Error::runtime(format!(
-                "{VAR}: injected error on rank {rank} at {at}"
-            ))),
             Kind::Nan => edit_low_i_ghost_plane(backend, |plane, _| plane.fill(f32::NAN)),
             // The centre of the plane is a face ghost, read through a
             // non-zero coefficient (c0); edge ghosts meet only b-terms,
@@ -147,9 +161,21 @@ impl Fault {
             Kind::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
                 plane[(nj / 2) * nk + nk / 2] += 0.25;
             }),
+            Kind::Panic | Kind::Error | Kind::Hang => self.strike(rank, &at),
+        }
+    }
+
+    /// Panics, errs or hangs on `rank` at `at`.
+    fn strike(&self, rank: usize, at: &str) -> Result<()> {
+        match self.kind {
+            Kind::Panic => panic!("{VAR}: injected panic on rank {rank} at {at}"),
+            Kind::Error => Err(Error::runtime(format!(
+                "{VAR}: injected error on rank {rank} at {at}"
+            ))),
             Kind::Hang => loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             },
+            Kind::Nan | Kind::Perturb => unreachable!("parse refuses them at the start"),
         }
     }
 }
@@ -201,7 +227,19 @@ mod tests {
             Fault::parse("0:r2:perturb").unwrap().stage,
             Stage::Rehearsal
         );
+        assert_eq!(
+            Fault::parse("1:start:hang").unwrap(),
+            Fault {
+                rank: 1,
+                stage: Stage::Start,
+                iteration: 0,
+                kind: Kind::Hang
+            }
+        );
         for bad in [
+            "1:start:nan",
+            "1:start:perturb",
+            "1:r0:hang",
             "",
             "1:2",
             "1:2:3:4",

@@ -98,6 +98,10 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     // Where the ranks sweep is decided first (collectively: `auto` probes
     // for GPUs on every rank), because GPU ranks weigh the faces of an
     // automatic process grid differently.
+    // A malformed fault is refused in the validation below, on every rank.
+    if let Ok(Some(fault)) = Fault::from_env() {
+        fault.at_start(comm.rank())?;
+    }
     let kind = backend::choose(args.backend_asked(), comm);
     let (cfg, fault, grace) = comm::agree(comm, validate(args, kind, comm), |(cfg, ..)| {
         cfg.agreement_terms()

@@ -123,6 +123,12 @@ impl StopFlag {
                 })
             };
         }
+        // The grace applies from here, before the ranks agree on the run
+        // (a rank stuck before the agreement holds the others there); a
+        // malformed value keeps the default until the validation refuses it.
+        if let Ok(Some(grace)) = grace_from_env() {
+            stop.set_grace(grace);
+        }
         stop.start_watchdog();
         stop
     }

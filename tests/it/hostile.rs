@@ -548,6 +548,38 @@ fn a_hung_rank_cannot_outlive_a_stop_signal() {
 }
 
 #[test]
+fn a_rank_stuck_before_the_agreement_cannot_outlive_a_stop_signal() {
+    // Rank 1 hangs before the ranks agree on the run, and the others wait
+    // for it there. The stop grace applies from the start: once it did only
+    // after the agreement, and the default 60 s ended such a job.
+    let args = ["--grid", "9x9x9", "--iterations", "2", "-v"];
+    let stuck = |mut cmd: Command| {
+        cmd.env("HIMENO_FAULT", "1:start:hang")
+            .env("HIMENO_STOP_GRACE", "1");
+        cmd
+    };
+    let mut launches = vec![(
+        {
+            let mut all = vec!["--local-ranks", "2"];
+            all.extend(args);
+            himeno(&all)
+        },
+        "TERM",
+    )];
+    if MPI {
+        launches.push((mpirun(2, &args), "USR1"));
+    }
+    for (cmd, sig) in launches {
+        let started = std::time::Instant::now();
+        let e = stop_after(stuck(cmd), "injecting a fault at the start", sig);
+        assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+        assert!(e.stderr.contains("1 s after a stop signal"), "{}", e.stderr);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(30), "took {took:?}");
+    }
+}
+
+#[test]
 fn a_malformed_stop_grace_is_a_usage_error() {
     for bad in ["0", "-1", "soon", "1e9", "1e-300", "0.0001"] {
         let mut cmd = himeno(&["--grid", "5x5x5", "--iterations", "1"]);

@@ -4,12 +4,14 @@
 //! 0 success, 1 verification failed (the numbers are wrong), 2 usage or
 //! runtime error (the run could not be done as asked).
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Everything that can stop a run.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything that can stop a run (serialisable: ranks that decide
+/// together send rank 0's error to every rank, `crate::comm::decide`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Error {
     /// Bad input detected identically on every rank (sizes, grids, options).
     /// Every rank returns it; only rank 0 prints it.

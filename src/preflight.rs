@@ -22,7 +22,7 @@
 //! address space is held against that process's limits together.
 
 use crate::backend::{self, Kind};
-use crate::comm::Comm;
+use crate::comm::{self, Comm};
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
@@ -208,23 +208,8 @@ pub fn check(
 /// need) for each of its ranks doing `what`, and that each process's own
 /// limits allow its ranks' needs together.
 pub fn check_need(what: &str, need: Footprint, comm: &dyn Comm) -> Result<()> {
-    let mine =
-        serde_json::to_vec(&RankReport::mine(comm.host(), need)).expect("a report encodes as JSON");
-    let verdict = match comm.gather(&mine) {
-        Some(all) => {
-            let reports: Vec<RankReport> = all
-                .iter()
-                .filter_map(|b| serde_json::from_slice(b).ok())
-                .collect();
-            decide(what, &reports)
-        }
-        None => Ok(()),
-    };
-    if comm.broadcast(u64::from(verdict.is_err())) != 0 {
-        return Err(verdict.err().unwrap_or_else(|| {
-            Error::usage("the job does not fit in memory (see rank 0's message)")
-        }));
-    }
+    let mine = RankReport::mine(comm.host(), need);
+    comm::decide(comm, "the memory", &mine, |reports| decide(what, &reports))?;
     tracing::info!(
         need_gib = need.resident as f64 / GIB,
         "memory preflight passed"

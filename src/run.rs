@@ -66,7 +66,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
             preflight::driver_footprint(&block, None),
             comm,
         )?;
-        let checked = match backend::choose(args.backend_asked(), comm) {
+        let checked = match backend::choose(args.backend_asked(), comm)? {
             Kind::Cpu => selftest::halo_self_test(comm, &problem, args.temporal, None)?,
             Kind::Gpu => {
                 let opts = backend::gpu::GpuOptions {
@@ -102,7 +102,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     if let Ok(Some(fault)) = Fault::from_env() {
         fault.at_start(comm.rank())?;
     }
-    let kind = backend::choose(args.backend_asked(), comm);
+    let kind = backend::choose(args.backend_asked(), comm)?;
     let (cfg, fault, grace) = comm::agree(comm, validate(args, kind, comm), |(cfg, ..)| {
         cfg.agreement_terms()
     })?;
@@ -144,19 +144,20 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     // with exit 1 before the timed loop.
     let mut rehearsal: Option<Verdict> = None;
     let mut check = |got: Answer| -> Result<()> {
-        let verdict = if comm.rank() == 0 {
+        let mine = if comm.rank() == 0 {
             verify::check_rehearsal(&grid, cfg.warmup, &got)
         } else {
             None
         };
-        let wrong = verdict.as_ref().is_some_and(|v| v.verified == Some(false));
-        if comm.broadcast(u64::from(wrong)) != 0 {
-            return Err(Error::Verification(match verdict {
-                Some(v) => format!("the rehearsal's answer is wrong: {}", v.detail),
-                None => "the rehearsal's answer is wrong (see rank 0)".into(),
-            }));
-        }
-        rehearsal = verdict;
+        rehearsal = comm::decide(comm, "the rehearsal's answer", &mine, |mut all| {
+            match all.swap_remove(0) {
+                Some(v) if v.verified == Some(false) => Err(Error::Verification(format!(
+                    "the rehearsal's answer is wrong: {}",
+                    v.detail
+                ))),
+                verdict => Ok(verdict),
+            }
+        })?;
         Ok(())
     };
     let known_rehearsal = verify::known_answer(&grid, cfg.warmup).is_some();
@@ -195,8 +196,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
 
     // Verification is decided on rank 0, before anything is printed, and
     // shared so that every rank exits with the same code.
-    let verdict = if comm.rank() == 0 {
-        if outcome.complete {
+    let mine = if comm.rank() == 0 {
+        let verdict = if outcome.complete {
             let got = Answer {
                 gosa: outcome.gosa,
                 p_fingerprint: outcome.fingerprint,
@@ -217,19 +218,20 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 against: "none".into(),
                 detail: "the run was stopped early; an incomplete run is not verified".into(),
             }
-        }
+        };
+        Some(verdict)
     } else {
-        Verdict {
-            verified: None,
-            against: String::new(),
-            detail: String::new(),
-        }
+        None
     };
-    let code = comm.broadcast(match verdict.verified {
-        Some(false) => 1,
-        _ if !outcome.complete || verdict.interrupted() => 2,
-        _ => 0,
-    });
+    let (verdict, code) = comm::decide(comm, "the verdict", &mine, |mut all| {
+        let verdict = all.swap_remove(0).expect("rank 0 states the verdict");
+        let code: u64 = match verdict.verified {
+            Some(false) => 1,
+            _ if !outcome.complete || verdict.interrupted() => 2,
+            _ => 0,
+        };
+        Ok((verdict, code))
+    })?;
 
     if comm.rank() == 0 {
         let record = Record::build(

@@ -19,7 +19,7 @@ pub mod gpu;
 
 pub use api::{Backend, BackendInfo, GpuSoftware, HostBuffer, Kind, pack_plane, unpack_plane};
 
-use crate::comm::Comm;
+use crate::comm::{Comm, decide};
 use crate::config::{BackendKind, RunConfig};
 use crate::error::Result;
 use crate::grid::Grid;
@@ -30,20 +30,18 @@ use crate::machine::memory::Footprint;
 /// and `auto` a GPU only when every rank has a usable one (ranks on nodes
 /// with and without GPUs must not pick different backends, since creating
 /// a GPU backend is collective). Every rank gets the same answer.
-pub fn choose(asked: BackendKind, comm: &dyn Comm) -> Kind {
+pub fn choose(asked: BackendKind, comm: &dyn Comm) -> Result<Kind> {
     match asked {
-        BackendKind::Cpu => Kind::Cpu,
-        BackendKind::Gpu => Kind::Gpu,
-        BackendKind::Auto => {
-            let mut usable = [f64::from(u8::from(gpu::available()))];
-            comm.sum(&mut usable);
-            if usable[0] as usize == comm.size() {
+        BackendKind::Cpu => Ok(Kind::Cpu),
+        BackendKind::Gpu => Ok(Kind::Gpu),
+        BackendKind::Auto => decide(comm, "--backend auto", &gpu::available(), |usable| {
+            Ok(if usable.iter().all(|&u| u) {
                 Kind::Gpu
             } else {
                 tracing::info!("no usable GPU on every rank: using the CPU backend");
                 Kind::Cpu
-            }
-        }
+            })
+        }),
     }
 }
 

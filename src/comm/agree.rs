@@ -15,8 +15,9 @@
 //! ordinal) are left out by the caller.
 
 use super::api::Comm;
+use super::decide::decide;
 use crate::error::{Error, Result};
-use std::fmt::Write;
+use serde::{Deserialize, Serialize};
 
 /// What a rank resolved that every rank must share: (name, value) pairs.
 pub type Terms = Vec<(&'static str, String)>;
@@ -34,24 +35,24 @@ pub fn agree<T>(comm: &dyn Comm, local: Result<T>, terms: impl Fn(&T) -> Terms) 
         Err(e) if comm.rank() == 0 && local.is_ok() => Err(e),
         _ => local,
     };
-    let mine = local.as_ref().map(&terms);
-    let verdict = match comm.gather(encode(&mine).as_bytes()) {
-        Some(all) => {
-            let all: Vec<Option<Position>> = all.iter().map(|b| decode(b)).collect();
-            decide(&all, mine.as_ref().ok())
-        }
-        None => Ok(()),
+    let own = local.as_ref().ok().map(&terms);
+    let position = match (&local, &own) {
+        (Err(e), _) => Position::Refused(e.clone()),
+        (Ok(_), Some(t)) => Position::Resolved(
+            t.iter()
+                .map(|(name, value)| (name.to_string(), fnv(value)))
+                .collect(),
+        ),
+        (Ok(_), None) => unreachable!("terms exist for a validated configuration"),
     };
-    if comm.broadcast(u64::from(verdict.is_err())) != 0 {
-        return Err(verdict.err().unwrap_or_else(|| {
-            Error::usage("the ranks did not agree on their options (see rank 0's message)")
-        }));
-    }
+    decide(comm, "the options", &position, |all| {
+        decide_agreement(&all, own.as_ref())
+    })?;
     local
 }
 
 /// One rank's position: its error (kind and message), or a hash per term.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Position {
     Refused(Error),
     Resolved(Vec<(String, u64)>),
@@ -65,61 +66,16 @@ fn fnv(s: &str) -> u64 {
     })
 }
 
-/// `E\t<kind>\t<message>`, or `O` and a `\n<name>\t<hash>` line per term.
-fn encode(mine: &std::result::Result<Terms, &Error>) -> String {
-    match mine {
-        Err(e) => {
-            let kind = match e {
-                Error::Usage(_) => 'U',
-                Error::Runtime(_) => 'R',
-                Error::Verification(_) => 'V',
-            };
-            format!("E\t{kind}\t{}", e.message())
-        }
-        Ok(terms) => {
-            let mut s = String::from("O");
-            for (name, value) in terms {
-                let _ = write!(s, "\n{name}\t{:016x}", fnv(value));
-            }
-            s
-        }
-    }
-}
-
-/// The position a rank sent, or `None` when it cannot be read.
-fn decode(b: &[u8]) -> Option<Position> {
-    let s = std::str::from_utf8(b).ok()?;
-    if let Some(rest) = s.strip_prefix("E\t") {
-        let (kind, message) = rest.split_once('\t')?;
-        let message = message.to_string();
-        return Some(Position::Refused(match kind {
-            "U" => Error::Usage(message),
-            "R" => Error::Runtime(message),
-            "V" => Error::Verification(message),
-            _ => return None,
-        }));
-    }
-    let rest = s.strip_prefix('O')?;
-    rest.lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            let (name, hash) = l.split_once('\t')?;
-            Some((name.to_string(), u64::from_str_radix(hash, 16).ok()?))
-        })
-        .collect::<Option<Vec<_>>>()
-        .map(Position::Resolved)
-}
-
-/// Rank 0's decision from every rank's position (`None`: unreadable) and
-/// its own terms (for naming the value that differs).
-fn decide(all: &[Option<Position>], own: Option<&Terms>) -> Result<()> {
+/// Rank 0's decision from every rank's position and its own terms (for
+/// naming the value that differs).
+fn decide_agreement(all: &[Position], own: Option<&Terms>) -> Result<()> {
     let n = all.len();
     let refused: Vec<(usize, &Error)> = all
         .iter()
         .enumerate()
         .filter_map(|(r, p)| match p {
-            Some(Position::Refused(e)) => Some((r, e)),
-            _ => None,
+            Position::Refused(e) => Some((r, e)),
+            Position::Resolved(_) => None,
         })
         .collect();
     if let Some(&(first, e)) = refused.first() {
@@ -142,15 +98,12 @@ fn decide(all: &[Option<Position>], own: Option<&Terms>) -> Result<()> {
             }
         )));
     }
-    let Some(Some(Position::Resolved(base))) = all.first() else {
+    let Some(Position::Resolved(base)) = all.first() else {
         return Err(Error::usage("rank 0's options could not be compared"));
     };
     for (r, p) in all.iter().enumerate().skip(1) {
-        let Some(Position::Resolved(terms)) = p else {
-            return Err(Error::usage(format!(
-                "rank {r}'s options could not be read: start every rank with the same \
-                 himeno build and options"
-            )));
+        let Position::Resolved(terms) = p else {
+            unreachable!("no rank refused (checked above)");
         };
         if terms == base {
             continue;
@@ -197,31 +150,29 @@ mod tests {
         ]
     }
 
-    fn position(t: std::result::Result<Terms, Error>) -> Option<Position> {
-        let mine: std::result::Result<Terms, &Error> = match &t {
-            Ok(v) => Ok(v.clone()),
-            Err(e) => Err(e),
-        };
-        decode(encode(&mine).as_bytes())
+    fn resolved(t: &Terms) -> Position {
+        Position::Resolved(t.iter().map(|(n, v)| (n.to_string(), fnv(v))).collect())
     }
 
     #[test]
     fn positions_round_trip() {
-        let ok = position(Ok(terms("5")));
-        assert!(matches!(&ok, Some(Position::Resolved(v)) if v.len() == 3));
-        let err = position(Err(Error::usage("bad\ttab")));
-        assert_eq!(err, Some(Position::Refused(Error::usage("bad\ttab"))));
-        assert_eq!(decode(b"garbage"), None);
+        for p in [
+            resolved(&terms("5")),
+            Position::Refused(Error::usage("bad\ttab")),
+        ] {
+            let back: Position = serde_json::from_slice(&serde_json::to_vec(&p).unwrap()).unwrap();
+            assert_eq!(back, p);
+        }
     }
 
     #[test]
     fn agreement_and_its_three_failures() {
         let t5 = terms("5");
-        let ok = position(Ok(t5.clone()));
-        assert!(decide(&[ok.clone(), ok.clone()], Some(&t5)).is_ok());
+        let ok = resolved(&t5);
+        assert!(decide_agreement(&[ok.clone(), ok.clone()], Some(&t5)).is_ok());
         // One rank refused.
-        let bad = position(Err(Error::usage("--iterations must be at least 1")));
-        let e = decide(&[ok.clone(), bad.clone()], Some(&t5)).unwrap_err();
+        let bad = Position::Refused(Error::usage("--iterations must be at least 1"));
+        let e = decide_agreement(&[ok.clone(), bad.clone()], Some(&t5)).unwrap_err();
         assert!(
             e.message()
                 .starts_with("rank 1 of 2: --iterations must be at least 1")
@@ -229,10 +180,10 @@ mod tests {
             "{e}"
         );
         // Every rank refused alike: the plain error.
-        let e = decide(&[bad.clone(), bad], None).unwrap_err();
+        let e = decide_agreement(&[bad.clone(), bad], None).unwrap_err();
         assert_eq!(e, Error::usage("--iterations must be at least 1"));
         // All resolved, one differently.
-        let e = decide(&[ok, position(Ok(terms("7")))], Some(&t5)).unwrap_err();
+        let e = decide_agreement(&[ok, resolved(&terms("7"))], Some(&t5)).unwrap_err();
         assert!(
             e.message().contains("rank 1 resolved a different length")
                 && e.message().contains("(5)"),

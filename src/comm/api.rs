@@ -38,6 +38,8 @@ pub trait Comm {
     fn broadcast(&self, x: u64) -> u64;
     /// Every rank's `local` bytes, in rank order, on rank 0 (`None` elsewhere).
     fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>>;
+    /// Rank 0's `data` on every rank (what the others pass is ignored).
+    fn broadcast_bytes(&self, data: &[u8]) -> Vec<u8>;
     /// One step of a halo exchange: receive from both `peers` (below, above)
     /// into `recv`, send `send` to them, then wait for all four transfers.
     /// A `None` peer is skipped. `tag` distinguishes the exchange steps.

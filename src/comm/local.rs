@@ -371,6 +371,12 @@ impl Comm for LocalComm {
         })
     }
 
+    fn broadcast_bytes(&self, data: &[u8]) -> Vec<u8> {
+        self.collective(data.to_vec(), "a broadcast", |all| {
+            all.next().expect("rank 0's slot").to_vec()
+        })
+    }
+
     fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>> {
         let root = self.rank == 0;
         self.collective(local.to_vec(), "a gather", |all| {

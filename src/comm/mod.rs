@@ -9,6 +9,7 @@
 
 pub mod agree;
 pub mod api;
+pub mod decide;
 pub mod launcher;
 pub mod local;
 #[cfg(feature = "mpi")]
@@ -19,6 +20,7 @@ mod single;
 
 pub use agree::{Terms, agree};
 pub use api::{Comm, Launch};
+pub use decide::decide;
 pub use launcher::{hostname, launcher_rank, launcher_size};
 pub use local::LaunchArgs;
 pub use single::SingleComm;

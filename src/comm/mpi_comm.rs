@@ -175,6 +175,19 @@ impl Comm for MpiComm {
         v
     }
 
+    fn broadcast_bytes(&self, data: &[u8]) -> Vec<u8> {
+        let len = self.broadcast(data.len() as u64) as usize;
+        let mut buf = if self.world.rank() == 0 {
+            data.to_vec()
+        } else {
+            vec![0u8; len]
+        };
+        if len > 0 {
+            self.world.process_at_rank(0).broadcast_into(&mut buf[..]);
+        }
+        buf
+    }
+
     fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>> {
         let root = self.world.process_at_rank(0);
         let len = local.len() as i32;

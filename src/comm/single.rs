@@ -32,6 +32,9 @@ impl Comm for SingleComm {
     fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>> {
         Some(vec![local.to_vec()])
     }
+    fn broadcast_bytes(&self, data: &[u8]) -> Vec<u8> {
+        data.to_vec()
+    }
     fn exchange(
         &self,
         peers: [Option<usize>; 2],

@@ -8,7 +8,7 @@ use super::launch::{self, SweepPlan};
 use super::memcheck::{self, Report};
 use super::options::GpuOptions;
 use crate::backend::api::Backend;
-use crate::comm::Comm;
+use crate::comm::{self, Comm};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
@@ -59,41 +59,30 @@ pub fn create(
 
 /// Every rank's outcome of one step: `mine` when every rank succeeded,
 /// else the same failure on every rank, decided together (see
-/// [`create`]): rank 0 gathers what each failing rank says and returns the
-/// first one's message, naming the rank when not every rank failed, so
-/// that one line tells the user and every rank ends without an abort (an
-/// abort may cut the launcher's forwarding of the lines already written).
+/// [`create`]): rank 0 returns the first failing rank's message, naming
+/// the rank when not every rank failed, so that one line tells the user and
+/// every rank ends without an abort (an abort may cut the launcher's
+/// forwarding of the lines already written).
 fn agree<T>(mine: Result<T>, comm: &dyn Comm) -> Result<T> {
-    // One byte at least from every rank (an empty MPI gather is refused):
-    // `+` for success, `-` and the message for a failure.
-    let said = match &mine {
-        Ok(_) => "+".to_string(),
-        Err(e) => format!("-{}", e.message()),
-    };
-    let all = comm.gather(said.as_bytes());
-    let mut failed = [f64::from(u8::from(mine.is_err()))];
-    comm.sum(&mut failed);
-    let failed = failed[0].round() as usize;
-    if failed == 0 {
-        return mine;
-    }
-    let Some(all) = all else {
-        // Not rank 0: rank 0 prints the failure.
-        return Err(Error::usage(
-            "a rank could not start its GPU (see rank 0's message)",
-        ));
-    };
+    // Each rank's view: its failure's message, or none.
+    let failure = mine.as_ref().err().map(|e| e.message().to_string());
+    comm::decide(comm, "the GPU start", &failure, |all| first_failure(&all))?;
+    mine
+}
+
+/// The one error for the failures among every rank's `all` (`None`: that
+/// rank succeeded), or `Ok` when none failed.
+fn first_failure(all: &[Option<String>]) -> Result<()> {
     let mut failing = all
         .iter()
         .enumerate()
-        .filter_map(|(r, m)| m.strip_prefix(b"-").map(|m| (r, m)))
-        .map(|(r, m)| (r, String::from_utf8_lossy(m).into_owned()));
-    let (rank, first) = failing
-        .next()
-        .unwrap_or((0, "a rank could not start its GPU".to_string()));
+        .filter_map(|(r, m)| m.as_ref().map(|m| (r, m)));
+    let Some((rank, first)) = failing.next() else {
+        return Ok(());
+    };
     let others = failing.count();
-    Err(Error::usage(if failed == comm.size() {
-        first
+    Err(Error::usage(if others + 1 == all.len() {
+        first.clone()
     } else if others == 0 {
         format!("rank {rank}: {first}")
     } else {
@@ -166,4 +155,21 @@ fn open(cfg: &GpuOptions, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swe
         },
         plan,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_error_names_the_first_failing_rank_unless_all_failed() {
+        let no = |s: &str| Some(s.to_string());
+        assert!(first_failure(&[None, None]).is_ok());
+        let e = first_failure(&[None, no("no device"), None]).unwrap_err();
+        assert_eq!(e, Error::usage("rank 1: no device"));
+        let e = first_failure(&[None, no("a"), no("b")]).unwrap_err();
+        assert!(e.message().contains("and 1 more rank(s)"), "{e}");
+        let e = first_failure(&[no("x"), no("y")]).unwrap_err();
+        assert_eq!(e, Error::usage("x"));
+    }
 }

@@ -7,18 +7,18 @@
 //! reads the free memory after every rank has opened its device (contexts
 //! and modules take memory too) and before any allocates its fields, sends
 //! it with its need to rank 0, which adds the needs per (host, device) and
-//! broadcasts the verdict. As in the host-memory preflight, rank 0 holds
-//! the message; the other ranks return a shorter one that points to it.
+//! broadcasts the verdict (`crate::comm::decide`).
 
-use crate::comm::Comm;
+use crate::comm::{self, Comm};
 use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bytes in a GiB, for messages.
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// One rank's report.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     /// Host name.
     pub host: String,
@@ -30,34 +30,6 @@ pub struct Report {
     pub need: u64,
     /// Free bytes the rank read on it.
     pub free: u64,
-}
-
-impl Report {
-    /// One line, tab-separated (no field holds a tab).
-    fn line(&self) -> String {
-        let clean = |s: &str| s.replace('\t', " ");
-        format!(
-            "{}\t{}\t{}\t{}\t{}",
-            clean(&self.host),
-            clean(&self.device),
-            self.need,
-            self.free,
-            clean(&self.description)
-        )
-    }
-
-    /// Parses [`Report::line`].
-    fn parse(b: &[u8]) -> Option<Report> {
-        let s = std::str::from_utf8(b).ok()?;
-        let mut f = s.splitn(5, '\t');
-        Some(Report {
-            host: f.next()?.to_string(),
-            device: f.next()?.to_string(),
-            need: f.next()?.parse().ok()?,
-            free: f.next()?.parse().ok()?,
-            description: f.next()?.to_string(),
-        })
-    }
 }
 
 /// Decides from every rank's report whether each device has room for the
@@ -105,22 +77,9 @@ pub fn decide(reports: &[Report]) -> std::result::Result<(), String> {
 /// follows the opening) and before any allocates; every rank returns the
 /// same verdict.
 pub fn check(mine: &Report, comm: &dyn Comm) -> Result<()> {
-    let verdict = match comm.gather(mine.line().as_bytes()) {
-        Some(all) => {
-            let reports: Vec<Report> = all.iter().filter_map(|b| Report::parse(b)).collect();
-            if reports.len() == all.len() {
-                decide(&reports)
-            } else {
-                Err("a rank's device memory report was unreadable".into())
-            }
-        }
-        None => Ok(()),
-    };
-    if comm.broadcast(u64::from(verdict.is_err())) != 0 {
-        return Err(Error::usage(verdict.err().unwrap_or_else(|| {
-            "a GPU does not have the device memory its ranks need (see rank 0's message)".into()
-        })));
-    }
+    comm::decide(comm, "the device memory", mine, |reports| {
+        decide(&reports).map_err(Error::usage)
+    })?;
     tracing::info!(
         need_gib = mine.need as f64 / GIB,
         "device memory check passed"
@@ -161,11 +120,9 @@ mod tests {
     }
 
     #[test]
-    fn reports_survive_their_line() {
+    fn reports_survive_their_encoding() {
         let r = report("node\t7", "GPU-aa", 123, 456);
-        let back = Report::parse(r.line().as_bytes()).unwrap();
-        assert_eq!(back.host, "node 7");
-        assert_eq!((back.need, back.free), (123, 456));
-        assert!(Report::parse(b"h\tg\tx\t1\td").is_none());
+        let back: Report = serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
     }
 }

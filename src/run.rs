@@ -63,7 +63,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
         let block = Block::of(&problem.grid, &problem.procs, comm.rank()).with_depth(args.temporal);
         preflight::check_need(
             &format!("grid {}", problem.grid),
-            preflight::driver_footprint(&block, None),
+            preflight::driver_footprint(&block, None) + selftest::footprint(&block),
             comm,
         )?;
         let checked = match backend::choose(args.backend_asked(), comm)? {

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
 use crate::halo::Halo;
+use crate::machine::memory::Footprint;
 use crate::problem::Problem;
 use crate::timing::PhaseTimes;
 use ndarray::Array3;
@@ -66,6 +67,13 @@ impl Backend for PatternBackend {
     fn field(&mut self) -> Result<Array3<f32>> {
         Ok(self.field.clone())
     }
+}
+
+/// Host memory the self-test allocates for `block` beside what the driver
+/// does (the halo staging, the read-back copy): its patterned field and,
+/// on the CPU, the stand-in backend's copy of it.
+pub fn footprint(block: &Block) -> Footprint {
+    Footprint::vec::<f32>(block.local_dims().iter().product()).times(2)
 }
 
 /// Runs the halo self-test on every rank of `comm` for `problem` (resolved

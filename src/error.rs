@@ -70,6 +70,15 @@ pub fn tell(line: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
+/// Ends the process at once with `code`, from any thread: what ends a job
+/// that cannot return through `main` (a rank's abort, the first of several
+/// in-process ranks to fail). The caller has told what happened.
+pub fn exit_now(code: i32) -> ! {
+    // Whatever is buffered on stdout was the report's, written whole by
+    // `output::emit` already; nothing else needs flushing.
+    std::process::exit(code)
+}
+
 /// The exit code of a command's outcome: its own code on success, the
 /// error's otherwise. The error is printed on stderr as one `himeno:` line
 /// when `speak` is set (the one rank, of several that fail alike, that

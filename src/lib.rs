@@ -8,7 +8,7 @@
 
 // The layers, lowest first (a module imports only from layers below it;
 // `tests/it/layers.rs` keeps it so):
-// 1. error, timing, signals, progress, output;
+// 1. error, hash, timing, signals, progress, output;
 // 2. machine, grid, comm;
 // 3. problem, verify;
 // 4. config;
@@ -26,6 +26,7 @@ pub mod fault;
 pub mod gpu_check;
 pub mod grid;
 pub mod halo;
+pub mod hash;
 pub mod machine;
 pub mod output;
 pub mod preflight;
@@ -65,7 +66,7 @@ pub fn main_entry() -> ExitCode {
                         .map(|()| ExitCode::from(2))
                 });
             }
-            if comm::launcher_rank().unwrap_or(0) != 0 {
+            if !comm::is_first_rank() {
                 return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
             }
             if e.use_stderr() {
@@ -90,7 +91,11 @@ pub fn main_entry() -> ExitCode {
         // The tools that do not communicate do their work once: under a
         // launcher, the other ranks neither print a second copy nor write
         // the same plot files at the same time.
-        Some(Command::Report(_) | Command::Model(_)) if !is_first_rank() => ExitCode::SUCCESS,
+        Some(Command::Report(_) | Command::Model(_) | Command::Plan(_))
+            if !comm::is_first_rank() =>
+        {
+            ExitCode::SUCCESS
+        }
         // These do not communicate, so no agreement checks standard output
         // for them (see `comm::agree`).
         Some(Command::Report(args)) => once(|| study::report(&args)),
@@ -107,12 +112,6 @@ pub fn main_entry() -> ExitCode {
 /// report has a standard output to go to.
 fn once(tool: impl FnOnce() -> error::Result<ExitCode>) -> ExitCode {
     error::exit(output::check_stdout_open().and_then(|()| tool()), true)
-}
-
-/// Whether this process is the launcher's rank 0, or was not started by a
-/// launcher.
-fn is_first_rank() -> bool {
-    comm::launcher_rank().unwrap_or(0) == 0
 }
 
 /// Logs go to stderr: warnings by default, `-v` info, `-vv` debug;

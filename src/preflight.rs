@@ -29,12 +29,9 @@ use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::grid::fields::FIELDS;
 use crate::machine::alloc::process_room;
-use crate::machine::memory::{self, Footprint};
+use crate::machine::memory::{self, Footprint, GIB};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// Bytes in a GiB, for messages.
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// Address space a process maps beyond the buffers counted, compared with
 /// its own limits only: the main thread's stack, libraries loaded later

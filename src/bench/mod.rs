@@ -40,9 +40,7 @@ pub fn run(args: &BenchArgs) -> ExitCode {
         BenchCommand::Stream(a) => with_comm(&a.launch, |comm| stream::run(a, comm)),
         BenchCommand::Pingpong(a) => with_comm(&a.launch, |comm| pingpong::run(a, comm)),
         // It measures one device from one process: once per job.
-        BenchCommand::Transfer(_) if crate::comm::launcher_rank().unwrap_or(0) != 0 => {
-            ExitCode::SUCCESS
-        }
+        BenchCommand::Transfer(_) if !crate::comm::is_first_rank() => ExitCode::SUCCESS,
         // It does not communicate, so no agreement checks its standard
         // output (see `comm::agree`).
         BenchCommand::Transfer(a) => error::exit(

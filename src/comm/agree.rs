@@ -17,6 +17,7 @@
 use super::api::Comm;
 use super::decide::decide;
 use crate::error::{Error, Result};
+use crate::hash::fnv1a;
 use serde::{Deserialize, Serialize};
 
 /// What a rank resolved that every rank must share: (name, value) pairs.
@@ -40,7 +41,7 @@ pub fn agree<T>(comm: &dyn Comm, local: Result<T>, terms: impl Fn(&T) -> Terms) 
         (Err(e), _) => Position::Refused(e.clone()),
         (Ok(_), Some(t)) => Position::Resolved(
             t.iter()
-                .map(|(name, value)| (name.to_string(), fnv(value)))
+                .map(|(name, value)| (name.to_string(), fnv1a(value)))
                 .collect(),
         ),
         (Ok(_), None) => unreachable!("terms exist for a validated configuration"),
@@ -56,14 +57,6 @@ pub fn agree<T>(comm: &dyn Comm, local: Result<T>, terms: impl Fn(&T) -> Terms) 
 enum Position {
     Refused(Error),
     Resolved(Vec<(String, u64)>),
-}
-
-/// FNV-1a, a stable 64-bit hash (the standard library's may differ
-/// between builds, and ranks may run different builds).
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// Rank 0's decision from every rank's position and its own terms (for
@@ -151,7 +144,7 @@ mod tests {
     }
 
     fn resolved(t: &Terms) -> Position {
-        Position::Resolved(t.iter().map(|(n, v)| (n.to_string(), fnv(v))).collect())
+        Position::Resolved(t.iter().map(|(n, v)| (n.to_string(), fnv1a(v))).collect())
     }
 
     #[test]

@@ -34,6 +34,13 @@ pub fn launcher_rank() -> Option<usize> {
     .find_map(|s| s.trim().parse().ok())
 }
 
+/// Whether this process is the launcher's rank 0, or was not started by a
+/// launcher: the one process of a job that prints what every rank would
+/// print alike.
+pub fn is_first_rank() -> bool {
+    launcher_rank().unwrap_or(0) == 0
+}
+
 /// This machine's host name.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

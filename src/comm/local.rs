@@ -109,7 +109,7 @@ fn end_process(line: Option<&str>, code: i32) -> ! {
     if let Some(line) = line {
         tell(line);
     }
-    std::process::exit(code)
+    crate::error::exit_now(code)
 }
 
 /// Makes a panic end the process with exit code 2 (an error, as an aborted

@@ -21,7 +21,7 @@ mod single;
 pub use agree::{Terms, agree};
 pub use api::{Comm, Launch};
 pub use decide::decide;
-pub use launcher::{hostname, launcher_rank, launcher_size};
+pub use launcher::{hostname, is_first_rank, launcher_rank, launcher_size};
 pub use local::LaunchArgs;
 pub use single::SingleComm;
 
@@ -53,7 +53,7 @@ pub fn with_comm(
     launch: &LaunchArgs,
     job: impl Fn(&dyn Comm) -> Result<ExitCode> + Sync,
 ) -> ExitCode {
-    let speaker = launcher_rank().unwrap_or(0) == 0;
+    let speaker = is_first_rank();
     // One process's standard output serves all its ranks: refused here,
     // before any rank starts, with one line. Under a launcher each process
     // has its own, and the agreement refuses the job for rank 0's.

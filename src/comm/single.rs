@@ -56,7 +56,7 @@ impl Comm for SingleComm {
         unreachable!("a single-rank job has no peer to receive from")
     }
     fn abort(&self, code: i32) -> ! {
-        std::process::exit(code)
+        crate::error::exit_now(code)
     }
     fn host(&self) -> String {
         super::launcher::hostname()

@@ -10,7 +10,7 @@
 //! (`crate::preflight`) checks first, with [`process_room`] for the
 //! process's own limits, so that a refusal is rarely reached at all.
 
-use super::memory::status_bytes;
+use super::memory::{GIB, status_bytes};
 use crate::error::{Error, Result};
 use std::alloc::Layout;
 
@@ -29,9 +29,6 @@ unsafe impl Zeroable for f64 {}
 unsafe impl Zeroable for u8 {}
 // SAFETY: as above.
 unsafe impl Zeroable for u64 {}
-
-/// Bytes in a GiB, for messages.
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// `len` zeros of `T`, or an error naming `what` and the bytes it needed.
 ///

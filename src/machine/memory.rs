@@ -12,6 +12,9 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Bytes in a GiB, for messages.
+pub const GIB: f64 = (1u64 << 30) as f64;
+
 /// Size of a base page (x86-64, aarch64 with 4 KiB pages).
 pub const PAGE: usize = 4096;
 

@@ -16,6 +16,7 @@
 
 use super::group::{Group, Kind, Row};
 use crate::error::{Error, Result};
+use crate::hash::fnv1a;
 use crate::timing::Phase;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
@@ -144,7 +145,7 @@ fn stems(groups: &[Group]) -> Vec<String> {
                     "{:?}\u{0}{}\u{0}{:?}\u{0}{}\u{0}{}\u{0}{}",
                     g.kind, g.label, g.grid, g.backend, g.threads_per_rank, g.temporal
                 );
-                stem.push_str(&format!("-{:08x}", fnv(&key) as u32));
+                stem.push_str(&format!("-{:08x}", fnv1a(&key) as u32));
             }
             let mut unique = stem.clone();
             let mut n = 2;
@@ -155,13 +156,6 @@ fn stems(groups: &[Group]) -> Vec<String> {
             unique
         })
         .collect()
-}
-
-/// FNV-1a: a stable hash for file names (the same name on every run).
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// Writes every group's pictures into `dir` (see [`prepare`]) and returns

@@ -11,11 +11,9 @@
 
 use crate::comm::{self, Comm};
 use crate::error::{Error, Result};
+use crate::machine::memory::GIB;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// Bytes in a GiB, for messages.
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// One rank's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

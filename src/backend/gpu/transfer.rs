@@ -12,6 +12,7 @@ use super::sample::{Measured, SERIES, Sample};
 use super::staging::PinnedBuffer;
 use crate::backend::api::HostBuffer;
 use crate::error::{Error, Result};
+use crate::machine::memory::GIB;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, result};
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,9 +21,6 @@ use std::time::Instant;
 const BYTES_PER_SIZE: usize = 1 << 30;
 /// Fewest and most copies timed per size.
 const COPIES: (usize, usize) = (5, 200);
-/// Bytes in a GiB, for messages.
-const GIB: f64 = (1u64 << 30) as f64;
-
 /// Measures copies of every size in `sizes` (bytes) on device `device`.
 /// Too large a size is a usage error (exit 2) before anything is
 /// allocated: two device buffers and a pinned and a pageable host buffer

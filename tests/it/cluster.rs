@@ -854,11 +854,19 @@ fn a_stop_signal_during_up_takes_down_what_it_brought_up() {
             std::thread::sleep(Duration::from_millis(5));
         }
         crate::signals::kill(sig, child.id());
-        let status = wait_timeout::ChildExt::wait_timeout(&mut child, Duration::from_secs(60))
-            .unwrap()
-            .unwrap_or_else(|| panic!("{sig}: up did not end"));
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        let mut err_pipe = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(&mut err_pipe, &mut err);
+            err
+        });
+        let status = wait_or_kill(
+            &mut child,
+            Duration::from_secs(60),
+            &format!("{sig}: up"),
+            String::new,
+        );
+        let err = reader.join().unwrap();
         assert_eq!(status.code(), Some(code), "{sig}: {err}");
         assert!(
             err.contains(&format!("stopped by SIG{sig}")),

@@ -5,7 +5,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 use wait_timeout::ChildExt;
@@ -143,6 +143,29 @@ pub fn temp_file(tag: &str, name: &str) -> PathBuf {
     f
 }
 
+/// The one deadline of the tests: waits for `child` at most `limit`; a
+/// child still running then is killed and reaped (never left behind) and
+/// the test fails, saying `what` and `stderr()` (what it wrote, read only
+/// after the kill).
+pub fn wait_or_kill(
+    child: &mut Child,
+    limit: Duration,
+    what: &dyn std::fmt::Debug,
+    stderr: impl FnOnce() -> String,
+) -> ExitStatus {
+    match child.wait_timeout(limit).expect("wait works") {
+        Some(s) => s,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{what:?} did not finish within {limit:?} (hang?); stderr:\n{}",
+                stderr()
+            );
+        }
+    }
+}
+
 /// Runs `cmd` to completion, killing it after `limit`; a run that has to be
 /// killed fails the test (a hang is a bug).
 pub fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
@@ -164,19 +187,23 @@ pub fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
         let _ = err_pipe.read_to_end(&mut v);
         v
     });
-    let status = match child.wait_timeout(limit).expect("wait works") {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let err = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-            panic!("{cmd:?} did not finish within {limit:?} (hang?); stderr:\n{err}");
-        }
+    // The reader is taken by whichever needs it: the failure's message
+    // (after the kill) or the output.
+    let err_reader = std::cell::RefCell::new(Some(err_reader));
+    let take_err = || {
+        err_reader
+            .borrow_mut()
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     };
+    let status = wait_or_kill(&mut child, limit, &cmd, || {
+        String::from_utf8_lossy(&take_err()).into_owned()
+    });
     Output {
         status,
         stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
+        stderr: take_err(),
     }
 }
 

@@ -10,7 +10,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
-use wait_timeout::ChildExt;
 
 /// A fresh, empty scratch directory for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -67,14 +66,7 @@ fn run_out(mut cmd: Command, out: Out, limit: Duration) -> Ended {
         let _ = err.read_to_string(&mut s);
         s
     });
-    let status = match child.wait_timeout(limit).unwrap() {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-    };
+    let status = wait_or_kill(&mut child, limit, &cmd, String::new);
     Ended {
         status,
         stderr: reader.join().unwrap(),
@@ -205,7 +197,7 @@ fn a_full_stderr_is_no_panic() {
             .unwrap(),
     );
     let mut child = cmd.spawn().unwrap();
-    let status = child.wait_timeout(LIMIT).unwrap().expect("ends");
+    let status = wait_or_kill(&mut child, LIMIT, &cmd, String::new);
     assert_eq!(status.code(), Some(2));
     let mut cmd = himeno(&["--grid", "2x5x5"]);
     cmd.stderr(
@@ -214,7 +206,8 @@ fn a_full_stderr_is_no_panic() {
             .open("/dev/full")
             .unwrap(),
     );
-    let status = cmd.status().unwrap();
+    let mut child = cmd.spawn().unwrap();
+    let status = wait_or_kill(&mut child, LIMIT, &cmd, String::new);
     assert_eq!(status.code(), Some(2));
 }
 
@@ -1008,10 +1001,7 @@ fn a_full_stderr_does_not_change_the_exit_code() {
             .stderr(full())
             .spawn()
             .unwrap();
-        let Some(status) = child.wait_timeout(LIMIT).unwrap() else {
-            let _ = child.kill();
-            panic!("{fault} {args:?} did not finish within {LIMIT:?}");
-        };
+        let status = wait_or_kill(&mut child, LIMIT, &(fault, args), String::new);
         assert_eq!(status.code(), Some(code), "{fault} {args:?}: {status:?}");
     }
 }

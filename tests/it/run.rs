@@ -151,11 +151,19 @@ fn seconds_mode_sizes_the_run_from_the_rehearsal() {
         "XS",
         "--seconds",
         "0.5",
+        "--warmup",
+        "3",
         "--format",
         "json",
     ]));
     let r = json_ok(&o);
-    assert!(r["iterations"].as_u64().unwrap() >= 1);
+    // As the original: the count is the target over the time of one
+    // rehearsal iteration (the record's rehearsal time over its 3), at least
+    // one, and the run does all of them.
+    let warmup_s = r["warmup_s"].as_f64().unwrap();
+    let sized = ((0.5 / (warmup_s / 3.0)).floor()).clamp(1.0, 1e9) as u64;
+    assert_eq!(r["planned_iterations"].as_u64(), Some(sized), "{r}");
+    assert_eq!(r["iterations"].as_u64(), Some(sized), "{r}");
     let wall = r["wall_s"].as_f64().unwrap();
     assert!(wall < 30.0, "a 0.5 s target ran {wall} s");
 }

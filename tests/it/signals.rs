@@ -14,7 +14,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-use wait_timeout::ChildExt;
 
 /// A run that would take many minutes unless stopped.
 const LONG: [&str; 8] = [
@@ -94,22 +93,32 @@ impl Running {
     }
 
     /// Waits for the end (at most a minute: a hang fails the test).
-    pub(crate) fn finish(mut self) -> Ended {
-        let status = match self.child.wait_timeout(Duration::from_secs(60)).unwrap() {
-            Some(s) => s,
-            None => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "the signalled run did not end:\n{}",
-                    self.stderr.join().unwrap()
-                );
-            }
+    pub(crate) fn finish(self) -> Ended {
+        let Running {
+            _guard,
+            mut child,
+            stderr,
+            stdout,
+            ..
+        } = self;
+        let stderr = std::cell::RefCell::new(Some(stderr));
+        let take = || {
+            stderr
+                .borrow_mut()
+                .take()
+                .and_then(|h| h.join().ok())
+                .unwrap_or_default()
         };
+        let status = wait_or_kill(
+            &mut child,
+            Duration::from_secs(60),
+            &"the signalled run",
+            take,
+        );
         Ended {
             status,
-            stdout: self.stdout.join().unwrap(),
-            stderr: self.stderr.join().unwrap(),
+            stdout: stdout.join().unwrap(),
+            stderr: take(),
         }
     }
 }

@@ -8,12 +8,12 @@
 
 // The layers, lowest first (a module imports only from layers below it;
 // `tests/it/layers.rs` keeps it so):
-// 1. error, timing, signals, progress, output;
+// 1. error, timing, timeline, signals, progress, output;
 // 2. machine, grid, comm;
 // 3. problem, verify;
 // 4. config;
 // 5. backend (cpu, gpu);
-// 6. halo, solver, preflight, selftest, fault;
+// 6. halo, solver, preflight, selftest, fault, trace;
 // 7. report, bench, study, gpu_check;
 // 8. cli, then run and this entry point.
 pub mod backend;
@@ -36,7 +36,9 @@ pub mod selftest;
 pub mod signals;
 pub mod solver;
 pub mod study;
+pub mod timeline;
 pub mod timing;
+pub mod trace;
 pub mod verify;
 
 mod run;

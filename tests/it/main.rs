@@ -23,3 +23,4 @@ mod signals;
 mod stream;
 mod study;
 mod temporal;
+mod trace;

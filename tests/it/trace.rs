@@ -1,0 +1,232 @@
+//! `--trace FILE`: the merged multi-rank Chrome trace (under `mpirun` and
+//! with in-process ranks) as ui.perfetto.dev reads it, its sums against the
+//! report's phase table, its clock alignment, its bound on long runs, and
+//! the timeline plot `himeno report --timeline` draws from it.
+
+use crate::common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Reads and parses a trace file.
+fn load(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("the trace was written");
+    serde_json::from_str(&text).expect("the trace is one JSON document")
+}
+
+/// The complete events of a trace.
+fn complete(t: &Value) -> Vec<&Value> {
+    t["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect()
+}
+
+/// Runs `np` ranks of size S for `iterations` with a trace; returns the
+/// JSON report and the trace.
+fn traced(launcher: Launcher, np: usize, iterations: &str, extra: &[&str]) -> (Value, Value) {
+    let path = temp_file("trace", &format!("{launcher:?}-{np}-{iterations}.json"));
+    let p = path.to_str().unwrap();
+    let mut args = vec![
+        "--size",
+        "S",
+        "--iterations",
+        iterations,
+        "--format",
+        "json",
+        "--trace",
+        p,
+    ];
+    args.extend_from_slice(extra);
+    let report = json_ok(&run(ranks(launcher, np, &args)));
+    (report, load(&path))
+}
+
+/// Asserts what Perfetto needs: one named, sorted process per rank, no
+/// tid 0, no two complete events overlapping on one track.
+fn assert_perfetto_shape(t: &Value, np: usize) {
+    let events = t["traceEvents"].as_array().unwrap();
+    for e in events {
+        assert!(e["tid"].as_u64().unwrap() > 0, "tid 0: {e}");
+        assert!(e["pid"].as_u64().unwrap() < np as u64, "{e}");
+    }
+    let meta = |name: &str, key: &str| -> BTreeMap<u64, Value> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == name)
+            .map(|e| (e["pid"].as_u64().unwrap(), e["args"][key].clone()))
+            .collect()
+    };
+    let names = meta("process_name", "name");
+    let sort = meta("process_sort_index", "sort_index");
+    assert_eq!(names.len(), np);
+    for r in 0..np as u64 {
+        assert_eq!(names[&r], format!("rank {r}"));
+        assert_eq!(sort[&r], r);
+    }
+    let mut tracks: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    for e in complete(t) {
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        assert!(ts >= 0.0 && dur >= 0.0, "{e}");
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        tracks.entry(key).or_default().push((ts, ts + dur));
+    }
+    assert_eq!(
+        tracks.len(),
+        np,
+        "one track per rank on the CPU: {:?}",
+        tracks.keys()
+    );
+    for (track, spans) in &mut tracks {
+        spans.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        for w in spans.windows(2) {
+            // A thousandth of a microsecond: the rounding of ts + dur.
+            assert!(w[1].0 >= w[0].1 - 1e-3, "overlap on {track:?}: {w:?}");
+        }
+    }
+}
+
+/// Asserts that every rank's timed events add up to its row of the
+/// report's phase table, within 1 %.
+fn assert_sums_match(report: &Value, t: &Value) {
+    let mut sums: BTreeMap<(u64, String), f64> = BTreeMap::new();
+    for e in complete(t).into_iter().filter(|e| e["cat"] == "timed") {
+        let key = (
+            e["pid"].as_u64().unwrap(),
+            e["name"].as_str().unwrap().to_string(),
+        );
+        *sums.entry(key).or_default() += e["dur"].as_f64().unwrap() * 1e-6;
+    }
+    let per_rank = report["per_rank"].as_array().unwrap();
+    for row in per_rank {
+        let rank = row["rank"].as_u64().unwrap();
+        for (phase, want) in row["phases_s"].as_object().unwrap() {
+            let want = want.as_f64().unwrap();
+            let got = sums.get(&(rank, phase.clone())).copied().unwrap_or(0.0);
+            // 1 %, and a microsecond for phases that took none.
+            assert!(
+                (got - want).abs() <= 0.01 * want + 1e-6,
+                "rank {rank} {phase}: trace {got} s, report {want} s"
+            );
+        }
+    }
+    assert!(sums.keys().any(|(_, p)| p == "compute"));
+}
+
+/// Asserts the clock alignment of ranks of one host: every estimated
+/// offset is within half its round trip of zero (the shared kernel clock
+/// is the truth there), none is applied, and the ranks leave the
+/// recorded barriers together.
+fn assert_one_host_clock(t: &Value, np: usize) {
+    let clock = t["otherData"]["clock"].as_array().unwrap();
+    assert_eq!(clock.len(), np);
+    for c in clock {
+        let est = c["offset_estimate_ns"].as_i64().unwrap();
+        let rtt = c["rtt_ns"].as_i64().unwrap();
+        assert!(
+            est.abs() <= rtt / 2 + 1,
+            "offset outside its round trip: {c}"
+        );
+        assert_eq!(c["applied_offset_ns"], 0, "{c}");
+    }
+    let mut ends: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for e in complete(t).into_iter().filter(|e| e["name"] == "barrier") {
+        let end = e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
+        ends.entry(e["pid"].as_u64().unwrap())
+            .or_default()
+            .push(end);
+    }
+    assert_eq!(ends.len(), np);
+    for which in 0..2 {
+        let at: Vec<f64> = ends.values().map(|v| v[which]).collect();
+        let spread = at.iter().cloned().fold(f64::MIN, f64::max)
+            - at.iter().cloned().fold(f64::MAX, f64::min);
+        // Measured spreads are 1-40 us; a misaligned clock is off by the
+        // processes' start-up (milliseconds). The margin is for a rank
+        // descheduled on the shared test machine.
+        assert!(
+            spread < 2000.0,
+            "barrier {which} ends {spread} us apart: {at:?}"
+        );
+    }
+}
+
+#[test]
+fn four_ranks_write_one_merged_trace() {
+    for launcher in launchers() {
+        let (report, t) = traced(launcher, 4, "50", &[]);
+        assert_perfetto_shape(&t, 4);
+        assert_sums_match(&report, &t);
+        assert_one_host_clock(&t, 4);
+        assert_eq!(t["otherData"]["kept"], "every iteration", "{launcher:?}");
+        let timed: std::collections::BTreeSet<u64> = complete(&t)
+            .into_iter()
+            .filter(|e| e["cat"] == "timed")
+            .map(|e| e["args"]["iteration"].as_u64().unwrap())
+            .collect();
+        assert_eq!(timed, (1..=50).collect(), "{launcher:?}");
+        assert!(
+            complete(&t).iter().any(|e| e["cat"] == "rehearsal"),
+            "the rehearsal is on the timeline apart from the timed loop"
+        );
+    }
+}
+
+#[test]
+fn temporal_blocks_trace_alike() {
+    let (report, t) = traced(Launcher::Local, 2, "12", &["--temporal", "4"]);
+    assert_perfetto_shape(&t, 2);
+    assert_sums_match(&report, &t);
+}
+
+#[test]
+fn long_runs_keep_the_first_and_last_iterations() {
+    let (report, t) = traced(Launcher::Local, 2, "30", &["--trace-keep", "5"]);
+    let timed: std::collections::BTreeSet<u64> = complete(&t)
+        .into_iter()
+        .filter(|e| e["cat"] == "timed")
+        .map(|e| e["args"]["iteration"].as_u64().unwrap())
+        .collect();
+    let want: std::collections::BTreeSet<u64> = (1..=5).chain(26..=30).collect();
+    assert_eq!(timed, want);
+    let kept = t["otherData"]["kept"].as_str().unwrap();
+    assert!(kept.contains("iterations 6 to 25 were dropped"), "{kept}");
+    assert_eq!(
+        t["otherData"]["dropped"][1]["iterations"],
+        serde_json::json!([6, 25])
+    );
+    assert_eq!(report["iterations"], 30);
+}
+
+#[test]
+fn bad_trace_options_are_one_line() {
+    let o = run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "2",
+        "--trace",
+        "/nonexistent-dir/t.json",
+    ]));
+    assert_clean_error(&o, &["--trace"]);
+    let o = run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "2",
+        "--trace-keep",
+        "5",
+    ]));
+    assert_clean_error(&o, &["--trace"]);
+    let dir = temp_file("trace", "a-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = run(himeno(&[
+        "--iterations",
+        "2",
+        "--trace",
+        dir.to_str().unwrap(),
+    ]));
+    assert_clean_error(&o, &["directory"]);
+}

@@ -27,6 +27,17 @@ fn complete(t: &Value) -> Vec<&Value> {
 /// Runs `np` ranks of size S for `iterations` with a trace; returns the
 /// JSON report and the trace.
 fn traced(launcher: Launcher, np: usize, iterations: &str, extra: &[&str]) -> (Value, Value) {
+    let (report, t, _) = traced_at(launcher, np, iterations, extra);
+    (report, t)
+}
+
+/// [`traced`], with the trace's path.
+fn traced_at(
+    launcher: Launcher,
+    np: usize,
+    iterations: &str,
+    extra: &[&str],
+) -> (Value, Value, std::path::PathBuf) {
     let path = temp_file("trace", &format!("{launcher:?}-{np}-{iterations}.json"));
     let p = path.to_str().unwrap();
     let mut args = vec![
@@ -41,7 +52,8 @@ fn traced(launcher: Launcher, np: usize, iterations: &str, extra: &[&str]) -> (V
     ];
     args.extend_from_slice(extra);
     let report = json_ok(&run(ranks(launcher, np, &args)));
-    (report, load(&path))
+    let t = load(&path);
+    (report, t, path)
 }
 
 /// Asserts what Perfetto needs: one named, sorted process per rank, no
@@ -229,4 +241,52 @@ fn bad_trace_options_are_one_line() {
         dir.to_str().unwrap(),
     ]));
     assert_clean_error(&o, &["directory"]);
+}
+
+#[test]
+fn the_timeline_is_drawn_from_a_trace() {
+    let (_, _, trace) = traced_at(Launcher::Local, 4, "6", &[]);
+    let dir = temp_file("trace", "timeline-plots");
+    let o = run(himeno(&[
+        "report",
+        "--timeline",
+        trace.to_str().unwrap(),
+        "--plot",
+        dir.to_str().unwrap(),
+        "--timeline-from",
+        "2",
+        "--timeline-count",
+        "2",
+    ]));
+    let out = stdout_ok(&o);
+    assert!(out.contains("timed iterations 2-3 of 6 (4 ranks"), "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.trim_start().starts_with('3'))
+            .count(),
+        1,
+        "{out}"
+    );
+    let png = std::fs::read(dir.join("timeline.png")).expect("the PNG");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 5000,
+        "{} bytes",
+        png.len()
+    );
+    let svg = std::fs::read_to_string(dir.join("timeline.svg")).expect("the SVG");
+    assert!(
+        svg.contains("rank 3") && svg.contains("allreduce"),
+        "labels and key in the SVG"
+    );
+    // Iterations the trace does not hold, and a file that is no trace.
+    let o = run(himeno(&[
+        "report",
+        "--timeline",
+        trace.to_str().unwrap(),
+        "--timeline-from",
+        "7",
+    ]));
+    assert_clean_error(&o, &["--timeline-from"]);
+    let o = run(himeno(&["report", "--timeline", "/etc/hostname"]));
+    assert_clean_error(&o, &["cannot read the trace"]);
 }

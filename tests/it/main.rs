@@ -17,6 +17,7 @@ mod hostile;
 mod known_answers;
 mod layers;
 mod ranks;
+mod reframe;
 mod rehearsal;
 mod run;
 mod signals;

@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Reads and parses a trace file.
-fn load(path: &Path) -> Value {
+pub fn load(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).expect("the trace was written");
     serde_json::from_str(&text).expect("the trace is one JSON document")
 }
 
 /// The complete events of a trace.
-fn complete(t: &Value) -> Vec<&Value> {
+pub fn complete(t: &Value) -> Vec<&Value> {
     t["traceEvents"]
         .as_array()
         .expect("traceEvents")
@@ -58,7 +58,7 @@ fn traced_at(
 
 /// Asserts what Perfetto needs: one named, sorted process per rank, no
 /// tid 0, no two complete events overlapping on one track.
-fn assert_perfetto_shape(t: &Value, np: usize) {
+pub fn assert_perfetto_shape(t: &Value, np: usize) {
     let events = t["traceEvents"].as_array().unwrap();
     for e in events {
         assert!(e["tid"].as_u64().unwrap() > 0, "tid 0: {e}");
@@ -102,7 +102,7 @@ fn assert_perfetto_shape(t: &Value, np: usize) {
 
 /// Asserts that every rank's timed events add up to its row of the
 /// report's phase table, within 1 %.
-fn assert_sums_match(report: &Value, t: &Value) {
+pub fn assert_sums_match(report: &Value, t: &Value) {
     let mut sums: BTreeMap<(u64, String), f64> = BTreeMap::new();
     for e in complete(t).into_iter().filter(|e| e["cat"] == "timed") {
         let key = (

@@ -126,7 +126,7 @@ fn decode(bytes: &[u8]) -> Result<RankTimeline> {
     let mut t: RankTimeline =
         serde_json::from_slice(&bytes[..nl]).map_err(|e| bad(&e.to_string()))?;
     let body = &bytes[nl + 1..];
-    if body.len() % EVENT_BYTES != 0 {
+    if !body.len().is_multiple_of(EVENT_BYTES) {
         return Err(bad("a partial event"));
     }
     let u64_at =

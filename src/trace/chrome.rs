@@ -5,8 +5,8 @@
 //! all on one epoch. Perfetto's JSON importer takes no clock information,
 //! so the ranks' times are aligned here, before writing.
 
-use super::RankTimeline;
 use super::clock::Offset;
+use super::rank::RankTimeline;
 use crate::timeline::{Dropped, MAIN_TRACK};
 use serde::Serialize;
 use serde_json::{Value, json};

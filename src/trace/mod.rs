@@ -1,7 +1,8 @@
 //! `--trace FILE`: every rank records a timeline of its phases (see
 //! `crate::timeline`), and rank 0 gathers them after the run and writes one
 //! merged Chrome Trace Event file (see [`chrome`]) on one epoch, aligned
-//! from clock offsets exchanged at the start (see [`clock`]).
+//! from clock offsets exchanged at the start (see [`clock`]); [`rank`] is
+//! the form a rank's timeline travels in.
 //!
 //! A session starts before the solver (a barrier, the offsets, a barrier
 //! recorded on every rank) and finishes after it (a closing barrier
@@ -9,13 +10,13 @@
 
 pub mod chrome;
 pub mod clock;
+pub mod rank;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::timeline::{self, Dropped, Event, Part, Recorder, What};
-use crate::timing::Phase;
+use crate::timeline::{self, Part, Recorder, What};
 use clap::Args;
-use serde::{Deserialize, Serialize};
+use rank::RankTimeline;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -67,92 +68,6 @@ pub fn check_writable(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One rank's timeline as rank 0 gathers it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RankTimeline {
-    /// Rank number.
-    pub rank: usize,
-    /// Host the rank ran on.
-    pub host: String,
-    /// The rank's recording origin on its host's monotonic clock, in ns.
-    pub origin_ns: u64,
-    /// Iterations kept at each end of the timed loop.
-    pub keep: u64,
-    /// What the rank's recorder dropped.
-    pub dropped: Dropped,
-    /// The kept events, their times relative to `origin_ns`.
-    #[serde(skip)]
-    pub events: Vec<Event>,
-}
-
-/// Bytes of one encoded event.
-const EVENT_BYTES: usize = 1 + 1 + 4 + 8 + 8 + 8;
-
-/// Code of an event's kind in the encoding: the phase's place in
-/// [`Phase::ALL`], then the barrier.
-fn what_code(w: What) -> u8 {
-    match w {
-        What::Phase(p) => Phase::ALL.iter().position(|&q| q == p).unwrap_or(0) as u8,
-        What::Barrier => Phase::ALL.len() as u8,
-    }
-}
-
-/// Encodes `t` for the gather: its header as one JSON line, then every
-/// event in fixed-size little-endian fields (a JSON array of a million
-/// events would be several times larger).
-fn encode(t: &RankTimeline) -> Result<Vec<u8>> {
-    let mut out = serde_json::to_vec(t)
-        .map_err(|e| Error::runtime(format!("cannot encode the timeline: {e}")))?;
-    out.push(b'\n');
-    out.reserve(t.events.len() * EVENT_BYTES);
-    for e in &t.events {
-        out.push(what_code(e.what));
-        out.push(e.part as u8);
-        out.extend_from_slice(&e.track.to_le_bytes());
-        out.extend_from_slice(&e.iteration.to_le_bytes());
-        out.extend_from_slice(&e.start_ns.to_le_bytes());
-        out.extend_from_slice(&e.dur_ns.to_le_bytes());
-    }
-    Ok(out)
-}
-
-/// Decodes what [`encode`] made.
-fn decode(bytes: &[u8]) -> Result<RankTimeline> {
-    let bad = |why: &str| Error::runtime(format!("bad timeline from a rank: {why}"));
-    let nl = bytes
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or_else(|| bad("no header"))?;
-    let mut t: RankTimeline =
-        serde_json::from_slice(&bytes[..nl]).map_err(|e| bad(&e.to_string()))?;
-    let body = &bytes[nl + 1..];
-    if !body.len().is_multiple_of(EVENT_BYTES) {
-        return Err(bad("a partial event"));
-    }
-    let u64_at =
-        |c: &[u8], at: usize| u64::from_le_bytes(c[at..at + 8].try_into().expect("8 bytes"));
-    for c in body.chunks_exact(EVENT_BYTES) {
-        let what = match c[0] as usize {
-            i if i < Phase::ALL.len() => What::Phase(Phase::ALL[i]),
-            _ => What::Barrier,
-        };
-        let part = match c[1] {
-            0 => Part::Setup,
-            1 => Part::Rehearsal,
-            _ => Part::Timed,
-        };
-        t.events.push(Event {
-            what,
-            part,
-            track: u32::from_le_bytes(c[2..6].try_into().expect("4 bytes")),
-            iteration: u64_at(c, 6),
-            start_ns: u64_at(c, 14),
-            dur_ns: u64_at(c, 22),
-        });
-    }
-    Ok(t)
-}
-
 /// Records a barrier on this thread's timeline.
 fn recorded_barrier(comm: &dyn Comm) {
     let start = Instant::now();
@@ -202,11 +117,14 @@ impl Session {
             dropped: rec.dropped(),
             events: rec.events(),
         };
-        let Some(all) = comm.gather(&encode(&mine)?) else {
+        let Some(all) = comm.gather(&rank::encode(&mine)?) else {
             return Ok(0);
         };
         drop(mine);
-        let ranks = all.iter().map(|b| decode(b)).collect::<Result<Vec<_>>>()?;
+        let ranks = all
+            .iter()
+            .map(|b| rank::decode(b))
+            .collect::<Result<Vec<_>>>()?;
         let text = chrome::render(&ranks, &self.offsets, about)
             .map_err(|e| Error::runtime(format!("cannot encode the trace: {e}")))?;
         std::fs::write(&self.path, text).map_err(|e| {
@@ -222,40 +140,6 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timelines_survive_the_gather_encoding() {
-        let t = RankTimeline {
-            rank: 3,
-            host: "node7".into(),
-            origin_ns: 123_456_789,
-            keep: 5,
-            dropped: Dropped {
-                events: 4,
-                iterations: Some((6, 9)),
-            },
-            events: vec![
-                Event {
-                    what: What::Phase(Phase::Unpack),
-                    part: Part::Timed,
-                    iteration: 12,
-                    track: 1,
-                    start_ns: 99,
-                    dur_ns: 7,
-                },
-                Event {
-                    what: What::Barrier,
-                    part: Part::Setup,
-                    iteration: 0,
-                    track: 2,
-                    start_ns: u64::MAX - 1,
-                    dur_ns: 0,
-                },
-            ],
-        };
-        assert_eq!(decode(&encode(&t).unwrap()).unwrap(), t);
-        assert!(decode(&encode(&t).unwrap()[..40]).is_err());
-    }
 
     #[test]
     fn an_unwritable_trace_is_a_usage_error() {

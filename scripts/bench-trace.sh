@@ -7,9 +7,11 @@
 # down, so the best runs are the least disturbed), and the median of the
 # pairs' ratios as the overhead.
 # The loop time is what the trace must not slow down; writing the file
-# after the loop is not in it (its size and the whole run's time are shown).
+# after the loop is not in it (its size is shown). A tiny grid (--sizes
+# 3x3x3, one rank) shows the recorder's own cost per iteration, which the
+# presets' iterations hide in the noise of a shared machine.
 #
-# Usage: scripts/bench-trace.sh [--sizes "M L"] [--ranks 4] [--repeats 5]
+# Usage: scripts/bench-trace.sh [--sizes "M L 3x3x3"] [--ranks 4] [--repeats 5]
 #          [--iterations "M=100 L=20"] [--launcher mpirun|local]
 #          [--bin target/release/himeno]
 # Needs the release binary with MPI for --launcher mpirun (the default):
@@ -65,7 +67,9 @@ count() {
 run() {
     local size=$1 n=$2 out=$3
     shift 3
-    local args=(--size "$size" --iterations "$n" --threads 1 --format json "$@")
+    local shape=(--size "$size")
+    [[ $size == *x*x* ]] && shape=(--grid "$size")
+    local args=("${shape[@]}" --iterations "$n" --threads 1 --format json "$@")
     if [[ $launcher == mpirun ]]; then
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
             mpirun --oversubscribe -np "$ranks" "$bin" "${args[@]}" > "$out"

@@ -58,6 +58,25 @@ site_configuration = {
             ],
         },
     ],
+    # Logs go to the terminal only (ReFrame's default also leaves a file
+    # in /tmp per session); the performance logs stay under the prefix.
+    'logging': [
+        {
+            'handlers': [
+                {'type': 'stream', 'name': 'stdout', 'level': 'info',
+                 'format': '%(message)s'},
+            ],
+            'handlers_perflog': [
+                {'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
+                 'level': 'info',
+                 'format': '%(check_job_completion_time)s|%(check_display_name)s|'
+                           '%(check_perfvalues)s',
+                 'format_perfvars': '%(check_perf_var)s=%(check_perf_value)s '
+                                    '%(check_perf_unit)s|',
+                 'append': True},
+            ],
+        },
+    ],
     'environments': [
         {
             'name': 'plain',

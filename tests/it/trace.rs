@@ -278,6 +278,14 @@ fn the_timeline_is_drawn_from_a_trace() {
         svg.contains("rank 3") && svg.contains("allreduce"),
         "labels and key in the SVG"
     );
+    // Without --plot the pictures go beside the trace, named after it.
+    stdout_ok(&run(himeno(&[
+        "report",
+        "--timeline",
+        trace.to_str().unwrap(),
+    ])));
+    let beside = trace.with_file_name("Local-4-6-timeline.png");
+    assert!(beside.is_file(), "{} missing", beside.display());
     // Iterations the trace does not hold, and a file that is no trace.
     let o = run(himeno(&[
         "report",

@@ -100,7 +100,12 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     // automatic process grid differently.
     let kind = backend::choose(args.backend_asked(), comm);
     let (cfg, fault, grace) = comm::agree(comm, validate(args, kind, comm), |(cfg, ..)| {
-        cfg.agreement_terms()
+        let mut terms = cfg.agreement_terms();
+        // Tracing adds collectives (the clock exchange, the gather): every
+        // rank must record, or none.
+        terms.push(("trace", format!("{:?}", args.trace.trace)));
+        terms.push(("trace keep", args.trace.trace_keep.to_string()));
+        terms
     })?;
     if let Some(grace) = grace {
         stop.set_grace(grace);

@@ -298,3 +298,25 @@ fn the_timeline_is_drawn_from_a_trace() {
     let o = run(himeno(&["report", "--timeline", "/etc/hostname"]));
     assert_clean_error(&o, &["cannot read the trace"]);
 }
+
+#[test]
+fn ranks_that_disagree_on_tracing_stop_together() {
+    if !mpi_or_skip("ranks_that_disagree_on_tracing_stop_together") {
+        return;
+    }
+    let path = temp_file("trace", "mpmd.json");
+    let run_args = ["--grid", "9x9x9", "--iterations", "2"];
+    let mut traced = run_args.to_vec();
+    traced.extend(["--trace", path.to_str().unwrap()]);
+    // An MPMD launch: rank 0 traces, rank 1 does not.
+    let mut c = mpirun(1, &traced);
+    c.args([":", "-np", "1", BIN]).args(run_args);
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("rank 1 resolved a different trace"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!path.exists(), "no rank ran, no trace is written");
+}

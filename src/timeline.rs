@@ -23,6 +23,10 @@ use std::time::Instant;
 /// The track of the rank's driver thread: every phase it times.
 pub const MAIN_TRACK: u32 = 1;
 
+/// The track of a rank's first sweep thread: thread `t` of its pool draws
+/// on track `FIRST_THREAD_TRACK + t`.
+pub const FIRST_THREAD_TRACK: u32 = 2;
+
 /// What an event is: a phase of the report, or a barrier of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -31,6 +35,9 @@ pub enum What {
     Phase(Phase),
     /// A barrier outside the phases (the timeline's own, at its ends).
     Barrier,
+    /// One sweep thread's share of a sweep, on the thread's own track: the
+    /// driver's compute event holds it, so it is no phase of the table.
+    Sweep,
 }
 
 impl What {
@@ -39,6 +46,7 @@ impl What {
         match self {
             What::Phase(p) => p.name(),
             What::Barrier => "barrier",
+            What::Sweep => "sweep",
         }
     }
 }
@@ -217,6 +225,16 @@ pub fn mark(part: Part, iteration: u64) {
 /// thread records.
 pub fn record(what: What, start: Instant, end: Instant) {
     with(|r| r.record(what, MAIN_TRACK, start, end));
+}
+
+/// Records each sweep thread's span (`spans[t]` for thread `t`) on its
+/// own track, if this thread records.
+pub fn record_threads(spans: &[(Instant, Instant)]) {
+    with(|r| {
+        for (t, &(start, end)) in spans.iter().enumerate() {
+            r.record(What::Sweep, FIRST_THREAD_TRACK + t as u32, start, end);
+        }
+    });
 }
 
 /// Ends the clock's lap as `phase`: adds its seconds to `times` and records

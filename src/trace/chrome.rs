@@ -1,15 +1,16 @@
 //! The merged trace in the Chrome Trace Event format (JSON object form),
 //! which ui.perfetto.dev and chrome://tracing open: one process per rank
 //! (`pid` = rank, named "rank N", sorted by rank), one thread per track
-//! (`tid` from 1), complete (`"X"`) events that never overlap on a track,
+//! (`tid` 1 the driver's phases, 2 on each sweep thread's share), complete (`"X"`) events that never overlap on a track,
 //! all on one epoch. Perfetto's JSON importer takes no clock information,
 //! so the ranks' times are aligned here, before writing.
 
 use super::clock::Offset;
 use super::rank::RankTimeline;
-use crate::timeline::{Dropped, MAIN_TRACK};
+use crate::timeline::{Dropped, FIRST_THREAD_TRACK, MAIN_TRACK};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 
 /// A complete event.
 #[derive(Serialize)]
@@ -108,14 +109,24 @@ pub fn render(
                 json!({ "sort_index": r.rank }),
             ),
             meta("process_labels", MAIN_TRACK, json!({ "labels": r.host })),
-            meta("thread_name", MAIN_TRACK, json!({ "name": "phases" })),
-            meta(
-                "thread_sort_index",
-                MAIN_TRACK,
-                json!({ "sort_index": MAIN_TRACK }),
-            ),
         ] {
             events.push(serde_json::to_value(m)?);
+        }
+        let tracks: BTreeSet<u32> = std::iter::once(MAIN_TRACK)
+            .chain(r.events.iter().map(|e| e.track))
+            .collect();
+        for track in tracks {
+            let name = if track == MAIN_TRACK {
+                "phases".to_string()
+            } else {
+                format!("sweep thread {}", track.saturating_sub(FIRST_THREAD_TRACK))
+            };
+            for m in [
+                meta("thread_name", track, json!({ "name": name })),
+                meta("thread_sort_index", track, json!({ "sort_index": track })),
+            ] {
+                events.push(serde_json::to_value(m)?);
+            }
         }
         let base = origin(i) - epoch;
         complete.extend(r.events.iter().map(|e| Complete {

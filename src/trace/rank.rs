@@ -28,11 +28,13 @@ pub struct RankTimeline {
 const EVENT_BYTES: usize = 1 + 1 + 4 + 8 + 8 + 8;
 
 /// Code of an event's kind in the encoding: the phase's place in
-/// [`Phase::ALL`], then the barrier.
+/// [`Phase::ALL`], then the barrier, then a sweep thread's share.
 fn what_code(w: What) -> u8 {
+    let phases = Phase::ALL.len() as u8;
     match w {
         What::Phase(p) => Phase::ALL.iter().position(|&q| q == p).unwrap_or(0) as u8,
-        What::Barrier => Phase::ALL.len() as u8,
+        What::Barrier => phases,
+        What::Sweep => phases + 1,
     }
 }
 
@@ -73,7 +75,8 @@ pub fn decode(bytes: &[u8]) -> Result<RankTimeline> {
     for c in body.chunks_exact(EVENT_BYTES) {
         let what = match c[0] as usize {
             i if i < Phase::ALL.len() => What::Phase(Phase::ALL[i]),
-            _ => What::Barrier,
+            i if i == Phase::ALL.len() => What::Barrier,
+            _ => What::Sweep,
         };
         let part = match c[1] {
             0 => Part::Setup,
@@ -115,6 +118,14 @@ mod tests {
                     track: 1,
                     start_ns: 99,
                     dur_ns: 7,
+                },
+                Event {
+                    what: What::Sweep,
+                    part: Part::Timed,
+                    iteration: 12,
+                    track: 3,
+                    start_ns: 100,
+                    dur_ns: 5,
                 },
                 Event {
                     what: What::Barrier,

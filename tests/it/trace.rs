@@ -85,12 +85,23 @@ pub fn assert_perfetto_shape(t: &Value, np: usize) {
         let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
         tracks.entry(key).or_default().push((ts, ts + dur));
     }
-    assert_eq!(
-        tracks.len(),
-        np,
-        "one track per rank on the CPU: {:?}",
-        tracks.keys()
-    );
+    for r in 0..np as u64 {
+        assert!(tracks.contains_key(&(r, 1)), "rank {r} has no phase track");
+    }
+    // Beside the phases (tid 1) only the sweep threads' shares (tid 2..),
+    // each named in the metadata.
+    for e in complete(t) {
+        let on_thread = e["tid"].as_u64().unwrap() > 1;
+        assert_eq!(on_thread, e["name"] == "sweep", "{e}");
+    }
+    let named: std::collections::BTreeSet<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+        .collect();
+    for track in tracks.keys() {
+        assert!(named.contains(track), "track {track:?} has no thread_name");
+    }
     for (track, spans) in &mut tracks {
         spans.sort_by(|a, b| a.partial_cmp(b).unwrap());
         for w in spans.windows(2) {
@@ -125,6 +136,23 @@ pub fn assert_sums_match(report: &Value, t: &Value) {
         }
     }
     assert!(sums.keys().any(|(_, p)| p == "compute"));
+    // A sweep thread works within its rank's compute time: no thread's
+    // shares add up to more.
+    let mut threads: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    for e in complete(t)
+        .into_iter()
+        .filter(|e| e["name"] == "sweep" && e["cat"] == "timed")
+    {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        *threads.entry(key).or_default() += e["dur"].as_f64().unwrap() * 1e-6;
+    }
+    for ((rank, tid), s) in threads {
+        let compute = sums[&(rank, "compute".to_string())];
+        assert!(
+            s <= compute * 1.01 + 1e-6,
+            "rank {rank} thread {tid}: {s} s in {compute} s"
+        );
+    }
 }
 
 /// Asserts the clock alignment of ranks of one host: every estimated
@@ -182,6 +210,10 @@ fn four_ranks_write_one_merged_trace() {
         assert!(
             complete(&t).iter().any(|e| e["cat"] == "rehearsal"),
             "the rehearsal is on the timeline apart from the timed loop"
+        );
+        assert!(
+            complete(&t).iter().any(|e| e["name"] == "sweep"),
+            "the CPU ranks' sweep threads are on the timeline"
         );
     }
 }

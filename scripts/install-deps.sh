@@ -49,6 +49,8 @@ for group in "${groups[@]}"; do
       command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
       command -v numactl >/dev/null 2>&1 || need+=(numactl)
       command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
+      # ReFrame goes into a virtual environment of its own (install-reframe.sh).
+      python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
       # Plots (himeno report --plot) render text with a TrueType font.
       [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
       ;;

@@ -31,6 +31,9 @@ scripts/install-deps.sh "${groups[@]}"
 # NVRTC 12 and 13 from PyPI: the tests compile the kernels with both, no
 # GPU needed (a hard failure in CI).
 scripts/install-nvrtc.sh
+# ReFrame 4.10 in a virtual environment of its own (never system-wide):
+# the tests run the checks of reframe/ with it.
+scripts/install-reframe.sh > /dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Prints how long the step named $1 took since the previous call.

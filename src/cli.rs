@@ -291,6 +291,9 @@ pub struct RunArgs {
     /// Label recorded in the results, e.g. the study this run belongs to.
     #[arg(long, value_parser = clap::value_parser!(OsString))]
     pub label: Option<OsString>,
+    /// Timeline of every rank's phases (`--trace FILE`).
+    #[command(flatten)]
+    pub trace: crate::trace::TraceArgs,
 }
 
 /// Parses a whole number for a count option (clap adds the option's name

@@ -16,6 +16,7 @@ use crate::backend::{Backend, HostBuffer};
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::grid::decomp::{Block, Face};
+use crate::timeline;
 use crate::timing::{Lap, Phase, PhaseTimes};
 use std::ops::Range;
 
@@ -107,8 +108,7 @@ impl Halo {
                 let mut send: [(Face, &mut dyn HostBuffer); 2] =
                     [(face(0), s0.as_mut()), (face(1), s1.as_mut())];
                 let transfer = backend.pack(&mut send[sides.clone()])?;
-                times.add(Phase::Transfer, transfer);
-                times.add(Phase::Pack, (clock.lap() - transfer).max(0.0));
+                timeline::lap_split(&mut clock, Phase::Pack, Phase::Transfer, transfer, times);
             }
             let [s0, s1] = &step.send;
             let [r0, r1] = &mut step.recv;
@@ -118,13 +118,12 @@ impl Halo {
                 [r0.as_mut_slice(), r1.as_mut_slice()],
                 step.dim as i32,
             )?;
-            times.add(Phase::Comm, clock.lap());
+            timeline::lap(&mut clock, Phase::Comm, times);
             let [r0, r1] = &step.recv;
             let recv: [(Face, &dyn HostBuffer); 2] =
                 [(face(0), r0.as_ref()), (face(1), r1.as_ref())];
             let transfer = backend.unpack(&recv[sides])?;
-            times.add(Phase::Transfer, transfer);
-            times.add(Phase::Unpack, (clock.lap() - transfer).max(0.0));
+            timeline::lap_split(&mut clock, Phase::Unpack, Phase::Transfer, transfer, times);
         }
         Ok(())
     }

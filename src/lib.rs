@@ -6,14 +6,14 @@
 //!
 //! [`main_entry`] is the whole program; `main.rs` only calls it.
 
-// The layers, lowest first (a module imports only from layers below it;
-// `tests/it/layers.rs` keeps it so):
-// 1. error, hash, timing, signals, progress, output;
+// The layers, lowest first (a module imports only from its own layer or
+// those below; `tests/it/layers.rs` reads this map and keeps it so):
+// 1. error, hash, timing, timeline, signals, progress, output;
 // 2. machine, grid, comm;
 // 3. problem, verify;
 // 4. config;
 // 5. backend (cpu, gpu);
-// 6. halo, solver, preflight, selftest, fault;
+// 6. halo, solver, preflight, selftest, fault, trace;
 // 7. report, bench, study, gpu_check;
 // 8. cli, then run and this entry point.
 pub mod backend;
@@ -37,7 +37,9 @@ pub mod selftest;
 pub mod signals;
 pub mod solver;
 pub mod study;
+pub mod timeline;
 pub mod timing;
+pub mod trace;
 pub mod verify;
 
 mod run;

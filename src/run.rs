@@ -25,6 +25,7 @@ use crate::report::{self, Ceilings, Record, RecordInputs};
 use crate::selftest;
 use crate::signals::{self, StopFlag};
 use crate::solver::{MemoryUse, Solver};
+use crate::trace;
 use crate::verify::{self, Answer, Verdict};
 use std::process::ExitCode;
 
@@ -104,7 +105,12 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     }
     let kind = backend::choose(args.backend_asked(), comm)?;
     let (cfg, fault, grace) = comm::agree(comm, validate(args, kind, comm), |(cfg, ..)| {
-        cfg.agreement_terms()
+        let mut terms = cfg.agreement_terms();
+        // Tracing adds collectives (the clock exchange, the gather): every
+        // rank must record, or none.
+        terms.push(("trace", format!("{:?}", args.trace.trace)));
+        terms.push(("trace keep", args.trace.trace_keep.to_string()));
+        terms
     })?;
     if let Some(grace) = grace {
         stop.set_grace(grace);
@@ -161,6 +167,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         Ok(())
     };
     let known_rehearsal = verify::known_answer(&grid, cfg.warmup).is_some();
+    let trace = trace::Session::start(&args.trace, comm);
     let outcome = Solver {
         comm,
         backend: backend.as_mut(),
@@ -184,6 +191,10 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     .run(&cfg);
     progress.finish();
     let outcome = outcome?;
+    if let Some(session) = trace {
+        let events = session.finish(comm, trace_about(&cfg, &outcome))?;
+        tracing::info!(events, "trace written");
+    }
     if outcome.iterations == 0 {
         if comm.rank() == 0 {
             error::tell(
@@ -314,7 +325,26 @@ fn validate(
     {
         report::append::check_writable(path)?;
     }
+    if comm.rank() == 0
+        && let Some(path) = &args.trace.trace
+    {
+        trace::check_writable(path)?;
+    }
     Ok((cfg, fault, grace))
+}
+
+/// What a trace file says about its run.
+fn trace_about(cfg: &RunConfig, outcome: &crate::solver::Outcome) -> serde_json::Value {
+    serde_json::json!({
+        "grid": cfg.grid().to_string(),
+        "process_grid": cfg.procs().to_string(),
+        "iterations": outcome.iterations,
+        "planned_iterations": outcome.planned,
+        "warmup_iterations": cfg.warmup,
+        "temporal": outcome.temporal,
+        "complete": outcome.complete,
+        "label": cfg.label,
+    })
 }
 
 /// Prints the record on standard output in the chosen format.

@@ -21,6 +21,7 @@ use crate::grid::decomp::{Block, MAX_DEPTH};
 use crate::halo::Halo;
 use crate::machine::memory;
 use crate::signals::StopFlag;
+use crate::timeline::{self, Part};
 use crate::timing::{self, Lap, Phase, PhaseTimes};
 use crate::verify::{self, Answer};
 use serde::{Deserialize, Serialize};
@@ -182,12 +183,12 @@ impl Solver<'_> {
         let levels = gosa.len();
         let mut clock = Lap::start();
         self.backend.sweeps_start(levels)?;
-        times.add(Phase::Compute, clock.lap());
+        timeline::lap(&mut clock, Phase::Compute, times);
         self.halo.exchange(self.backend, self.comm, times)?;
         clock.lap();
         self.backend.sweeps_finish(gosa)?;
         self.backend.swap();
-        times.add(Phase::Compute, clock.lap());
+        timeline::lap(&mut clock, Phase::Compute, times);
         // The stop request travels with gosa so that every rank leaves the
         // loop after the same block (a signal may reach ranks at different
         // times). One allreduce for the whole block.
@@ -196,7 +197,7 @@ impl Solver<'_> {
         red[levels] = f64::from(u8::from(self.stop.raised()));
         self.comm.sum(&mut red[..=levels]);
         gosa.copy_from_slice(&red[..levels]);
-        times.add(Phase::Allreduce, clock.lap());
+        timeline::lap(&mut clock, Phase::Allreduce, times);
         Ok(red[levels] > 0.0)
     }
 
@@ -235,6 +236,7 @@ impl Solver<'_> {
         while rehearsed < cfg.warmup {
             let levels = self.levels(rehearsed, cfg.warmup);
             self.strike(Stage::Rehearsal, rehearsed, levels)?;
+            timeline::mark(Part::Rehearsal, rehearsed + 1);
             let stop = self.watched_block(&mut gosa[..levels], &mut scratch, &mut per_sweep)?;
             check_block(&gosa[..levels], rehearsed)?;
             rehearsed += levels as u64;
@@ -287,6 +289,7 @@ impl Solver<'_> {
         while done < planned {
             let levels = self.levels(done, planned);
             self.strike(Stage::Timed, done, levels)?;
+            timeline::mark(Part::Timed, done + 1);
             let stop = self.watched_block(&mut gosa[..levels], &mut times, &mut per_sweep)?;
             for (n, g) in gosa[..levels].iter().enumerate() {
                 tracing::debug!(iteration = done + 1 + n as u64, gosa = g, "gosa");

@@ -111,6 +111,14 @@ impl Lap {
         self.0 = now;
         s
     }
+
+    /// The previous lap (or the start) and now, restarting the clock: the
+    /// span a timeline records where [`Lap::lap`] gives only its length.
+    pub fn span(&mut self) -> (Instant, Instant) {
+        let now = Instant::now();
+        let start = std::mem::replace(&mut self.0, now);
+        (start, now)
+    }
 }
 
 /// CPU seconds (user and system) this process has used so far, all its

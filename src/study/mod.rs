@@ -7,7 +7,8 @@
 //! - [`table`]: text, CSV and JSON renderings;
 //! - [`plot`]: SVG and PNG pictures;
 //! - [`model`]: the performance model;
-//! - [`plan`]: `himeno plan`, the runs of study definitions.
+//! - [`plan`]: `himeno plan`, the runs of study definitions;
+//! - [`timeline`]: `himeno report --timeline`, the Gantt chart of a trace.
 
 pub mod group;
 pub mod model;
@@ -15,6 +16,7 @@ pub mod plan;
 pub mod plot;
 pub mod records;
 pub mod table;
+pub mod timeline;
 
 use crate::error::{self, Error, Result};
 use crate::grid::decomp::ProcGrid;
@@ -31,8 +33,22 @@ use std::process::ExitCode;
 #[derive(Debug, Args, Clone)]
 pub struct ReportArgs {
     /// Results files (JSON lines written by `--output`).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "timeline")]
     pub files: Vec<PathBuf>,
+    /// Draw a timeline (Gantt chart, one row per rank) of a trace written
+    /// by `--trace`, into --plot DIR (default: beside the trace), and print
+    /// each rank's compute and wait time in the drawn iterations.
+    #[arg(long, value_name = "TRACE", conflicts_with_all = ["files", "model_pingpong", "model_latency_us", "model_rate"])]
+    pub timeline: Option<PathBuf>,
+    /// First timed iteration the timeline draws [default: the first the
+    /// trace kept].
+    #[arg(long, value_name = "N", requires = "timeline",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeline_from: Option<u64>,
+    /// Iterations the timeline draws.
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "timeline",
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub timeline_count: u64,
     /// Output format on standard output.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -61,6 +77,21 @@ pub struct ReportArgs {
 
 /// Runs `himeno report`.
 pub fn report(args: &ReportArgs) -> Result<ExitCode> {
+    if let Some(trace) = &args.timeline {
+        if args.format != Format::Text {
+            return Err(Error::usage(
+                "--timeline prints a text summary beside its pictures: drop --format",
+            ));
+        }
+        let summary = timeline::report(
+            trace,
+            args.plot.as_deref(),
+            args.timeline_from,
+            args.timeline_count,
+        )?;
+        output::emit(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let loaded = records::load(&args.files)?;
     if let Some(dir) = &args.plot {
         plot::prepare(dir)?;

@@ -46,7 +46,7 @@ const FONT_CANDIDATES: [&str; 10] = [
 ];
 
 /// Colours of the phases in the stacked bars, in `Phase::ALL` order.
-const PHASE_COLOURS: [RGBColor; 6] = [
+pub(super) const PHASE_COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(148, 103, 189),

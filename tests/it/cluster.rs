@@ -883,3 +883,79 @@ fn a_stop_signal_during_up_takes_down_what_it_brought_up() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn srun_over_two_hosts_writes_one_aligned_trace() {
+    let Some(c) = cluster() else { return };
+    let (good, _) = pmi_plugins();
+    let mpi = format!("--mpi={good}");
+    let path = scratch("trace").join("t.json");
+    let p = path.to_str().unwrap();
+    let mut args = vec![
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--ntasks-per-node=2",
+        "--time=5",
+        "srun",
+        &mpi,
+        BIN,
+        "--trace",
+        p,
+    ];
+    args.extend(CHECKED);
+    let r = json_ok(&run_with_limit(c.slurm("salloc", &args), JOB_LIMIT));
+    let t = crate::trace::load(&path);
+    crate::trace::assert_perfetto_shape(&t, 4);
+    crate::trace::assert_sums_match(&r, &t);
+    // The ranks on node2 are aligned with their estimated offsets. The
+    // hosts are namespaces of one kernel, so the true offset is zero and
+    // every estimate must lie within half its round trip of it.
+    for clock in t["otherData"]["clock"].as_array().unwrap() {
+        let est = clock["offset_estimate_ns"].as_i64().unwrap();
+        let rtt = clock["rtt_ns"].as_i64().unwrap();
+        assert!(est.abs() <= rtt / 2 + 1, "{clock}");
+        let applied = clock["applied_offset_ns"].as_i64().unwrap();
+        let want = if clock["host"] == "node1" { 0 } else { est };
+        assert_eq!(applied, want, "{clock}");
+    }
+    let labels: std::collections::BTreeSet<&str> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "process_labels")
+        .map(|e| e["args"]["labels"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["node1", "node2"].into());
+}
+
+#[test]
+fn the_reframe_checks_pass_on_the_cluster() {
+    let Some(c) = cluster() else { return };
+    let Some(rf) = crate::reframe::reframe() else {
+        return;
+    };
+    let conf = c.dir.join("slurm.conf");
+    let (o, report) = crate::reframe::run_checks(
+        rf,
+        "vcluster",
+        "vcluster",
+        &[],
+        &[
+            ("SLURM_CONF", conf.to_str().unwrap()),
+            ("OMPI_MCA_mpi_yield_when_idle", "1"),
+        ],
+    );
+    crate::reframe::assert_all_passed(&o, &report, 6);
+    // Four ranks of two per node span both hosts.
+    let four = crate::reframe::cases(&report)
+        .into_iter()
+        .find(|c| c["ranks"] == 4)
+        .expect("a 4-rank check");
+    assert_eq!(
+        four["job_nodelist"],
+        serde_json::json!(["node1", "node2"]),
+        "{four}"
+    );
+}

@@ -499,3 +499,26 @@ fn emulated_gpu_check_passes_and_says_emulated() {
         assert!(out.join("gpu-check.txt").is_file() && out.join("results.jsonl").is_file());
     }
 }
+
+#[test]
+fn an_emulated_gpu_run_traces_its_transfers() {
+    let Some(emu) = emulator("an_emulated_gpu_run_traces_its_transfers") else {
+        return;
+    };
+    let (grid, iters) = ("29x31x37", "4");
+    let cpu = cpu_reference(grid, iters);
+    let path = temp_file("emu-trace", "t.json");
+    let mut args = gpu_args(grid, iters);
+    args.extend(["--local-ranks", "2", "--trace", path.to_str().unwrap()]);
+    let o = emu.himeno(1, &[], &args);
+    assert_like_cpu(&o, &cpu, "traced");
+    let t = crate::trace::load(&path);
+    crate::trace::assert_perfetto_shape(&t, 2);
+    crate::trace::assert_sums_match(&json_ok(&o), &t);
+    // The device-timed halo copies are on the timeline beside the pack.
+    let transfers = crate::trace::complete(&t)
+        .into_iter()
+        .filter(|e| e["name"] == "transfer" && e["cat"] == "timed")
+        .count();
+    assert!(transfers > 0, "no transfer on the GPU ranks' timeline");
+}

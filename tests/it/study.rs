@@ -745,6 +745,17 @@ fn a_missing_option_value_is_a_usage_error_of_the_script() {
             ][..],
         ),
         ("scripts/local-cluster.sh", &["up --nodes", "up --cpus"][..]),
+        (
+            "scripts/bench-trace.sh",
+            &[
+                "--sizes",
+                "--ranks",
+                "--repeats",
+                "--iterations",
+                "--launcher",
+                "--bin",
+            ][..],
+        ),
     ] {
         let name = script.trim_start_matches("scripts/");
         for words in options {
@@ -763,7 +774,11 @@ fn a_missing_option_value_is_a_usage_error_of_the_script() {
     }
     // Scripts without options refuse any argument at once instead of
     // running the whole job.
-    for script in ["scripts/test.sh", "scripts/install-nvrtc.sh"] {
+    for script in [
+        "scripts/test.sh",
+        "scripts/install-nvrtc.sh",
+        "scripts/install-reframe.sh",
+    ] {
         let o = run(bash(script, &["--frobnicate"]));
         assert_eq!(o.status.code(), Some(2), "{script}: {}", stderr(&o));
         assert_eq!(stderr(&o).lines().count(), 1, "{script}: {}", stderr(&o));

@@ -42,10 +42,12 @@ use crate::machine::huge::HugeBuffer;
 use crate::machine::isa::Isa;
 use crate::machine::memory::Footprint;
 use crate::machine::threads::{Bind, Pool};
+use crate::timeline;
 use kernel::{Inputs, Layout};
 use lines::{LineWriter, RowBuffer};
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use std::ops::Range;
+use std::time::Instant;
 
 /// What the CPU backend is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -414,13 +416,17 @@ impl CpuBackend {
         }
         let (parts, block) = (&self.parts, &self.block);
         let streaming = self.streaming;
-        self.pool.scatter(work, |t, (out, g)| {
+        // Each thread's span, for a timeline (two clock reads per thread).
+        let spans = self.pool.scatter(work, |t, (out, g)| {
+            let start = Instant::now();
             if streaming {
                 sweep_part_streaming(isa, &inp, block, &parts[t], out, g);
             } else {
                 sweep_part_cached(isa, &inp, block, &parts[t], out, g);
             }
+            (start, Instant::now())
         });
+        timeline::record_threads(&spans);
         // Summed in row order: independent of the number of threads.
         self.gosa[0] = self.row_gosa.iter().sum();
     }
@@ -471,9 +477,12 @@ impl CpuBackend {
             offset = rows.end;
         }
         let streaming = self.streaming;
-        self.pool.scatter(work, |_, (mut band, scratch)| {
+        let spans = self.pool.scatter(work, |_, (mut band, scratch)| {
+            let start = Instant::now();
             wavefront::sweep_band(isa, &plan, &inp, &mut band, scratch, streaming);
+            (start, Instant::now())
         });
+        timeline::record_threads(&spans);
         // Each level summed in row order, as the classic sweep sums.
         for (s, g) in self.gosa[..levels].iter_mut().enumerate() {
             *g = self.level_gosa.index_axis(Axis(0), s).iter().sum();

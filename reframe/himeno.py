@@ -1,0 +1,140 @@
+# ReFrame checks of the himeno benchmark (https://reframe-hpc.readthedocs.io).
+#
+# Run-only checks of the `himeno` on PATH, or the binary HIMENO_BIN names:
+#   himeno_check      classic iterations and temporal blocking (--temporal 4)
+#                     on 1, 2 and 4 ranks;
+#   himeno_gpu_check  GPU ranks, on partitions with the feature `gpu` only.
+# Sanity is the run's own verification verdict (exit 0 and "verified": true,
+# checked against the reference kernel); performance: MFLOPS, effective
+# GB/s (56 bytes per point) and the communication fraction of the slowest
+# rank, read from the JSON report.
+#
+# References come from a file of your own (JSON, see references.example.json
+# and README "ReFrame"): HIMENO_REFERENCES=FILE or `-S references_file=FILE`.
+# Without one, the values are recorded in the perflog and not judged.
+# reframe/record_references.py turns a run report into such a file.
+
+import json
+import os
+import shutil
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (parameter, performance_function,
+                                   run_after, run_before, sanity_function,
+                                   variable)
+
+# Units of the performance variables, also the units a references file
+# must give.
+UNITS = {'mflops': 'MFLOPS', 'gbytes_per_s': 'GB/s', 'comm_fraction': ''}
+
+
+def json_number(key, stdout):
+    '''A top-level number of the pretty-printed JSON report.'''
+    return sn.extractsingle(rf'\n  "{key}": ([-+0-9.eE]+)', stdout, 1, float)
+
+
+class himeno_base(rfm.RunOnlyRegressionTest):
+    '''What every himeno check shares: the binary, the options, the sanity
+    and performance functions, and the references from a file.'''
+
+    valid_prog_environs = ['*']
+    size = variable(str, value='S')
+    iterations = variable(int, value=20)
+    references_file = variable(str, value=os.environ.get('HIMENO_REFERENCES', ''))
+    extra_opts = variable(list, value=[])
+    maintainers = ['himeno']
+    tags = {'benchmark', 'himeno'}
+
+    #: The key of this check in a references file (e.g. "classic-4"), set
+    #: from the parameters; it is in the run report for record_references.
+    ref_key = variable(str, value='')
+
+    @run_after('init')
+    def find_binary(self):
+        binary = os.environ.get('HIMENO_BIN') or shutil.which('himeno')
+        self.executable = binary or 'himeno'
+        self.num_tasks = self.ranks
+        self.ref_key = self.reference_key()
+
+    @run_before('run')
+    def set_options(self):
+        self.executable_opts = [
+            '--size', self.size, '--iterations', str(self.iterations),
+            '--verify', '--format', 'json', *self.backend_opts(),
+            *self.extra_opts,
+        ]
+        # The launcher's exit status, also where the scheduler cannot tell
+        # a job's (`squeue` without accounting).
+        self.postrun_cmds = ['echo "himeno exit status: $?"']
+        per_node = self.current_partition.extras.get('tasks_per_node', 0)
+        if per_node:
+            self.num_tasks_per_node = min(per_node, self.num_tasks)
+
+    @run_before('performance')
+    def set_references(self):
+        if not self.references_file:
+            return
+        with open(self.references_file) as f:
+            refs = json.load(f)
+        key = self.ref_key
+        self.reference = {
+            system: {name: tuple(v) for name, v in checks[key].items()}
+            for system, checks in refs.items() if key in checks
+        }
+
+    @sanity_function
+    def verified(self):
+        return sn.all([
+            sn.assert_found(r'^himeno exit status: 0$', self.stdout,
+                            msg='himeno did not exit with status 0'),
+            sn.assert_found(r'\n  "verified": true', self.stdout,
+                            msg='the run did not verify its answer'),
+        ])
+
+    @performance_function('MFLOPS')
+    def mflops(self):
+        return json_number('mflops', self.stdout)
+
+    @performance_function('GB/s')
+    def gbytes_per_s(self):
+        return json_number('gbytes_per_s', self.stdout)
+
+    @performance_function('')
+    def comm_fraction(self):
+        return json_number('comm_share', self.stdout)
+
+
+@rfm.simple_test
+class himeno_check(himeno_base):
+    '''CPU ranks: the classic iteration and temporal blocking.'''
+
+    def reference_key(self):
+        return f'{self.variant}-{self.ranks}'
+
+    valid_systems = ['*']
+    ranks = parameter([1, 2, 4])
+    variant = parameter(['classic', 'temporal'])
+    descr = 'himeno 19-point Jacobi, CPU ranks'
+
+    def backend_opts(self):
+        opts = ['--threads', '1'] if self.ranks > 1 else []
+        if self.variant == 'temporal':
+            opts += ['--temporal', '4']
+        return opts
+
+
+@rfm.simple_test
+class himeno_gpu_check(himeno_base):
+    '''GPU ranks (a build with the `cuda` feature), one per device.'''
+
+    def reference_key(self):
+        return f'gpu-{self.ranks}'
+
+    valid_systems = ['+gpu']
+    ranks = parameter([1, 2])
+    size = 'L'
+    descr = 'himeno 19-point Jacobi, GPU ranks'
+
+    def backend_opts(self):
+        return ['--backend', 'gpu']

@@ -1,0 +1,332 @@
+//! `himeno report --timeline TRACE`: a Gantt chart of a few timed
+//! iterations of a `--trace` file, one row per rank, the phases coloured as
+//! in the phase bars of the study plots (SVG and PNG), and a text summary
+//! of the same window: how long each rank computed and how long it waited.
+//!
+//! Waiting is what a timeline is read for: the halo wait (`comm`) and the
+//! allreduce of a rank that finished its sweep early stretch while it
+//! waits for a slower neighbour, so the row with the least red and grey
+//! is the one the others wait for.
+
+use super::plot;
+use crate::error::{Error, Result};
+use crate::timing::Phase;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Largest trace file read.
+const MAX_TRACE_BYTES: u64 = 4 << 30;
+
+/// Picture width in pixels; the height grows with the ranks.
+const WIDTH: u32 = 1200;
+
+/// Width of the key's column on the right, in pixels.
+const KEY_WIDTH: u32 = 130;
+
+/// One phase of one rank in the window, in ms from the window's start.
+#[derive(Debug, Clone, PartialEq)]
+struct Span {
+    rank: usize,
+    phase: usize,
+    start_ms: f64,
+    end_ms: f64,
+}
+
+/// The iterations drawn and what they hold.
+#[derive(Debug)]
+struct Window {
+    ranks: usize,
+    first: u64,
+    last: u64,
+    iterations: u64,
+    what: String,
+    spans: Vec<Span>,
+}
+
+impl Window {
+    /// Milliseconds rank `r` spent in phases `which` (indices in
+    /// [`Phase::ALL`]).
+    fn ms(&self, r: usize, which: impl Fn(Phase) -> bool) -> f64 {
+        self.spans
+            .iter()
+            .filter(|s| s.rank == r && which(Phase::ALL[s.phase]))
+            .map(|s| s.end_ms - s.start_ms)
+            .sum()
+    }
+
+    /// Milliseconds rank `r` waited: the halo wait and the allreduce.
+    fn wait_ms(&self, r: usize) -> f64 {
+        self.ms(r, |p| matches!(p, Phase::Comm | Phase::Allreduce))
+    }
+
+    fn end_ms(&self) -> f64 {
+        self.spans.iter().map(|s| s.end_ms).fold(0.0, f64::max)
+    }
+}
+
+/// Reads the trace at `path` and picks `count` timed iterations from
+/// `from` (default: the first the trace kept).
+fn load(path: &Path, from: Option<u64>, count: u64) -> Result<Window> {
+    let refuse = |why: String| {
+        Error::usage(format!(
+            "cannot read the trace {}: {why}; give a file written by `himeno run --trace`",
+            path.display()
+        ))
+    };
+    let bytes = super::records::read_capped_bytes(path, MAX_TRACE_BYTES)
+        .map_err(|e| refuse(e.to_string()))?;
+    let t: Value = serde_json::from_slice(&bytes).map_err(|e| refuse(e.to_string()))?;
+    if t["otherData"]["format"] != "himeno-trace-1" {
+        return Err(refuse("it is not a himeno trace".into()));
+    }
+    let ranks = t["otherData"]["ranks"].as_u64().unwrap_or(0) as usize;
+    let timed: Vec<&Value> = t["traceEvents"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|e| e["ph"] == "X" && e["cat"] == "timed")
+                .collect()
+        })
+        .unwrap_or_default();
+    let iteration = |e: &Value| e["args"]["iteration"].as_u64().unwrap_or(0);
+    let kept_first = timed.iter().map(|e| iteration(e)).min();
+    let kept_last = timed.iter().map(|e| iteration(e)).max().unwrap_or(0);
+    let first = match (from, kept_first) {
+        (Some(f), _) => f,
+        (None, Some(f)) => f,
+        (None, None) => return Err(refuse("it holds no timed iteration".into())),
+    };
+    let last = first.saturating_add(count.max(1) - 1);
+    let chosen: Vec<&&Value> = timed
+        .iter()
+        .filter(|e| (first..=last).contains(&iteration(e)))
+        .collect();
+    if chosen.is_empty() {
+        return Err(Error::usage(format!(
+            "the trace {} holds no timed iteration from {first} to {last} (it kept {}): \
+             choose others with --timeline-from",
+            path.display(),
+            t["otherData"]["kept"].as_str().unwrap_or("?")
+        )));
+    }
+    let us = |e: &Value, k: &str| e[k].as_f64().unwrap_or(0.0);
+    let zero = chosen
+        .iter()
+        .map(|e| us(e, "ts"))
+        .fold(f64::INFINITY, f64::min);
+    let spans = chosen
+        .iter()
+        .filter_map(|e| {
+            let phase = Phase::ALL.iter().position(|p| e["name"] == p.name())?;
+            let start_ms = (us(e, "ts") - zero) * 1e-3;
+            Some(Span {
+                rank: e["pid"].as_u64()? as usize,
+                phase,
+                start_ms,
+                end_ms: start_ms + us(e, "dur") * 1e-3,
+            })
+        })
+        .collect();
+    let run = &t["otherData"]["run"];
+    Ok(Window {
+        ranks,
+        first,
+        last: last.min(kept_last),
+        iterations: run["iterations"].as_u64().unwrap_or(kept_last),
+        what: format!(
+            "grid {}, process grid {}",
+            run["grid"].as_str().unwrap_or("?"),
+            run["process_grid"].as_str().unwrap_or("?")
+        ),
+        spans,
+    })
+}
+
+/// Per-rank summary of the window, slowest to wait first.
+fn text(w: &Window, written: &[PathBuf]) -> String {
+    let mut s = format!(
+        "timeline of timed iterations {}-{} of {} ({} ranks, {}):\n",
+        w.first, w.last, w.iterations, w.ranks, w.what
+    );
+    s.push_str("rank  compute_ms  halo_ms  wait_ms  wait_share\n");
+    for r in 0..w.ranks {
+        let compute = w.ms(r, |p| p == Phase::Compute);
+        let halo = w.ms(r, |p| {
+            matches!(p, Phase::Pack | Phase::Unpack | Phase::Transfer)
+        });
+        let wait = w.wait_ms(r);
+        let all = compute + halo + wait;
+        let share = if all > 0.0 { 100.0 * wait / all } else { 0.0 };
+        s.push_str(&format!(
+            "{r:>4}  {compute:>10.3}  {halo:>7.3}  {wait:>7.3}  {share:>9.1}%\n"
+        ));
+    }
+    let by_wait = |a: &usize, b: &usize| w.wait_ms(*a).total_cmp(&w.wait_ms(*b));
+    if let (Some(least), Some(most)) = ((0..w.ranks).min_by(by_wait), (0..w.ranks).max_by(by_wait))
+    {
+        s.push_str(&format!(
+            "waiting (halo wait and allreduce): least rank {least} ({:.3} ms), the one the \
+             others wait for; most rank {most} ({:.3} ms)\n",
+            w.wait_ms(least),
+            w.wait_ms(most)
+        ));
+    }
+    for p in written {
+        s.push_str(&format!("wrote {}\n", p.display()));
+    }
+    s
+}
+
+/// Picture height for `ranks` rows: 18 to 60 pixels a row.
+fn height(ranks: usize) -> u32 {
+    let row = (640 / ranks.max(1)).clamp(18, 60) as u32;
+    180 + row * ranks.max(1) as u32
+}
+
+/// Draws the Gantt chart of `w`.
+fn draw<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    w: &Window,
+) -> std::result::Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    area.fill(&WHITE).map_err(e)?;
+    // The key has a column of its own, so that it hides no rank's row.
+    let (area, key) = area.split_horizontally(WIDTH - KEY_WIDTH);
+    let n = w.ranks.max(1);
+    let end = w.end_ms().max(1e-6);
+    // Rank 0 on top: row r spans y in [n-1-r-0.5, n-1-r+0.5].
+    let row_y = |r: usize| (n - 1 - r) as f64;
+    let label = |v: &f64| {
+        let r = n as f64 - 1.0 - v.round();
+        if (v - v.round()).abs() < 1e-6 && r >= 0.0 {
+            format!("rank {r}")
+        } else {
+            String::new()
+        }
+    };
+    let mut chart = ChartBuilder::on(&area)
+        .caption(
+            format!(
+                "timeline: timed iterations {}-{} of {}, {} ranks, {}",
+                w.first, w.last, w.iterations, w.ranks, w.what
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..end * 1.01, -0.5..n as f64 - 0.5)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc("ms from the window's start (red and grey: waiting)")
+        .y_labels(n.min(32))
+        .y_label_formatter(&label)
+        .y_label_style(("sans-serif", if n > 16 { 11 } else { 15 }))
+        .x_label_style(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    for pi in 0..Phase::ALL.len() {
+        if !w.spans.iter().any(|s| s.phase == pi) {
+            continue;
+        }
+        let colour = plot::PHASE_COLOURS[pi];
+        let bars = w.spans.iter().filter(|s| s.phase == pi).map(|s| {
+            let y = row_y(s.rank);
+            Rectangle::new(
+                [(s.start_ms, y - 0.4), (s.end_ms, y + 0.4)],
+                colour.filled(),
+            )
+        });
+        chart.draw_series(bars).map_err(e)?;
+    }
+    for (i, (pi, phase)) in Phase::ALL
+        .iter()
+        .enumerate()
+        .filter(|(pi, _)| w.spans.iter().any(|s| s.phase == *pi))
+        .enumerate()
+    {
+        let y = 60 + 24 * i as i32;
+        let colour = plot::PHASE_COLOURS[pi];
+        key.draw(&Rectangle::new([(10, y - 7), (24, y + 7)], colour.filled()))
+            .map_err(e)?;
+        key.draw(&Text::new(
+            phase.name(),
+            (32, y - 8),
+            ("sans-serif", 15).into_font(),
+        ))
+        .map_err(e)?;
+    }
+    Ok(())
+}
+
+/// Runs `himeno report --timeline`: draws `count` iterations of the trace
+/// at `path` from `from` into `dir` (default: beside the trace, named
+/// after it) and returns the summary for standard output.
+pub fn report(path: &Path, dir: Option<&Path>, from: Option<u64>, count: u64) -> Result<String> {
+    let w = load(path, from, count)?;
+    let (dir, stem) = match dir {
+        Some(d) => (d.to_path_buf(), "timeline".to_string()),
+        None => (
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf(),
+            format!(
+                "{}-timeline",
+                path.file_stem()
+                    .map_or("trace".into(), |s| s.to_string_lossy())
+            ),
+        ),
+    };
+    plot::prepare(&dir)?;
+    let size = (WIDTH, height(w.ranks));
+    let svg = dir.join(format!("{stem}.svg"));
+    let png = dir.join(format!("{stem}.png"));
+    let fail =
+        |p: &Path, why: String| Error::runtime(format!("cannot draw {}: {why}", p.display()));
+    draw(&SVGBackend::new(&svg, size).into_drawing_area(), &w).map_err(|x| fail(&svg, x))?;
+    draw(&BitMapBackend::new(&png, size).into_drawing_area(), &w).map_err(|x| fail(&png, x))?;
+    Ok(text(&w, &[svg, png]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rank_that_waits_least_is_named() {
+        let span = |rank, phase, start_ms, end_ms| Span {
+            rank,
+            phase,
+            start_ms,
+            end_ms,
+        };
+        let w = Window {
+            ranks: 2,
+            first: 1,
+            last: 1,
+            iterations: 1,
+            what: "grid g".into(),
+            // Rank 1 computes longer; rank 0 waits for it.
+            spans: vec![
+                span(0, 0, 0.0, 1.0),
+                span(0, 3, 1.0, 3.0),
+                span(1, 0, 0.0, 2.9),
+                span(1, 3, 2.9, 3.0),
+            ],
+        };
+        let t = text(&w, &[]);
+        assert!(t.contains("least rank 1 (0.100 ms)"), "{t}");
+        assert!(t.contains("most rank 0 (2.000 ms)"), "{t}");
+        assert!(t.contains("66.7%"), "{t}");
+        assert_eq!(height(2), 180 + 120);
+        assert_eq!(height(64), 180 + 18 * 64);
+    }
+}

@@ -1,0 +1,143 @@
+//! One rank's timeline as rank 0 gathers it, and its compact encoding for
+//! the gather.
+
+use crate::error::{Error, Result};
+use crate::timeline::{Dropped, Event, Part, What};
+use crate::timing::Phase;
+use serde::{Deserialize, Serialize};
+
+/// One rank's timeline as rank 0 gathers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankTimeline {
+    /// Rank number.
+    pub rank: usize,
+    /// Host the rank ran on.
+    pub host: String,
+    /// The rank's recording origin on its host's monotonic clock, in ns.
+    pub origin_ns: u64,
+    /// Iterations kept at each end of the timed loop.
+    pub keep: u64,
+    /// What the rank's recorder dropped.
+    pub dropped: Dropped,
+    /// The kept events, their times relative to `origin_ns`.
+    #[serde(skip)]
+    pub events: Vec<Event>,
+}
+
+/// Bytes of one encoded event.
+const EVENT_BYTES: usize = 1 + 1 + 4 + 8 + 8 + 8;
+
+/// Code of an event's kind in the encoding: the phase's place in
+/// [`Phase::ALL`], then the barrier, then a sweep thread's share.
+fn what_code(w: What) -> u8 {
+    let phases = Phase::ALL.len() as u8;
+    match w {
+        What::Phase(p) => Phase::ALL.iter().position(|&q| q == p).unwrap_or(0) as u8,
+        What::Barrier => phases,
+        What::Sweep => phases + 1,
+    }
+}
+
+/// Encodes `t` for the gather: its header as one JSON line, then every
+/// event in fixed-size little-endian fields (a JSON array of a million
+/// events would be several times larger).
+pub fn encode(t: &RankTimeline) -> Result<Vec<u8>> {
+    let mut out = serde_json::to_vec(t)
+        .map_err(|e| Error::runtime(format!("cannot encode the timeline: {e}")))?;
+    out.push(b'\n');
+    out.reserve(t.events.len() * EVENT_BYTES);
+    for e in &t.events {
+        out.push(what_code(e.what));
+        out.push(e.part as u8);
+        out.extend_from_slice(&e.track.to_le_bytes());
+        out.extend_from_slice(&e.iteration.to_le_bytes());
+        out.extend_from_slice(&e.start_ns.to_le_bytes());
+        out.extend_from_slice(&e.dur_ns.to_le_bytes());
+    }
+    Ok(out)
+}
+
+/// Decodes what [`encode`] made.
+pub fn decode(bytes: &[u8]) -> Result<RankTimeline> {
+    let bad = |why: &str| Error::runtime(format!("bad timeline from a rank: {why}"));
+    let nl = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| bad("no header"))?;
+    let mut t: RankTimeline =
+        serde_json::from_slice(&bytes[..nl]).map_err(|e| bad(&e.to_string()))?;
+    let body = &bytes[nl + 1..];
+    if !body.len().is_multiple_of(EVENT_BYTES) {
+        return Err(bad("a partial event"));
+    }
+    let u64_at =
+        |c: &[u8], at: usize| u64::from_le_bytes(c[at..at + 8].try_into().expect("8 bytes"));
+    for c in body.chunks_exact(EVENT_BYTES) {
+        let what = match c[0] as usize {
+            i if i < Phase::ALL.len() => What::Phase(Phase::ALL[i]),
+            i if i == Phase::ALL.len() => What::Barrier,
+            _ => What::Sweep,
+        };
+        let part = match c[1] {
+            0 => Part::Setup,
+            1 => Part::Rehearsal,
+            _ => Part::Timed,
+        };
+        t.events.push(Event {
+            what,
+            part,
+            track: u32::from_le_bytes(c[2..6].try_into().expect("4 bytes")),
+            iteration: u64_at(c, 6),
+            start_ns: u64_at(c, 14),
+            dur_ns: u64_at(c, 22),
+        });
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timelines_survive_the_gather_encoding() {
+        let t = RankTimeline {
+            rank: 3,
+            host: "node7".into(),
+            origin_ns: 123_456_789,
+            keep: 5,
+            dropped: Dropped {
+                events: 4,
+                iterations: Some((6, 9)),
+            },
+            events: vec![
+                Event {
+                    what: What::Phase(Phase::Unpack),
+                    part: Part::Timed,
+                    iteration: 12,
+                    track: 1,
+                    start_ns: 99,
+                    dur_ns: 7,
+                },
+                Event {
+                    what: What::Sweep,
+                    part: Part::Timed,
+                    iteration: 12,
+                    track: 3,
+                    start_ns: 100,
+                    dur_ns: 5,
+                },
+                Event {
+                    what: What::Barrier,
+                    part: Part::Setup,
+                    iteration: 0,
+                    track: 2,
+                    start_ns: u64::MAX - 1,
+                    dur_ns: 0,
+                },
+            ],
+        };
+        assert_eq!(decode(&encode(&t).unwrap()).unwrap(), t);
+        assert!(decode(&encode(&t).unwrap()[..40]).is_err());
+    }
+}

@@ -1,0 +1,212 @@
+//! The ReFrame checks of `reframe/` (himeno.py with config.py) run by a
+//! real ReFrame 4.10, installed into a virtual environment of its own by
+//! scripts/install-reframe.sh: they pass on this machine (local scheduler,
+//! mpirun), a deliberately wrong reference fails the performance stage, a
+//! wrong answer (HIMENO_FAULT) fails the sanity stage, and references
+//! recorded from a run by reframe/record_references.py are applied. The
+//! virtual Slurm cluster's run is in `cluster.rs`, beside that cluster.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The repository root.
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The reframe executable of the virtual environment, installed on first
+/// use; `None` (said on stderr) where it cannot be installed outside CI.
+pub fn reframe() -> Option<&'static Path> {
+    static RF: OnceLock<Option<PathBuf>> = OnceLock::new();
+    RF.get_or_init(|| {
+        let o = run_with_limit(
+            Command::new(root().join("scripts/install-reframe.sh")),
+            Duration::from_secs(600),
+        );
+        if o.status.success() {
+            return Some(PathBuf::from(stdout(&o).trim()));
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "scripts/install-reframe.sh failed in CI:\n{}",
+            stderr(&o)
+        );
+        eprintln!(
+            "skipping the ReFrame tests: no ReFrame 4.10:\n{}",
+            stderr(&o)
+        );
+        None
+    })
+    .as_deref()
+}
+
+/// A ReFrame run of the himeno checks on `system` with `args` (e.g. `-n
+/// NAME`), its files under a fresh folder named `tag`; returns its output
+/// and its run report.
+pub fn run_checks(
+    rf: &Path,
+    system: &str,
+    tag: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, Value) {
+    let (o, report, _) = run_checks_at(rf, system, tag, args, env);
+    (o, report)
+}
+
+/// [`run_checks`], with the run report's path.
+pub fn run_checks_at(
+    rf: &Path,
+    system: &str,
+    tag: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, Value, PathBuf) {
+    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("reframe-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&prefix);
+    let report = prefix.join("report.json");
+    let mut c = Command::new(rf);
+    c.current_dir(root())
+        .args(["-C", "reframe/config.py", "-c", "reframe/himeno.py"])
+        .args(["--system", system, "--prefix"])
+        .arg(&prefix)
+        .arg("--report-file")
+        .arg(&report)
+        .args(["--exec-policy", "serial", "-r"])
+        .args(args)
+        .env("HIMENO_BIN", BIN)
+        .env_remove("HIMENO_REFERENCES")
+        .env_remove("HIMENO_FAULT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = run_with_limit(c, Duration::from_secs(600));
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("no run report ({e}):\n{}{}", stdout(&o), stderr(&o)));
+    let parsed = serde_json::from_str(&text).expect("the run report is JSON");
+    (o, parsed, report)
+}
+
+/// The test cases of a run report.
+pub fn cases(report: &Value) -> Vec<&Value> {
+    report["runs"][0]["testcases"]
+        .as_array()
+        .expect("testcases")
+        .iter()
+        .collect()
+}
+
+/// Asserts that every check of the run passed, `n` of them, with the
+/// three performance values each.
+pub fn assert_all_passed(o: &Output, report: &Value, n: usize) {
+    let cs = cases(report);
+    assert_eq!(cs.len(), n, "{}", stdout(o));
+    for c in &cs {
+        assert_eq!(
+            c["result"], "pass",
+            "{}: {}",
+            c["display_name"], c["fail_reason"]
+        );
+        let perf = c["perfvalues"].as_object().unwrap();
+        for m in ["mflops", "gbytes_per_s", "comm_fraction"] {
+            assert!(perf.keys().any(|k| k.ends_with(m)), "{m} missing: {perf:?}");
+        }
+    }
+    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
+}
+
+/// The one check the failure tests run.
+const TWO_RANKS: &str = "himeno_check%ranks=2%variant=classic";
+
+#[test]
+fn the_checks_pass_on_this_machine_and_record_references() {
+    if !mpi_or_skip("the_checks_pass_on_this_machine_and_record_references") {
+        return;
+    }
+    let Some(rf) = reframe() else { return };
+    let (o, report, report_file) = run_checks_at(rf, "local", "local", &[], &[]);
+    // Classic and temporal on 1, 2 and 4 ranks; the GPU check needs a
+    // partition with the gpu feature.
+    assert_all_passed(&o, &report, 6);
+    // The values of this run as references, generous enough for a shared
+    // machine: a second run is judged against them and passes.
+    let refs = temp_file("reframe", "recorded.json");
+    let mut record = Command::new(root().join("reframe/record_references.py"));
+    record.arg(&report_file).arg("--out").arg(&refs);
+    record.args(["--slower", "0.95", "--comm-above", "20"]);
+    let rec = run(record);
+    stdout_ok(&rec);
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&refs).unwrap()).unwrap();
+    assert_eq!(
+        recorded["local:cpu"].as_object().unwrap().len(),
+        6,
+        "{recorded}"
+    );
+    let (o, again) = run_checks(
+        rf,
+        "local",
+        "recorded",
+        &["-n", TWO_RANKS],
+        &[("HIMENO_REFERENCES", refs.to_str().unwrap())],
+    );
+    assert_all_passed(&o, &again, 1);
+    let perf = &cases(&again)[0]["perfvalues"]["local:cpu:mflops"];
+    let target = recorded["local:cpu"]["classic-2"]["mflops"][0]
+        .as_f64()
+        .unwrap();
+    assert_eq!(
+        perf[1].as_f64(),
+        Some(target),
+        "the recorded reference applies: {perf}"
+    );
+}
+
+#[test]
+fn a_wrong_reference_fails_the_performance_check() {
+    if !mpi_or_skip("a_wrong_reference_fails_the_performance_check") {
+        return;
+    }
+    let Some(rf) = reframe() else { return };
+    // A petaflop from two ranks of a small box.
+    let refs = temp_file("reframe", "wrong.json");
+    std::fs::write(
+        &refs,
+        r#"{"local:cpu": {"classic-2": {"mflops": [1e9, -0.1, null, "MFLOPS"]}}}"#,
+    )
+    .unwrap();
+    let (o, report) = run_checks(
+        rf,
+        "local",
+        "wrong-ref",
+        &["-n", TWO_RANKS],
+        &[("HIMENO_REFERENCES", refs.to_str().unwrap())],
+    );
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let c = cases(&report)[0];
+    assert_eq!(c["result"], "fail");
+    assert_eq!(c["fail_phase"], "performance", "{}", c["fail_reason"]);
+}
+
+#[test]
+fn a_wrong_answer_fails_the_sanity_check() {
+    if !mpi_or_skip("a_wrong_answer_fails_the_sanity_check") {
+        return;
+    }
+    let Some(rf) = reframe() else { return };
+    let (o, report) = run_checks(
+        rf,
+        "local",
+        "fault",
+        &["-n", TWO_RANKS],
+        &[("HIMENO_FAULT", "1:5:perturb")],
+    );
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let c = cases(&report)[0];
+    assert_eq!(c["result"], "fail");
+    assert_eq!(c["fail_phase"], "sanity", "{}", c["fail_reason"]);
+}

@@ -1,0 +1,354 @@
+//! `--trace FILE`: the merged multi-rank Chrome trace (under `mpirun` and
+//! with in-process ranks) as ui.perfetto.dev reads it, its sums against the
+//! report's phase table, its clock alignment, its bound on long runs, and
+//! the timeline plot `himeno report --timeline` draws from it.
+
+use crate::common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Reads and parses a trace file.
+pub fn load(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("the trace was written");
+    serde_json::from_str(&text).expect("the trace is one JSON document")
+}
+
+/// The complete events of a trace.
+pub fn complete(t: &Value) -> Vec<&Value> {
+    t["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect()
+}
+
+/// Runs `np` ranks of size S for `iterations` with a trace; returns the
+/// JSON report and the trace.
+fn traced(launcher: Launcher, np: usize, iterations: &str, extra: &[&str]) -> (Value, Value) {
+    let (report, t, _) = traced_at(launcher, np, iterations, extra);
+    (report, t)
+}
+
+/// [`traced`], with the trace's path.
+fn traced_at(
+    launcher: Launcher,
+    np: usize,
+    iterations: &str,
+    extra: &[&str],
+) -> (Value, Value, std::path::PathBuf) {
+    let path = temp_file("trace", &format!("{launcher:?}-{np}-{iterations}.json"));
+    let p = path.to_str().unwrap();
+    let mut args = vec![
+        "--size",
+        "S",
+        "--iterations",
+        iterations,
+        "--format",
+        "json",
+        "--trace",
+        p,
+    ];
+    args.extend_from_slice(extra);
+    let report = json_ok(&run(ranks(launcher, np, &args)));
+    let t = load(&path);
+    (report, t, path)
+}
+
+/// Asserts what Perfetto needs: one named, sorted process per rank, no
+/// tid 0, no two complete events overlapping on one track.
+pub fn assert_perfetto_shape(t: &Value, np: usize) {
+    let events = t["traceEvents"].as_array().unwrap();
+    for e in events {
+        assert!(e["tid"].as_u64().unwrap() > 0, "tid 0: {e}");
+        assert!(e["pid"].as_u64().unwrap() < np as u64, "{e}");
+    }
+    let meta = |name: &str, key: &str| -> BTreeMap<u64, Value> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == name)
+            .map(|e| (e["pid"].as_u64().unwrap(), e["args"][key].clone()))
+            .collect()
+    };
+    let names = meta("process_name", "name");
+    let sort = meta("process_sort_index", "sort_index");
+    assert_eq!(names.len(), np);
+    for r in 0..np as u64 {
+        assert_eq!(names[&r], format!("rank {r}"));
+        assert_eq!(sort[&r], r);
+    }
+    let mut tracks: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    for e in complete(t) {
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        assert!(ts >= 0.0 && dur >= 0.0, "{e}");
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        tracks.entry(key).or_default().push((ts, ts + dur));
+    }
+    for r in 0..np as u64 {
+        assert!(tracks.contains_key(&(r, 1)), "rank {r} has no phase track");
+    }
+    // Beside the phases (tid 1) only the sweep threads' shares (tid 2..),
+    // each named in the metadata.
+    for e in complete(t) {
+        let on_thread = e["tid"].as_u64().unwrap() > 1;
+        assert_eq!(on_thread, e["name"] == "sweep", "{e}");
+    }
+    let named: std::collections::BTreeSet<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+        .collect();
+    for track in tracks.keys() {
+        assert!(named.contains(track), "track {track:?} has no thread_name");
+    }
+    for (track, spans) in &mut tracks {
+        spans.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        for w in spans.windows(2) {
+            // A thousandth of a microsecond: the rounding of ts + dur.
+            assert!(w[1].0 >= w[0].1 - 1e-3, "overlap on {track:?}: {w:?}");
+        }
+    }
+}
+
+/// Asserts that every rank's timed events add up to its row of the
+/// report's phase table, within 1 %.
+pub fn assert_sums_match(report: &Value, t: &Value) {
+    let mut sums: BTreeMap<(u64, String), f64> = BTreeMap::new();
+    for e in complete(t).into_iter().filter(|e| e["cat"] == "timed") {
+        let key = (
+            e["pid"].as_u64().unwrap(),
+            e["name"].as_str().unwrap().to_string(),
+        );
+        *sums.entry(key).or_default() += e["dur"].as_f64().unwrap() * 1e-6;
+    }
+    let per_rank = report["per_rank"].as_array().unwrap();
+    for row in per_rank {
+        let rank = row["rank"].as_u64().unwrap();
+        for (phase, want) in row["phases_s"].as_object().unwrap() {
+            let want = want.as_f64().unwrap();
+            let got = sums.get(&(rank, phase.clone())).copied().unwrap_or(0.0);
+            // 1 %, and a microsecond for phases that took none.
+            assert!(
+                (got - want).abs() <= 0.01 * want + 1e-6,
+                "rank {rank} {phase}: trace {got} s, report {want} s"
+            );
+        }
+    }
+    assert!(sums.keys().any(|(_, p)| p == "compute"));
+    // A sweep thread works within its rank's compute time: no thread's
+    // shares add up to more.
+    let mut threads: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    for e in complete(t)
+        .into_iter()
+        .filter(|e| e["name"] == "sweep" && e["cat"] == "timed")
+    {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        *threads.entry(key).or_default() += e["dur"].as_f64().unwrap() * 1e-6;
+    }
+    for ((rank, tid), s) in threads {
+        let compute = sums[&(rank, "compute".to_string())];
+        assert!(
+            s <= compute * 1.01 + 1e-6,
+            "rank {rank} thread {tid}: {s} s in {compute} s"
+        );
+    }
+}
+
+/// Asserts the clock alignment of ranks of one host: every estimated
+/// offset is within half its round trip of zero (the shared kernel clock
+/// is the truth there), none is applied, and the ranks leave the
+/// recorded barriers together.
+fn assert_one_host_clock(t: &Value, np: usize) {
+    let clock = t["otherData"]["clock"].as_array().unwrap();
+    assert_eq!(clock.len(), np);
+    for c in clock {
+        let est = c["offset_estimate_ns"].as_i64().unwrap();
+        let rtt = c["rtt_ns"].as_i64().unwrap();
+        assert!(
+            est.abs() <= rtt / 2 + 1,
+            "offset outside its round trip: {c}"
+        );
+        assert_eq!(c["applied_offset_ns"], 0, "{c}");
+    }
+    let mut ends: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for e in complete(t).into_iter().filter(|e| e["name"] == "barrier") {
+        let end = e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
+        ends.entry(e["pid"].as_u64().unwrap())
+            .or_default()
+            .push(end);
+    }
+    assert_eq!(ends.len(), np);
+    for which in 0..2 {
+        let at: Vec<f64> = ends.values().map(|v| v[which]).collect();
+        let spread = at.iter().cloned().fold(f64::MIN, f64::max)
+            - at.iter().cloned().fold(f64::MAX, f64::min);
+        // Measured spreads are 1-40 us; a misaligned clock is off by the
+        // processes' start-up (milliseconds). The margin is for a rank
+        // descheduled on the shared test machine.
+        assert!(
+            spread < 2000.0,
+            "barrier {which} ends {spread} us apart: {at:?}"
+        );
+    }
+}
+
+#[test]
+fn four_ranks_write_one_merged_trace() {
+    for launcher in launchers() {
+        let (report, t) = traced(launcher, 4, "50", &[]);
+        assert_perfetto_shape(&t, 4);
+        assert_sums_match(&report, &t);
+        assert_one_host_clock(&t, 4);
+        assert_eq!(t["otherData"]["kept"], "every iteration", "{launcher:?}");
+        let timed: std::collections::BTreeSet<u64> = complete(&t)
+            .into_iter()
+            .filter(|e| e["cat"] == "timed")
+            .map(|e| e["args"]["iteration"].as_u64().unwrap())
+            .collect();
+        assert_eq!(timed, (1..=50).collect(), "{launcher:?}");
+        assert!(
+            complete(&t).iter().any(|e| e["cat"] == "rehearsal"),
+            "the rehearsal is on the timeline apart from the timed loop"
+        );
+        assert!(
+            complete(&t).iter().any(|e| e["name"] == "sweep"),
+            "the CPU ranks' sweep threads are on the timeline"
+        );
+    }
+}
+
+#[test]
+fn temporal_blocks_trace_alike() {
+    let (report, t) = traced(Launcher::Local, 2, "12", &["--temporal", "4"]);
+    assert_perfetto_shape(&t, 2);
+    assert_sums_match(&report, &t);
+}
+
+#[test]
+fn long_runs_keep_the_first_and_last_iterations() {
+    let (report, t) = traced(Launcher::Local, 2, "30", &["--trace-keep", "5"]);
+    let timed: std::collections::BTreeSet<u64> = complete(&t)
+        .into_iter()
+        .filter(|e| e["cat"] == "timed")
+        .map(|e| e["args"]["iteration"].as_u64().unwrap())
+        .collect();
+    let want: std::collections::BTreeSet<u64> = (1..=5).chain(26..=30).collect();
+    assert_eq!(timed, want);
+    let kept = t["otherData"]["kept"].as_str().unwrap();
+    assert!(kept.contains("iterations 6 to 25 were dropped"), "{kept}");
+    assert_eq!(
+        t["otherData"]["dropped"][1]["iterations"],
+        serde_json::json!([6, 25])
+    );
+    assert_eq!(report["iterations"], 30);
+}
+
+#[test]
+fn bad_trace_options_are_one_line() {
+    let o = run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "2",
+        "--trace",
+        "/nonexistent-dir/t.json",
+    ]));
+    assert_clean_error(&o, &["--trace"]);
+    let o = run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "2",
+        "--trace-keep",
+        "5",
+    ]));
+    assert_clean_error(&o, &["--trace"]);
+    let dir = temp_file("trace", "a-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = run(himeno(&[
+        "--iterations",
+        "2",
+        "--trace",
+        dir.to_str().unwrap(),
+    ]));
+    assert_clean_error(&o, &["directory"]);
+}
+
+#[test]
+fn the_timeline_is_drawn_from_a_trace() {
+    let (_, _, trace) = traced_at(Launcher::Local, 4, "6", &[]);
+    let dir = temp_file("trace", "timeline-plots");
+    let o = run(himeno(&[
+        "report",
+        "--timeline",
+        trace.to_str().unwrap(),
+        "--plot",
+        dir.to_str().unwrap(),
+        "--timeline-from",
+        "2",
+        "--timeline-count",
+        "2",
+    ]));
+    let out = stdout_ok(&o);
+    assert!(out.contains("timed iterations 2-3 of 6 (4 ranks"), "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.trim_start().starts_with('3'))
+            .count(),
+        1,
+        "{out}"
+    );
+    let png = std::fs::read(dir.join("timeline.png")).expect("the PNG");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 5000,
+        "{} bytes",
+        png.len()
+    );
+    let svg = std::fs::read_to_string(dir.join("timeline.svg")).expect("the SVG");
+    assert!(
+        svg.contains("rank 3") && svg.contains("allreduce"),
+        "labels and key in the SVG"
+    );
+    // Without --plot the pictures go beside the trace, named after it.
+    stdout_ok(&run(himeno(&[
+        "report",
+        "--timeline",
+        trace.to_str().unwrap(),
+    ])));
+    let beside = trace.with_file_name("Local-4-6-timeline.png");
+    assert!(beside.is_file(), "{} missing", beside.display());
+    // Iterations the trace does not hold, and a file that is no trace.
+    let o = run(himeno(&[
+        "report",
+        "--timeline",
+        trace.to_str().unwrap(),
+        "--timeline-from",
+        "7",
+    ]));
+    assert_clean_error(&o, &["--timeline-from"]);
+    let o = run(himeno(&["report", "--timeline", "/etc/hostname"]));
+    assert_clean_error(&o, &["cannot read the trace"]);
+}
+
+#[test]
+fn ranks_that_disagree_on_tracing_stop_together() {
+    if !mpi_or_skip("ranks_that_disagree_on_tracing_stop_together") {
+        return;
+    }
+    let path = temp_file("trace", "mpmd.json");
+    let run_args = ["--grid", "9x9x9", "--iterations", "2"];
+    let mut traced = run_args.to_vec();
+    traced.extend(["--trace", path.to_str().unwrap()]);
+    // An MPMD launch: rank 0 traces, rank 1 does not.
+    let mut c = mpirun(1, &traced);
+    c.args([":", "-np", "1", BIN]).args(run_args);
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("rank 1 resolved a different trace"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!path.exists(), "no rank ran, no trace is written");
+}

@@ -4,6 +4,7 @@
 
 use crate::backend::Kind;
 use crate::bench::BenchArgs;
+use crate::checkpoint::CheckpointArgs;
 use crate::comm::LaunchArgs;
 use crate::config::{
     BackendKind, MAX_ITERATIONS, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure,
@@ -291,6 +292,9 @@ pub struct RunArgs {
     /// Label recorded in the results, e.g. the study this run belongs to.
     #[arg(long, value_parser = clap::value_parser!(OsString))]
     pub label: Option<OsString>,
+    /// Checkpoints and restart.
+    #[command(flatten)]
+    pub checkpoint: CheckpointArgs,
 }
 
 /// Parses a whole number for a count option (clap adds the option's name
@@ -499,6 +503,7 @@ impl RunArgs {
                 .label
                 .as_ref()
                 .map(|l| l.to_string_lossy().into_owned()),
+            checkpoint: self.checkpoint.validate(length, self.temporal)?,
         })
     }
 }

@@ -220,8 +220,24 @@ pub fn check(
     // verify and no known answer exists; counting it always (when asked)
     // keeps the check independent of the iteration count.
     let verify_grid = (cfg.verify && comm.rank() == 0).then_some(&grid);
-    let need = host_bytes(block, kind == Kind::Cpu, verify_grid).max(before.unwrap_or(0));
+    let mut need = host_bytes(block, kind == Kind::Cpu, verify_grid).max(before.unwrap_or(0));
+    if let Some(c) = &cfg.checkpoint {
+        // A restart holds its owned points of `p` from the check of its
+        // file until the timed loop starts.
+        if c.restart.is_some() {
+            need += 4 * u128::from(block.points());
+        }
+        check_checkpoint_dir(&c.dir, comm)?;
+    }
     check_need(&format!("grid {grid}"), need, comm)
+}
+
+/// Checks, collectively, that every rank can write its files into the
+/// checkpoint folder `dir`, so that a folder that cannot take them is
+/// found now rather than at the first checkpoint, an hour into the run.
+pub fn check_checkpoint_dir(dir: &Path, comm: &dyn Comm) -> Result<()> {
+    let local = crate::checkpoint::store::check_writable(dir, comm.rank());
+    crate::comm::agree(comm, local, |()| Vec::new())
 }
 
 /// Checks, collectively, that every node has `need` bytes (this rank's

@@ -10,6 +10,7 @@
 
 use crate::backend::{self, Kind};
 use crate::bench::stream;
+use crate::checkpoint::Checkpointer;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
 use crate::config::{BackendKind, Occupancy, RunConfig, StreamMeasure};
@@ -113,6 +114,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     // The quick stream's arrays are freed before the fields are made.
     let quick_bytes = (cfg.stream == StreamMeasure::Quick).then(stream::quick_bytes);
     preflight::check(&cfg, kind, &block, quick_bytes, comm)?;
+    let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm)?;
     let ceilings = match cfg.stream {
         // After the memory check (which counts its arrays) and before the
         // solver allocates, with the run's threads and binding.
@@ -168,6 +170,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         } else {
             None
         },
+        checkpoint: checkpoint.as_mut(),
     }
     .run(&cfg);
     progress.finish();

@@ -111,6 +111,11 @@ impl Lap {
         self.0 = now;
         s
     }
+    /// Seconds since the previous lap (or the start), without restarting
+    /// the clock.
+    pub fn elapsed(&self) -> f64 {
+        self.0.elapsed().as_secs_f64()
+    }
 }
 
 /// CPU seconds (user and system) this process has used so far, all its

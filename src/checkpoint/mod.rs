@@ -51,7 +51,10 @@ struct Resume {
     from: RestartedFrom,
     gosa: f64,
     segments: Vec<Segment>,
-    /// This rank's owned points of `p`.
+    /// This rank's file and the checksum the manifest holds for it.
+    file: PathBuf,
+    crc32: u32,
+    /// This rank's owned points of `p`, once read.
     values: Vec<f32>,
 }
 
@@ -110,13 +113,22 @@ impl Checkpointer {
             temporal: cfg.temporal,
             version: VERSION.to_string(),
         };
-        let local = find_resume(&settings, &identity, planned, comm.rank(), block);
+        let local = find_resume(&settings, &identity, planned, comm.rank());
         let (resume, notes) = comm::agree(comm, local, |(r, _)| {
             vec![(
                 "restart",
                 format!("{:?}", r.as_ref().map(|r| (&r.from, r.gosa.to_bits()))),
             )]
         })?;
+        // Every rank reads and checks its own file; one that fails stops
+        // them all, and rank 0 names it.
+        let mut resume = resume;
+        let read = match resume.as_mut() {
+            Some(r) => rankfile::read(&r.file, comm.rank(), r.from.iteration, block, r.crc32)
+                .map(|v| r.values = v),
+            None => Ok(()),
+        };
+        together(comm, read)?;
         if comm.rank() == 0 {
             for n in notes {
                 tell(&format!("himeno: {n}"));
@@ -294,6 +306,50 @@ impl Checkpointer {
     }
 }
 
+/// Goes on when every rank's `local` is fine; otherwise every rank stops
+/// with a usage error whose message, on rank 0, names the first rank that
+/// failed and why. Collective.
+fn together(comm: &dyn Comm, local: Result<()>) -> Result<()> {
+    // Never an empty part: MPI refuses a gather of nothing at all.
+    let mine = match &local {
+        Ok(()) => "O".to_string(),
+        Err(e) => format!("E{}", e.message()),
+    };
+    let verdict = match comm.gather(mine.as_bytes()) {
+        Some(all) => {
+            let failed: Vec<(usize, String)> = all
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| !b.starts_with(b"O"))
+                .map(|(r, b)| {
+                    (
+                        r,
+                        String::from_utf8_lossy(b.get(1..).unwrap_or_default()).into_owned(),
+                    )
+                })
+                .collect();
+            match failed.first() {
+                Some((_, why)) if all.len() == 1 => Err(Error::usage(why.clone())),
+                Some((r, why)) => Err(Error::usage(format!(
+                    "rank {r}: {why}{}",
+                    match failed.len() {
+                        1 => String::new(),
+                        n => format!(" ({} other rank(s) failed too)", n - 1),
+                    }
+                ))),
+                None => Ok(()),
+            }
+        }
+        None => Ok(()),
+    };
+    if comm.broadcast(u64::from(verdict.is_err())) != 0 {
+        return Err(verdict.err().unwrap_or_else(|| {
+            Error::usage("a rank's checkpoint file was refused (see rank 0's message)")
+        }));
+    }
+    local
+}
+
 /// The error for a rank whose part of the manifest did not arrive whole.
 fn bad_part(rank: usize) -> Error {
     Error::runtime(format!(
@@ -302,14 +358,13 @@ fn bad_part(rank: usize) -> Error {
 }
 
 /// This rank's part of [`Checkpointer::prepare`]: the checkpoint to take
-/// up (with this rank's values, read and checked) and the notes rank 0
-/// tells, or why the run is refused.
+/// up (its manifest checked, this rank's file named but not yet read) and
+/// the notes rank 0 tells, or why the run is refused.
 fn find_resume(
     settings: &CheckpointConfig,
     identity: &Identity,
     planned: u64,
     rank: usize,
-    block: &Block,
 ) -> Result<(Option<Resume>, Vec<String>)> {
     let dir = &settings.dir;
     let found = store::list(dir)?;
@@ -348,15 +403,20 @@ fn find_resume(
             } else {
                 p.clone()
             };
-            if !path.exists() && path.parent().is_some_and(|d| d.is_dir()) {
+            // A checkpoint's folder without its manifest: a write cut short.
+            let folder = path.parent().filter(|d| {
+                d.is_dir()
+                    && d.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("ckpt-"))
+            });
+            if let Some(folder) = folder
+                && !path.exists()
+            {
                 return Err(Error::usage(format!(
-                    "{} does not exist: the checkpoint {} was never committed (its write was \
-                     cut short), restart from another one",
-                    path.display(),
-                    path.parent()
-                        .map(Path::display)
-                        .map(|d| d.to_string())
-                        .unwrap_or_default()
+                    "the checkpoint {} has no manifest: it was never committed (its write \
+                     was cut short); restart from another one (--restart latest takes the \
+                     newest committed)",
+                    folder.display()
                 )));
             }
             Some(path)
@@ -376,21 +436,16 @@ fn find_resume(
             }
             let folder = path.parent().unwrap_or(Path::new("."));
             let file = &m.files[rank];
-            let values = rankfile::read(
-                &folder.join(&file.file),
-                rank,
-                m.iteration,
-                block,
-                file.crc32,
-            )?;
             Some(Resume {
+                file: folder.join(&file.file),
+                crc32: file.crc32,
                 from: RestartedFrom {
                     iteration: m.iteration,
                     manifest: path.display().to_string(),
                 },
                 gosa: m.gosa,
                 segments: m.segments,
-                values,
+                values: Vec::new(),
             })
         }
         None => None,

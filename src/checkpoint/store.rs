@@ -91,26 +91,38 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::runtime(format!("cannot sync the folder {}: {e}", dir.display())))
 }
 
-/// Checks that this rank can create files in the checkpoint folder `dir`
-/// (creating it if needed): a file is made, synced and removed, so that a
-/// read-only or missing mount is found before the run, not at its first
-/// checkpoint. `rank` keeps the probes of concurrent ranks apart.
+/// Checks that this rank can create files in the checkpoint folder `dir`,
+/// or, when it does not exist yet, in the nearest folder above it that
+/// does (the first checkpoint creates it): a file is made, synced and
+/// removed, so that a read-only or missing mount is found before the run,
+/// not at its first checkpoint, and a refused run leaves nothing behind.
+/// `rank` keeps the probes of concurrent ranks apart.
 pub fn check_writable(dir: &Path, rank: usize) -> Result<()> {
-    let refuse = |e: std::io::Error| {
+    let refuse = |why: String| {
         Error::usage(format!(
-            "the checkpoint folder {} cannot be written ({e}): give a writable --checkpoint-dir",
+            "the checkpoint folder {} cannot be written ({why}): give a writable \
+             --checkpoint-dir",
             dir.display()
         ))
     };
-    std::fs::create_dir_all(dir).map_err(refuse)?;
-    let probe = dir.join(format!(
+    let mut at = dir;
+    while !at.exists() {
+        at = match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+    }
+    if !at.is_dir() {
+        return Err(refuse(format!("{} is not a folder", at.display())));
+    }
+    let probe = at.join(format!(
         ".himeno-probe-{}-{}-{rank}",
         crate::comm::hostname(),
         std::process::id()
     ));
     let made = File::create(&probe).and_then(|f| f.sync_all());
     let _ = std::fs::remove_file(&probe);
-    made.map_err(refuse)
+    made.map_err(|e| refuse(e.to_string()))
 }
 
 /// Removes what a newer committed checkpoint made useless: committed ones

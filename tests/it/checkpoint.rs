@@ -373,7 +373,8 @@ fn a_restart_with_nothing_committed_starts_from_the_initial_state() {
         "{}",
         stderr(&o)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+    // No checkpoint was due: the folder was never needed.
+    assert!(!dir.exists(), "{}", dir.display());
 }
 
 #[test]
@@ -414,4 +415,64 @@ fn two_concurrent_jobs_with_their_own_folders_restart_alike() {
         );
         std::fs::remove_dir_all(d).unwrap();
     }
+}
+
+/// `bash SCRIPT` from the repository root, with no Slurm job around it.
+fn script(path: &str) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(path)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_RESTART_COUNT")
+        .env("DRY_RUN", "1");
+    c
+}
+
+#[test]
+fn the_long_run_template_restarts_from_latest_once_requeued() {
+    let first = stdout_ok(&run(script("scripts/slurm/long-run.sbatch")));
+    assert!(
+        first.contains("--checkpoint-dir checkpoints/himeno-long-local")
+            && first.contains("--checkpoint-every 1000")
+            && !first.contains("--restart"),
+        "{first}"
+    );
+    let mut again = script("scripts/slurm/long-run.sbatch");
+    again.env("SLURM_RESTART_COUNT", "1");
+    let again = stdout_ok(&run(again));
+    assert!(again.trim_end().ends_with("--restart latest"), "{again}");
+    let mut bad = script("scripts/slurm/long-run.sbatch");
+    bad.env("SLURM_RESTART_COUNT", "x");
+    let o = run(bad);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("SLURM_RESTART_COUNT"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_sweep_gives_every_run_a_checkpoint_folder_of_its_own() {
+    let mut c = script("scripts/sweep.sh");
+    c.args([
+        "--dry-run",
+        "--himeno",
+        BIN,
+        "--launcher",
+        "local",
+        "--checkpoints",
+        "ck",
+        "inputs/studies/local-strong.env",
+    ]);
+    let out = stdout_ok(&run(c));
+    let folders: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split("--checkpoint-dir ").nth(1))
+        .collect();
+    assert_eq!(
+        folders.len(),
+        out.lines().count() - 1,
+        "all but the report: {out}"
+    );
+    let mut unique = folders.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), folders.len(), "{out}");
 }

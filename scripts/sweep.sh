@@ -17,6 +17,11 @@
 #   --max-ranks N      skip rank counts above N (e.g. the job's allocation)
 #   --extra "ARGS"     more himeno options for every run
 #   --report-args "ARGS"  more `himeno report` options (e.g. --model-pingpong F)
+#   --checkpoints DIR  give every run a checkpoint folder of its own below DIR
+#                      (--checkpoint-dir; a fresh one per run, so runs of
+#                      concurrent jobs never share one); a run stopped by a
+#                      signal then leaves a checkpoint, which its folder,
+#                      named in the log, restarts from (--restart latest)
 #   --dry-run          print the commands instead of running them
 #
 # A stop: SIGUSR1 (the scheduler's warning, e.g. sbatch --signal=B:USR1@120),
@@ -37,7 +42,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results="" plots="" dry_run=0 bind=none layout=roundrobin max_ranks=""
 himeno=${HIMENO:-target/release/himeno}
 launcher=${HIMENO_LAUNCHER:-}
-extra="" report_args=""
+extra="" report_args="" checkpoints=""
 studies=()
 
 die() { echo "sweep.sh: $*" >&2; exit 2; }
@@ -59,6 +64,7 @@ while (($#)); do
     --max-ranks) value "$@"; max_ranks=$2; shift 2 ;;
     --extra) value_or_empty "$@"; extra=$2; shift 2 ;;
     --report-args) value_or_empty "$@"; report_args=$2; shift 2 ;;
+    --checkpoints) value "$@"; checkpoints=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
@@ -146,12 +152,20 @@ while IFS=$'\t' read -r name size np pg options; do
   fi
   runs=$((runs + 1))
   if ((dry_run)); then
+    [[ -z $checkpoints ]] || cmd+=(--checkpoint-dir "$checkpoints/$name-$size-n$np-$pg.XXXXXX")
     show "${cmd[@]}"
     continue
   fi
   # A file of its own: a study may repeat a run, and jobs that share the
   # results file share its log folder.
   log=$(mktemp --suffix=.log "$logdir/$name-$size-n$np-$pg.XXXXXX")
+  ckpt=""
+  if [[ -n $checkpoints ]]; then
+    # A folder of its own, for the same reasons.
+    mkdir -p "$checkpoints"
+    ckpt=$(mktemp -d "$checkpoints/$name-$size-n$np-$pg.XXXXXX")
+    cmd+=(--checkpoint-dir "$ckpt")
+  fi
   printf 'sweep.sh: [%d] %s size %s, %d rank(s), procs %s ... ' "$runs" "$name" "$size" "$np" "$pg" >&2
   # In the background, so that a signal's trap runs while the run goes
   # (bash runs traps only between commands); `wait` returns early when a
@@ -166,13 +180,17 @@ while IFS=$'\t' read -r name size np pg options; do
   child=""
   if ((rc == 0)); then
     echo "ok" >&2
+    # A run that ended without a stop wrote no checkpoint unless asked
+    # for periodic ones (--extra "--checkpoint-every N"): keep no empty
+    # folder.
+    [[ -z $ckpt ]] || rmdir "$ckpt" 2> /dev/null || true
   # A run that a stop signal ended exits 2 and says so; a launcher that
   # reports a crashed rank exits otherwise, even when the survivors it
   # then stops say they were stopped.
   elif [[ -n $stop ]] || { ((rc == 2)) && grep -q 'stopped by a signal\|after a stop signal' "$log"; }; then
     [[ -n $stop ]] || stop="a stop signal to the run"
     stopped=1
-    echo "STOPPED (exit $rc, see $log)" >&2
+    echo "STOPPED (exit $rc, see $log${ckpt:+; checkpoint in $ckpt})" >&2
   else
     failed=$((failed + 1))
     echo "FAILED (exit $rc, see $log)" >&2

@@ -4,6 +4,7 @@
 
 use crate::backend::Kind;
 use crate::bench::BenchArgs;
+use crate::checkpoint::CheckpointArgs;
 use crate::comm::LaunchArgs;
 use crate::config::{
     BackendKind, MAX_ITERATIONS, Occupancy, RunConfig, RunLength, Staging, Stores, StreamMeasure,
@@ -294,6 +295,9 @@ pub struct RunArgs {
     /// Timeline of every rank's phases (`--trace FILE`).
     #[command(flatten)]
     pub trace: crate::trace::TraceArgs,
+    /// Checkpoints and restart.
+    #[command(flatten)]
+    pub checkpoint: CheckpointArgs,
 }
 
 /// Parses a whole number for a count option (clap adds the option's name
@@ -502,6 +506,7 @@ impl RunArgs {
                 .label
                 .as_ref()
                 .map(|l| l.to_string_lossy().into_owned()),
+            checkpoint: self.checkpoint.validate(length, self.temporal)?,
         })
     }
 }

@@ -173,6 +173,33 @@ pub struct RunConfig {
     pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,
+    /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
+    pub checkpoint: Option<CheckpointConfig>,
+}
+
+/// Where a run restarts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restart {
+    /// The newest committed checkpoint in the checkpoint folder (the
+    /// initial state when it holds none).
+    Latest,
+    /// The checkpoint of this manifest (or of the folder holding it).
+    Manifest(PathBuf),
+}
+
+/// The validated checkpoint settings of a run (see `crate::checkpoint`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointConfig {
+    /// Folder the run's checkpoints go to, one sub-folder each.
+    pub dir: PathBuf,
+    /// Timed iterations between two checkpoints, a whole number of
+    /// temporal blocks; `None`: only when a stop signal comes.
+    pub every: Option<u64>,
+    /// Committed checkpoints kept; older ones are removed once a newer
+    /// one is committed.
+    pub keep: usize,
+    /// Where the run restarts from; `None` starts from the initial state.
+    pub restart: Option<Restart>,
 }
 
 impl RunConfig {
@@ -212,6 +239,7 @@ impl RunConfig {
             ("stream bandwidth", format!("{:?}", self.stream_gbs)),
             ("stream measurement", format!("{:?}", self.stream)),
             ("label", format!("{:?}", self.label)),
+            ("checkpoints", format!("{:?}", self.checkpoint)),
         ]
     }
 }

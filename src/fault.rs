@@ -17,7 +17,10 @@
 //!   run finishes with finite but wrong numbers (verification must fail);
 //! - `hang`: the rank sleeps for good, deaf to stop signals, as a rank stuck
 //!   in the kernel or on a dead file system does (the other ranks then wait
-//!   in their next collective; the stop watchdog must end the job).
+//!   in their next collective; the stop watchdog must end the job);
+//! - `term`: the rank sends itself SIGTERM, as a scheduler at a time limit
+//!   does, at a known iteration (the run must stop after that block, write
+//!   its checkpoint when it has a folder, and report).
 //!
 //! Ghost planes are written through the backend's own `unpack`, so the hook
 //! works on every backend without a method of its own.
@@ -43,6 +46,8 @@ pub enum Kind {
     Perturb,
     /// Sleep for good, ignoring stop signals.
     Hang,
+    /// Send SIGTERM to this process.
+    Term,
 }
 
 /// The loop a fault strikes in.
@@ -89,8 +94,8 @@ impl Fault {
         let bad = || {
             Error::usage(format!(
                 "{VAR}='{s}' is not RANK:ITERATION:KIND (KIND panic, error, nan, \
-                 perturb or hang; ITERATION from 1, rN for rehearsal iteration N, or \
-                 start with panic, error or hang): fix or unset it"
+                 perturb, hang or term; ITERATION from 1, rN for rehearsal iteration N, \
+                 or start with panic, error, hang or term): fix or unset it"
             ))
         };
         let parts: Vec<&str> = s.trim().split(':').collect();
@@ -113,6 +118,7 @@ impl Fault {
             "nan" => Kind::Nan,
             "perturb" => Kind::Perturb,
             "hang" => Kind::Hang,
+            "term" => Kind::Term,
             _ => return Err(bad()),
         };
         if stage == Stage::Start && matches!(kind, Kind::Nan | Kind::Perturb) {
@@ -161,17 +167,24 @@ impl Fault {
             Kind::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
                 plane[(nj / 2) * nk + nk / 2] += 0.25;
             }),
-            Kind::Panic | Kind::Error | Kind::Hang => self.strike(rank, &at),
+            Kind::Panic | Kind::Error | Kind::Hang | Kind::Term => self.strike(rank, &at),
         }
     }
 
-    /// Panics, errs or hangs on `rank` at `at`.
+    /// Panics, errs, raises a stop signal or hangs on `rank` at `at`.
     fn strike(&self, rank: usize, at: &str) -> Result<()> {
         match self.kind {
             Kind::Panic => panic!("{VAR}: injected panic on rank {rank} at {at}"),
             Kind::Error => Err(Error::runtime(format!(
                 "{VAR}: injected error on rank {rank} at {at}"
             ))),
+            Kind::Term => {
+                // Directed at this thread, so that the handler has run
+                // (the stop flag is up) when `raise` returns.
+                // SAFETY: raising a signal whose handler is installed.
+                unsafe { libc::raise(libc::SIGTERM) };
+                Ok(())
+            }
             Kind::Hang => loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             },

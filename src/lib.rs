@@ -13,11 +13,12 @@
 // 3. problem, verify;
 // 4. config;
 // 5. backend (cpu, gpu);
-// 6. halo, solver, preflight, selftest, fault, trace;
+// 6. halo, checkpoint, solver, preflight, selftest, fault, trace;
 // 7. report, bench, study, gpu_check;
 // 8. cli, then run and this entry point.
 pub mod backend;
 pub mod bench;
+pub mod checkpoint;
 pub mod cli;
 pub mod comm;
 pub mod config;

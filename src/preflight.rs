@@ -32,6 +32,7 @@ use crate::machine::alloc::process_room;
 use crate::machine::memory::{self, Footprint, GIB};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Address space a process maps beyond the buffers counted, compared with
 /// its own limits only: the main thread's stack, libraries loaded later
@@ -192,13 +193,32 @@ pub fn check(
     // keeps the check independent of the iteration count.
     let verify_grid = (cfg.verify && comm.rank() == 0).then_some(&grid);
     let need = rank_footprint(cfg, kind, block, verify_grid);
+    let mut need = need
+        + match &cfg.checkpoint {
+            // A checkpoint's owned points of `p` on their way to or from
+            // the rank's file (a restart holds them from the check of its
+            // file until the timed loop starts).
+            Some(_) => Footprint::vec::<f32>(block.points() as usize),
+            None => Footprint::default(),
+        };
     let before = before.unwrap_or_default();
-    let need = Footprint {
+    need = Footprint {
         resident: need.resident.max(before.resident),
         mapped: need.mapped.max(before.mapped),
     };
+    if let Some(c) = &cfg.checkpoint {
+        check_checkpoint_dir(&c.dir, comm)?;
+    }
     check_need(&format!("grid {grid}"), need, comm)?;
     Ok(need)
+}
+
+/// Checks, collectively, that every rank can write its files into the
+/// checkpoint folder `dir`, so that a folder that cannot take them is
+/// found now rather than at the first checkpoint, an hour into the run.
+pub fn check_checkpoint_dir(dir: &Path, comm: &dyn Comm) -> Result<()> {
+    let local = crate::checkpoint::store::check_writable(dir, comm.rank());
+    crate::comm::agree(comm, local, |()| Vec::new())
 }
 
 /// Checks, collectively, that every node has room for `need` (this rank's

@@ -10,6 +10,7 @@
 
 use crate::backend::{self, Kind};
 use crate::bench::stream;
+use crate::checkpoint::Checkpointer;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
 use crate::config::{BackendKind, Occupancy, RunConfig, StreamMeasure};
@@ -125,6 +126,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
     let baseline = memory::resident_now();
     let need = preflight::check(&cfg, kind, &block, quick_footprint, comm)?;
+    let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm)?;
     let ceilings = match cfg.stream {
         // After the memory check (which counts its arrays) and before the
         // solver allocates, with the run's threads and binding.
@@ -187,6 +189,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             baseline_bytes: baseline.map(|b| b.min(u64::MAX.into()) as u64),
             peak_bytes: None,
         },
+        checkpoint: checkpoint.as_mut(),
     }
     .run(&cfg);
     progress.finish();

@@ -12,6 +12,7 @@
 //! updates of ghost layers count as compute, the exchange as comm.
 
 use crate::backend::{Backend, BackendInfo};
+use crate::checkpoint::{Checkpointer, RestartedFrom, Segment, Written};
 use crate::comm::Comm;
 use crate::config::{RunConfig, RunLength};
 use crate::error::{Error, Result};
@@ -106,6 +107,14 @@ pub struct Outcome {
     pub temporal: usize,
     /// Per-rank summaries, on rank 0 (empty elsewhere).
     pub ranks: Vec<RankSummary>,
+    /// Where a restart took up the work (`None`: the initial state); the
+    /// timed loop ran the iterations after it.
+    pub restarted_from: Option<RestartedFrom>,
+    /// The segments timed so far, this job's last (empty without
+    /// checkpoints).
+    pub segments: Vec<Segment>,
+    /// The checkpoints this job wrote, when it had a checkpoint folder.
+    pub checkpoints: Option<Written>,
 }
 
 /// Fails on the first sweep of a block whose gosa is not finite; the block
@@ -143,6 +152,8 @@ pub struct Solver<'a> {
     /// This rank's memory as the preflight estimated it (the peak is
     /// added at the end).
     pub memory: MemoryUse,
+    /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
+    pub checkpoint: Option<&'a mut Checkpointer>,
 }
 
 /// How many times the last block's time per sweep the watchdog allows a
@@ -278,10 +289,17 @@ impl Solver<'_> {
             })?;
         }
         self.backend.reset()?;
+        // A restart takes up the work where its checkpoint left it, on the
+        // block boundary the uninterrupted run had there.
+        let (start, mut last_gosa) = match self.checkpoint.as_mut() {
+            Some(c) if !stopped_in_rehearsal => c.restore(self.backend, self.halo, self.comm)?,
+            _ => (0, f64::NAN),
+        };
 
         let mut times = PhaseTimes::default();
-        let mut last_gosa = f64::NAN;
-        let mut done = 0;
+        let mut done = start;
+        // Seconds of this rank's checkpoint writes, left out of its loop.
+        let mut saving_s = 0.0;
         let mut complete = !stopped_in_rehearsal;
         self.comm.barrier();
         let cpu_start = timing::process_cpu_s();
@@ -300,18 +318,25 @@ impl Solver<'_> {
             if let Some(tell) = self.progress.as_mut() {
                 tell(done, planned);
             }
+            if let Some(c) = self.checkpoint.as_mut()
+                && c.due(done, stop)
+            {
+                let so_far = clock.elapsed() - saving_s;
+                saving_s += c.save(done, last_gosa, start, so_far, self.backend, self.comm)?;
+            }
             if stop && done < planned {
                 tracing::warn!(done, planned, "stop signal: ending the run early");
                 complete = false;
                 break;
             }
         }
-        let loop_s = clock.lap();
+        let loop_s = clock.lap() - saving_s;
         // The blocks are over: a stop's grace counts from here.
         self.stop.busy_for(Duration::ZERO);
         let cpu_s = timing::process_cpu_s() - cpu_start;
         self.comm.barrier();
         let wall_s = self.comm.max(loop_s);
+        let saving_s = self.comm.max(saving_s);
 
         let field = self.backend.field()?;
         let part = verify::fingerprint(&self.grid, &self.block, &field);
@@ -358,6 +383,17 @@ impl Solver<'_> {
             fingerprint,
             temporal: self.block.depth,
             ranks,
+            restarted_from: self.checkpoint.as_ref().and_then(|c| c.restarted_from()),
+            segments: self.checkpoint.as_ref().map_or_else(Vec::new, |c| {
+                let mut all = c.earlier_segments().to_vec();
+                all.push(Segment {
+                    from: start,
+                    to: done,
+                    wall_s,
+                });
+                all
+            }),
+            checkpoints: self.checkpoint.as_ref().map(|c| c.written(saving_s)),
         })
     }
 }

@@ -119,6 +119,12 @@ impl Lap {
         let start = std::mem::replace(&mut self.0, now);
         (start, now)
     }
+
+    /// Seconds since the previous lap (or the start), without restarting
+    /// the clock.
+    pub fn elapsed(&self) -> f64 {
+        self.0.elapsed().as_secs_f64()
+    }
 }
 
 /// CPU seconds (user and system) this process has used so far, all its

@@ -7,6 +7,7 @@ pub mod provenance;
 pub mod text;
 
 use crate::backend::{BackendInfo, Kind};
+use crate::checkpoint::{RestartedFrom, Segment, Written};
 use crate::comm::Launch;
 use crate::config::{RunConfig, Staging, Stores};
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
@@ -161,6 +162,18 @@ pub struct Record {
     pub per_rank: Vec<RankRecord>,
     /// Where and with what the run was made.
     pub provenance: Provenance,
+    /// Where a restarted run took up the work (absent for a run from the
+    /// initial state): the rates are those of the iterations after it,
+    /// the ones this record timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_from: Option<RestartedFrom>,
+    /// The segments of a run with checkpoints, oldest first, this record's
+    /// last: each job's timed iterations and seconds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<Segment>,
+    /// The checkpoints this job wrote (absent without a checkpoint folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<Written>,
 }
 
 /// The temporal depth of records written before `--temporal` existed.
@@ -199,7 +212,10 @@ impl Record {
     pub fn build(out: &Outcome, inp: RecordInputs<'_>) -> Record {
         let cfg = inp.cfg;
         let points = cfg.grid().interior_points() as f64;
-        let work = points * out.iterations as f64;
+        // Only the iterations this job timed: those before a restart's
+        // checkpoint were timed by an earlier job (see `segments`).
+        let start = out.restarted_from.as_ref().map_or(0, |r| r.iteration);
+        let work = points * out.iterations.saturating_sub(start) as f64;
         let wall = out.wall_s.max(RESOLUTION_S);
         let mflops = FLOPS_PER_POINT * work / wall / 1e6;
         let gbytes_per_s = BYTES_PER_POINT * work / wall / 1e9;
@@ -284,6 +300,9 @@ impl Record {
             binding: inp.binding,
             per_rank,
             provenance: Provenance::collect(&out.ranks, inp.mpi_library),
+            restarted_from: out.restarted_from.clone(),
+            segments: out.segments.clone(),
+            checkpoints: out.checkpoints.clone(),
         }
     }
 

@@ -95,6 +95,26 @@ pub fn render(r: &Record) -> String {
             )
         }
     );
+    if let Some(from) = &r.restarted_from {
+        let _ = writeln!(
+            s,
+            " Restarted from iteration {} ({}): the rates below are of the {} iterations \
+             timed here",
+            from.iteration,
+            from.manifest,
+            r.iterations.saturating_sub(from.iteration)
+        );
+    }
+    if let Some(c) = r.checkpoints.as_ref().filter(|c| c.written > 0) {
+        let _ = writeln!(
+            s,
+            " Checkpoints : {} written in {} ({:.3} s, not timed); last {}",
+            c.written,
+            c.dir,
+            c.seconds,
+            c.last.as_deref().unwrap_or("-")
+        );
+    }
     // The original's three lines, byte for byte in their number formats
     // (C's %e and %f, and the space after gosa): scripts parse them.
     let _ = writeln!(s, " Gosa : {} ", c_exp(r.gosa));

@@ -112,6 +112,10 @@ pub struct RunRecord {
     /// Per-rank phase times.
     #[serde(default)]
     pub per_rank: Vec<RankPart>,
+    /// Where a restarted run took up the work: its times and rates cover
+    /// the iterations after it only.
+    #[serde(default)]
+    pub restarted_from: Option<RestartPoint>,
     /// Where the record was read from (not part of the file's JSON).
     #[serde(skip_deserializing, default = "no_source")]
     pub source: Source,
@@ -124,6 +128,13 @@ pub struct RunRecord {
     /// running an emulator, never GPU performance.
     #[serde(skip_deserializing, skip_serializing_if = "std::ops::Not::not")]
     pub emulated: bool,
+}
+
+/// The part of a record's `restarted_from` the tables need.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RestartPoint {
+    /// Iterations done at the checkpoint the run restarted from.
+    pub iteration: u64,
 }
 
 fn one() -> usize {
@@ -162,9 +173,16 @@ impl RunRecord {
         h.len()
     }
 
+    /// Iterations the record's timed loop ran: those after the
+    /// checkpoint of a restarted run.
+    pub fn timed_iterations(&self) -> u64 {
+        let from = self.restarted_from.as_ref().map_or(0, |r| r.iteration);
+        self.iterations.saturating_sub(from).max(1)
+    }
+
     /// Seconds per iteration of the timed loop.
     pub fn seconds_per_iteration(&self) -> f64 {
-        self.wall_s / self.iterations as f64
+        self.wall_s / self.timed_iterations() as f64
     }
 
     /// Seconds per iteration the slowest rank spent in each phase, in
@@ -173,7 +191,8 @@ impl RunRecord {
         let mut out = [0.0; 6];
         if let Some(r) = self.per_rank.iter().find(|r| r.rank == self.slowest_rank) {
             for (o, p) in out.iter_mut().zip(Phase::ALL) {
-                *o = r.phases_s.get(p.name()).copied().unwrap_or(0.0) / self.iterations as f64;
+                *o = r.phases_s.get(p.name()).copied().unwrap_or(0.0)
+                    / self.timed_iterations() as f64;
             }
         }
         out
@@ -230,6 +249,14 @@ impl RunRecord {
         }
         if self.iterations == 0 {
             return Err("a run with 0 iterations".into());
+        }
+        if let Some(r) = &self.restarted_from
+            && r.iteration >= self.iterations
+        {
+            return Err(format!(
+                "restarted from iteration {} but ended at {}: it timed nothing",
+                r.iteration, self.iterations
+            ));
         }
         // A record that contradicts itself was not written by a run: each
         // number may be plausible alone, but a table of them would mislead.

@@ -96,6 +96,39 @@ fn rows() -> Vec<Row> {
             &["not a positive whole number"],
         ),
         Row::run(&["--size", "XS", "--grid", "9x9x9"], &["--size", "--grid"]),
+        // Checkpoints: refused before anything is created.
+        Row::run(
+            &["--checkpoint-every", "0"],
+            &["--checkpoint-every", "1..="],
+        ),
+        Row::run(
+            &["--checkpoint-every", "5"],
+            &["--checkpoint-every needs --checkpoint-dir"],
+        ),
+        Row::run(&["--checkpoint-keep", "0"], &["--checkpoint-keep", "1..="]),
+        Row::run(
+            &["--restart", "latest"],
+            &["--restart needs --checkpoint-dir"],
+        ),
+        Row::run(
+            &["--checkpoint-dir", "{dir}/ck", "--seconds", "5"],
+            &["--checkpoint-dir needs a fixed --iterations"],
+        ),
+        Row::run(
+            &[
+                "--checkpoint-dir",
+                "{dir}/ck",
+                "--iterations",
+                "5",
+                "--restart",
+                "{dir}/none",
+            ],
+            &["cannot read the checkpoint manifest"],
+        ),
+        Row::run(
+            &["--checkpoint-dir", READ_ONLY_FILE, "--iterations", "5"],
+            &["cannot be written", "--checkpoint-dir"],
+        ),
         // Iteration counts, seconds, warm-up.
         Row::run(&["--iterations", "0"], &["--iterations", "at least 1"]),
         Row::run(&["--iterations", "-1"], &["--iterations", "negative"]),

@@ -6,7 +6,9 @@
 //! are right, that ping-pong marks inter-node pairs, and that the shipped
 //! Slurm template runs a study that `himeno report` splits by hosts, stops
 //! with an incomplete record before its time limit, and shares a results
-//! file with a concurrent job.
+//! file with a concurrent job; and that the long-run template, warned
+//! before its limit, checkpoints, requeues itself and ends with the
+//! uninterrupted run's answer.
 //!
 //! The cluster: the one at `HIMENO_CLUSTER_DIR` when that is set (scripts/
 //! test.sh brings it up and takes it down), else the one at the default
@@ -958,4 +960,141 @@ fn the_reframe_checks_pass_on_the_cluster() {
         serde_json::json!(["node1", "node2"]),
         "{four}"
     );
+}
+
+#[test]
+fn a_long_run_warned_before_its_limit_requeues_itself_and_ends_with_the_uninterrupted_answer() {
+    let Some(c) = cluster() else { return };
+    let dir = scratch("requeue");
+    let results = dir.join("long.jsonl");
+    let checkpoints = dir.join("checkpoints");
+    // About 100 s on two hosts of this machine (7 ms an iteration), and
+    // far from converged (size S reaches its fixed point, where every
+    // answer is alike, within 60000 iterations). With a 2-minute limit and
+    // 30 s of warning Slurm warns each segment 30 to 60 s after its start
+    // (its check runs every 30 s and looks a minute ahead), so the first
+    // segment is always cut short.
+    let planned = 14_000u64;
+    let run_args = format!("--size M --iterations {planned} --threads 1 --warmup 3 --format json");
+    let out = format!("--output={}/%x-%j.out", dir.display());
+    let mut sbatch = c.slurm(
+        "sbatch",
+        &[
+            "--wait",
+            "-N",
+            "2",
+            "-n",
+            "2",
+            "--ntasks-per-node=1",
+            "--exclusive=user",
+            "--time=2",
+            "--signal=B:USR1@30",
+            "--parsable",
+            &out,
+            "scripts/slurm/long-run.sbatch",
+        ],
+    );
+    sbatch
+        .env("HIMENO", BIN)
+        .env("RUN_ARGS", &run_args)
+        .env("CKPT_EVERY", "2000")
+        .env("CKPT_DIR", &checkpoints)
+        .env("RESULTS", &results)
+        .env("SRUN_ARGS", format!("--mpi={}", pmi_plugins().0));
+    // A requeued job waits 30 s before it may start again (cred_expire in
+    // scripts/cluster/slurm.conf.in).
+    let o = run_with_limit(sbatch, Duration::from_secs(600));
+    ok_or_show(&o, "long-run.sbatch", &dir);
+    let job = stdout(&o).trim().to_string();
+    let recs = records(&results);
+    assert!(recs.len() >= 2, "the first segment was cut short: {recs:?}");
+    let (last, cut) = recs.split_last().unwrap();
+    // Each segment but the last stopped with a checkpoint, which the next
+    // one restarted from.
+    let mut at = 0;
+    for (n, r) in recs.iter().enumerate() {
+        let from = r["restarted_from"]["iteration"].as_u64().unwrap_or(0);
+        assert_eq!(from, at, "segment {n}: {r}");
+        if n > 0 {
+            assert_eq!(
+                r["restarted_from"]["manifest"],
+                recs[n - 1]["checkpoints"]["last"],
+                "segment {n} names the checkpoint of the one before: {r}"
+            );
+        }
+        at = r["iterations"].as_u64().unwrap();
+        assert!(at > from, "segment {n}: {r}");
+        let hosts: std::collections::BTreeSet<&str> = r["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["host"].as_str().unwrap())
+            .collect();
+        assert_eq!(hosts.len(), 2, "{r}");
+    }
+    for r in cut {
+        assert_eq!(r["complete"], false, "{r}");
+    }
+    assert_eq!(last["complete"], true, "{last}");
+    assert_eq!(last["iterations"], planned);
+    assert_eq!(last["verified"], true, "the checked rehearsal: {last}");
+    // The complete record lists every segment, as the records did.
+    let segments: Vec<(u64, u64)> = last["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["from"].as_u64().unwrap(), s["to"].as_u64().unwrap()))
+        .collect();
+    let from_records: Vec<(u64, u64)> = recs
+        .iter()
+        .map(|r| {
+            let from = r["restarted_from"]["iteration"].as_u64().unwrap_or(0);
+            (from, r["iterations"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(segments, from_records);
+    let show = stdout(&run(c.slurm("scontrol", &["show", "job", &job])));
+    assert!(
+        show.contains("JobState=COMPLETED")
+            && show.contains(&format!("Restarts={}", recs.len() - 1)),
+        "{show}"
+    );
+    let log = job_output(&dir, &format!("himeno-long-{job}"));
+    assert!(log.contains("requeueing job"), "{log}");
+    assert!(log.contains("segment 2 of job"), "{log}");
+    // The uninterrupted run's answer, here on the same process grid (its
+    // gosa sums the ranks' parts in the same order: bitwise the same).
+    let p: Vec<String> = last["procs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    let procs = p.join("x");
+    let whole = json_ok(&run_with_limit(
+        himeno(&[
+            "--size",
+            "M",
+            "--iterations",
+            &planned.to_string(),
+            "--threads",
+            "1",
+            "--local-ranks",
+            "2",
+            "--procs",
+            &procs,
+            "--warmup",
+            "0",
+            "--format",
+            "json",
+        ]),
+        Duration::from_secs(400),
+    ));
+    assert_eq!(last["p_fingerprint"], whole["p_fingerprint"]);
+    assert_eq!(last["gosa"], whole["gosa"]);
+    assert!(
+        whole["gosa"].as_f64().unwrap() > 0.0,
+        "not yet converged: {whole}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -277,6 +277,41 @@ fn emulated_gpu_under_mpirun_on_two_and_four_ranks() {
 }
 
 #[test]
+fn emulated_gpu_stopped_and_restarted_is_bitwise_the_cpu() {
+    let Some(emu) = emulator("emulated_gpu_stopped_and_restarted_is_bitwise_the_cpu") else {
+        return;
+    };
+    let cpu = cpu_reference("17x17x33", "10");
+    for (seed, ranks) in [(1, "1"), (2, "2"), (3, "2")] {
+        let what = format!("seed {seed}, {ranks} rank(s)");
+        let dir = temp_file("emu-ckpt", &format!("seed{seed}-{}", unique()));
+        let mut args = gpu_args("17x17x33", "10");
+        args.extend(variant(seed as usize));
+        args.extend([
+            "--local-ranks",
+            ranks,
+            "--checkpoint-dir",
+            dir.to_str().unwrap(),
+        ]);
+        // SIGTERM before iteration 5: the checkpoint goes device -> host
+        // (the staging of `field`) -> file at the end of that block.
+        let o = emu.himeno(seed, &[("HIMENO_FAULT", "0:5:term")], &args);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+        let first: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(
+            (&first["complete"], &first["iterations"]),
+            (&false.into(), &5.into()),
+            "{what}"
+        );
+        args.extend(["--restart", "latest"]);
+        let o = emu.himeno(seed, &[], &args);
+        assert_like_cpu(&o, &cpu, &what);
+        assert_eq!(json_ok(&o)["restarted_from"]["iteration"], 5, "{what}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
 fn emulated_gpu_self_test_and_transfer_bench_run() {
     let Some(emu) = emulator("emulated_gpu_self_test_and_transfer_bench_run") else {
         return;

@@ -4,6 +4,7 @@
 mod append;
 mod bad_input;
 mod c_peer;
+mod checkpoint;
 mod cluster;
 mod common;
 mod emulated_gpu;

@@ -1,0 +1,478 @@
+//! Checkpoint and restart: a run stopped by SIGTERM mid-way (the
+//! `HIMENO_FAULT` `term` hook sends it at a known iteration) writes a
+//! checkpoint at the end of its block, and the restart ends bitwise equal
+//! to the uninterrupted run, for every process grid, T = 1 and 3, 1 and 2
+//! threads, with in-process ranks and under `mpirun`. A checkpoint whose
+//! write was cut short is never used, and every refusal is one line and
+//! exit 2 with the folder left as it was.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Timed iterations of every run here.
+const PLANNED: u64 = 10;
+
+/// Before which timed iteration the stop signal comes.
+const STOP_BEFORE: u64 = 5;
+
+/// A grid every process grid of the table splits with three layers.
+const GRID: &str = "13x13x13";
+
+/// The arguments of a checkpointed run.
+fn args(procs: &str, temporal: usize, threads: usize, dir: &Path) -> Vec<String> {
+    [
+        "--grid",
+        GRID,
+        "--iterations",
+        &PLANNED.to_string(),
+        "--warmup",
+        "2",
+        "--format",
+        "json",
+        "--procs",
+        procs,
+        "--temporal",
+        &temporal.to_string(),
+        "--threads",
+        &threads.to_string(),
+        "--checkpoint-dir",
+        dir.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A command of `args` and `extra` on `np` ranks of `launcher`.
+fn command(launcher: Launcher, np: usize, args: &[String], extra: &[&str]) -> Command {
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend(extra);
+    let mut c = ranks(launcher, np, &all);
+    c.env_remove("HIMENO_FAULT").env_remove("RUST_LOG");
+    c
+}
+
+/// The answer of the uninterrupted run: fingerprint and gosa.
+fn reference() -> (String, f64) {
+    let r = json_ok(&run(himeno(&[
+        "--grid",
+        GRID,
+        "--iterations",
+        &PLANNED.to_string(),
+        "--warmup",
+        "0",
+        "--format",
+        "json",
+    ])));
+    answer(&r)
+}
+
+/// The fingerprint and gosa of a record.
+fn answer(r: &Value) -> (String, f64) {
+    (
+        r["p_fingerprint"].as_str().unwrap().to_string(),
+        r["gosa"].as_f64().unwrap(),
+    )
+}
+
+/// A fresh checkpoint folder for `name`.
+fn fresh_dir(name: &str) -> PathBuf {
+    let d = temp_file("ckpt", name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Runs the stopped job and its restart on `np` ranks of `launcher` with
+/// process grid `procs`, and checks the restart's answer against `want`.
+fn stop_and_restart(
+    launcher: Launcher,
+    np: usize,
+    procs: &str,
+    t: usize,
+    threads: usize,
+    want: &(String, f64),
+) {
+    let case = format!("{launcher:?} {procs} T={t} threads={threads}");
+    let dir = fresh_dir(&format!("{launcher:?}-{procs}-{t}-{threads}"));
+    let a = args(procs, t, threads, &dir);
+    let mut stopped = command(launcher, np, &a, &[]);
+    stopped.env("HIMENO_FAULT", format!("0:{STOP_BEFORE}:term"));
+    let o = run(stopped);
+    assert_eq!(o.status.code(), Some(2), "{case}: {}", stderr(&o));
+    let first: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{case}: {e}"));
+    // The signal comes before iteration STOP_BEFORE: the block holding it
+    // ends the run.
+    let at = STOP_BEFORE.div_ceil(t as u64) * t as u64;
+    assert_eq!(first["complete"], false, "{case}");
+    assert_eq!(first["iterations"], at, "{case}");
+    assert_eq!(first["checkpoints"]["written"], 1, "{case}: {first}");
+    let manifest = dir.join(format!("ckpt-{at:010}")).join("manifest.json");
+    assert!(manifest.is_file(), "{case}: no {}", manifest.display());
+
+    let o = run(command(launcher, np, &a, &["--restart", "latest"]));
+    let r = json_ok(&o);
+    assert_eq!(&answer(&r), want, "{case}: the restart's answer");
+    assert_eq!(r["complete"], true, "{case}");
+    assert_eq!(r["iterations"], PLANNED, "{case}");
+    assert_eq!(r["restarted_from"]["iteration"], at, "{case}");
+    assert_eq!(
+        r["restarted_from"]["manifest"],
+        manifest.to_str().unwrap(),
+        "{case}"
+    );
+    let segments: Vec<(u64, u64)> = r["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["from"].as_u64().unwrap(), s["to"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(segments, [(0, at), (at, PLANNED)], "{case}");
+    // The rates are those of the timed segment alone.
+    let wall = r["wall_s"].as_f64().unwrap();
+    let points = 11.0f64.powi(3);
+    let mflops = 34.0 * points * (PLANNED - at) as f64 / wall.max(1e-9) / 1e6;
+    let got = r["mflops"].as_f64().unwrap();
+    assert!(
+        (got - mflops).abs() <= 1e-9 * mflops,
+        "{case}: {got} vs {mflops}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every process grid of the table, T = 1 and 3, 1 and 2 threads.
+fn every_grid_on(launcher: Launcher) {
+    let want = reference();
+    for (np, procs) in PROCESS_GRIDS {
+        for t in [1, 3] {
+            for threads in [1, 2] {
+                stop_and_restart(launcher, np, procs, t, threads, &want);
+            }
+        }
+    }
+}
+
+#[test]
+fn restarts_are_bitwise_the_uninterrupted_run_with_in_process_ranks() {
+    every_grid_on(Launcher::Local);
+}
+
+#[test]
+fn restarts_are_bitwise_the_uninterrupted_run_under_mpirun() {
+    if mpi_or_skip("restarts_are_bitwise_the_uninterrupted_run_under_mpirun") {
+        every_grid_on(Launcher::Mpirun);
+    }
+}
+
+/// A run of 4 in-process ranks that writes checkpoints every 2
+/// iterations into `dir`, keeping 3, and ends complete.
+fn periodic(dir: &Path) -> Value {
+    let a = args("2x2x1", 1, 1, dir);
+    json_ok(&run(command(
+        Launcher::Local,
+        4,
+        &a,
+        &["--checkpoint-every", "2", "--checkpoint-keep", "3"],
+    )))
+}
+
+/// The names in `dir`, sorted, with the sizes of the files below.
+fn listing(dir: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path().is_dir() {
+            for f in std::fs::read_dir(e.path()).unwrap().flatten() {
+                let len = f.metadata().unwrap().len();
+                out.push((format!("{name}/{}", f.file_name().to_string_lossy()), len));
+            }
+        } else {
+            out.push((name, e.metadata().unwrap().len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn periodic_checkpoints_keep_the_newest_and_restart_from_the_last_committed() {
+    let want = reference();
+    let dir = fresh_dir("periodic");
+    let r = periodic(&dir);
+    assert_eq!(answer(&r), want);
+    assert_eq!(r["checkpoints"]["written"], 4, "at 2, 4, 6 and 8: {r}");
+    let names: Vec<String> = listing(&dir)
+        .into_iter()
+        .filter(|(n, _)| n.ends_with("manifest.json"))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [4, 6, 8].map(|i| format!("ckpt-{i:010}/manifest.json")),
+        "the last 3 are kept"
+    );
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(&names[2])).unwrap()).unwrap();
+    assert_eq!(manifest["iteration"], 8);
+    assert_eq!(manifest["ranks"], 4);
+    assert_eq!(manifest["procs"], serde_json::json!([2, 2, 1]));
+    assert!(
+        manifest["coefficients"]
+            .as_str()
+            .unwrap()
+            .contains("initial state"),
+        "{manifest}"
+    );
+    assert_eq!(manifest["files"].as_array().unwrap().len(), 4);
+
+    // A write cut short after the rank files, before the manifest: the
+    // newest folder lacks its manifest, and is passed over with a note.
+    std::fs::remove_file(dir.join(&names[2])).unwrap();
+    let a = args("2x2x1", 1, 1, &dir);
+    let o = run(command(Launcher::Local, 4, &a, &["--restart", "latest"]));
+    let r = json_ok(&o);
+    assert_eq!(answer(&r), want, "restarted from the older checkpoint");
+    assert_eq!(r["restarted_from"]["iteration"], 6);
+    let err = stderr(&o);
+    assert!(
+        err.contains("ckpt-0000000008 has no manifest") && err.contains("ignored"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Asserts a refusal: exit 2, one `himeno:` line holding `words`, and the
+/// checkpoint folder exactly as `before`.
+fn assert_refused(o: &Output, words: &str, dir: &Path, before: &[(String, u64)]) {
+    assert_clean_error(o, &[words]);
+    assert_eq!(himeno_lines(o).len(), 1, "{}", stderr(o));
+    assert_eq!(listing(dir), before, "nothing is overwritten");
+}
+
+#[test]
+fn checkpoints_of_another_run_or_damaged_ones_are_refused() {
+    let dir = fresh_dir("refusals");
+    let _ = periodic(&dir);
+    let before = listing(&dir);
+    let base = args("2x2x1", 1, 1, &dir);
+    let latest = ["--restart", "latest"];
+    let refused =
+        |np: usize, a: &[String], extra: &[&str], words: &str, before: &[(String, u64)]| {
+            let o = run(command(Launcher::Local, np, a, extra));
+            assert_refused(&o, words, &dir, before);
+        };
+    let mut other_grid = base.clone();
+    other_grid[1] = "13x13x15".into();
+    refused(4, &other_grid, &latest, "is of grid 13x13x13", &before);
+    refused(
+        2,
+        &args("2x1x1", 1, 1, &dir),
+        &latest,
+        "is of rank count 4",
+        &before,
+    );
+    refused(
+        4,
+        &args("1x2x2", 1, 1, &dir),
+        &latest,
+        "is of process grid 2x2x1",
+        &before,
+    );
+    refused(
+        4,
+        &args("2x2x1", 2, 1, &dir),
+        &latest,
+        "is of --temporal 1",
+        &before,
+    );
+    // A fresh run into a folder of committed checkpoints would overwrite
+    // them; so would a restart from an older one.
+    refused(4, &base, &[], "would overwrite", &before);
+    let older = dir.join("ckpt-0000000006");
+    refused(
+        4,
+        &base,
+        &["--restart", older.to_str().unwrap()],
+        "would overwrite",
+        &before,
+    );
+    let newest = dir.join("ckpt-0000000008");
+    // Another version's manifest.
+    let m = newest.join("manifest.json");
+    let text = std::fs::read_to_string(&m).unwrap();
+    let other = text.replacen(
+        &format!("\"version\": \"{}\"", himeno::checkpoint::VERSION),
+        "\"version\": \"0.0.1\"",
+        1,
+    );
+    assert_ne!(other, text);
+    std::fs::write(&m, &other).unwrap();
+    let changed = listing(&dir);
+    refused(4, &base, &latest, "is of himeno version 0.0.1", &changed);
+    std::fs::write(&m, &text).unwrap();
+    // A damaged rank file (one value changed), a truncated one, a missing one.
+    let f = newest.join("rank-000002.bin");
+    let good = std::fs::read(&f).unwrap();
+    let mut bad = good.clone();
+    bad[100] ^= 1;
+    std::fs::write(&f, &bad).unwrap();
+    refused(4, &base, &latest, "checksum", &before);
+    std::fs::write(&f, &good[..good.len() / 2]).unwrap();
+    let truncated = listing(&dir);
+    refused(4, &base, &latest, "is damaged", &truncated);
+    std::fs::remove_file(&f).unwrap();
+    let missing = listing(&dir);
+    refused(4, &base, &latest, "rank-000002.bin", &missing);
+    // A folder that cannot be written is found before the run.
+    let file = temp_file("ckpt", "a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_file = file.join("ck");
+    let o = run(command(
+        Launcher::Local,
+        4,
+        &args("2x2x1", 1, 1, &under_file),
+        &[],
+    ));
+    assert_clean_error(&o, &["cannot be written"]);
+    // Options that need a folder, or a fixed count.
+    let o = run(himeno(&[
+        "--grid",
+        GRID,
+        "--iterations",
+        "3",
+        "--restart",
+        "latest",
+    ]));
+    assert_clean_error(&o, &["--restart needs --checkpoint-dir"]);
+    let o = run(himeno(&[
+        "--grid",
+        GRID,
+        "--seconds",
+        "1",
+        "--checkpoint-dir",
+        "x",
+    ]));
+    assert_clean_error(&o, &["needs a fixed --iterations"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_restart_with_nothing_committed_starts_from_the_initial_state() {
+    let dir = fresh_dir("empty");
+    let o = run(command(
+        Launcher::Local,
+        2,
+        &args("1x1x2", 1, 1, &dir),
+        &["--restart", "latest"],
+    ));
+    let r = json_ok(&o);
+    assert_eq!(answer(&r), reference());
+    assert!(r.get("restarted_from").is_none(), "{r}");
+    assert!(
+        stderr(&o).contains("starting from the initial state"),
+        "{}",
+        stderr(&o)
+    );
+    // No checkpoint was due: the folder was never needed.
+    assert!(!dir.exists(), "{}", dir.display());
+}
+
+#[test]
+fn two_concurrent_jobs_with_their_own_folders_restart_alike() {
+    let want = reference();
+    let dirs = [fresh_dir("concurrent-a"), fresh_dir("concurrent-b")];
+    let start = |dir: &Path, restart: bool| {
+        let mut c = command(
+            Launcher::Local,
+            2,
+            &args("2x1x1", 1, 1, dir),
+            if restart {
+                &["--restart", "latest"]
+            } else {
+                &[]
+            },
+        );
+        if !restart {
+            c.env("HIMENO_FAULT", "0:3:term");
+        }
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first: Vec<_> = dirs.iter().map(|d| start(d, false)).collect();
+    for c in first {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    }
+    let second: Vec<_> = dirs.iter().map(|d| start(d, true)).collect();
+    for (c, d) in second.into_iter().zip(&dirs) {
+        let r = json_ok(&c.wait_with_output().unwrap());
+        assert_eq!(answer(&r), want);
+        assert_eq!(
+            r["restarted_from"]["manifest"],
+            d.join("ckpt-0000000003/manifest.json").to_str().unwrap()
+        );
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// `bash SCRIPT` from the repository root, with no Slurm job around it.
+fn script(path: &str) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(path)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_RESTART_COUNT")
+        .env("DRY_RUN", "1");
+    c
+}
+
+#[test]
+fn the_long_run_template_restarts_from_latest_once_requeued() {
+    let first = stdout_ok(&run(script("scripts/slurm/long-run.sbatch")));
+    assert!(
+        first.contains("--checkpoint-dir checkpoints/himeno-long-local")
+            && first.contains("--checkpoint-every 1000")
+            && !first.contains("--restart"),
+        "{first}"
+    );
+    let mut again = script("scripts/slurm/long-run.sbatch");
+    again.env("SLURM_RESTART_COUNT", "1");
+    let again = stdout_ok(&run(again));
+    assert!(again.trim_end().ends_with("--restart latest"), "{again}");
+    let mut bad = script("scripts/slurm/long-run.sbatch");
+    bad.env("SLURM_RESTART_COUNT", "x");
+    let o = run(bad);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("SLURM_RESTART_COUNT"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_sweep_gives_every_run_a_checkpoint_folder_of_its_own() {
+    let mut c = script("scripts/sweep.sh");
+    c.args([
+        "--dry-run",
+        "--himeno",
+        BIN,
+        "--launcher",
+        "local",
+        "--checkpoints",
+        "ck",
+        "inputs/studies/local-strong.env",
+    ]);
+    let out = stdout_ok(&run(c));
+    let folders: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split("--checkpoint-dir ").nth(1))
+        .collect();
+    assert_eq!(
+        folders.len(),
+        out.lines().count() - 1,
+        "all but the report: {out}"
+    );
+    let mut unique = folders.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), folders.len(), "{out}");
+}

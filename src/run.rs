@@ -222,7 +222,11 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             // verdict.
             match rehearsal.take() {
                 Some(r) if full.verified.is_none() && !full.interrupted() => {
-                    verify::after_rehearsal(r, outcome.iterations)
+                    verify::after_rehearsal(
+                        r,
+                        outcome.iterations,
+                        outcome.restarted_from.as_ref().map(|r| r.iteration),
+                    )
                 }
                 _ => full,
             }

@@ -260,13 +260,24 @@ pub fn check_rehearsal(grid: &Grid, warmup: u64, got: &Answer) -> Option<Verdict
 
 /// The verdict of a run of `iterations` timed iterations whose rehearsal
 /// passed `rehearsal` (see [`check_rehearsal`]) and which has no check of
-/// its own: VALID, saying how.
-pub fn after_rehearsal(rehearsal: Verdict, iterations: u64) -> Verdict {
+/// its own: VALID, saying how. `restarted_from` is the iteration of the
+/// checkpoint a restarted run took up.
+pub fn after_rehearsal(
+    rehearsal: Verdict,
+    iterations: u64,
+    restarted_from: Option<u64>,
+) -> Verdict {
+    let from = match restarted_from {
+        Some(at) => format!(
+            "from the checkpoint of iteration {at} of a run from the same initial state \
+             (its rank files checksummed)"
+        ),
+        None => "from the same initial state".to_string(),
+    };
     Verdict {
         detail: format!(
             "the rehearsal from the initial state matched the stored known answer ({}); the \
-             {iterations} timed iterations ran the same kernel and halo exchange from the \
-             same initial state",
+             {iterations} timed iterations ran the same kernel and halo exchange {from}",
             rehearsal.detail
         ),
         ..rehearsal

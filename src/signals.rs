@@ -48,6 +48,12 @@ static WATCHDOG_END: Mutex<Option<fn(i32) -> !>> = Mutex::new(None);
 /// process before it ends it with `_exit(2)` itself.
 const END_BACKSTOP: Duration = Duration::from_secs(2);
 
+/// How long the watchdog waits between telling its line and aborting the
+/// job: an abort tears the job down at once, and MPICH's launcher then
+/// drops what a rank wrote a moment before and it had not yet forwarded
+/// (seen once in CI: exit 2, and no line). Well below [`END_BACKSTOP`].
+const LINE_DRAIN: Duration = Duration::from_millis(300);
+
 /// Sets how the watchdog ends the process (`None`: `_exit(2)`).
 ///
 /// Under MPI a rank that leaves with `_exit` while others are blocked can
@@ -73,6 +79,7 @@ fn end_for_watchdog() -> ! {
                 unsafe { libc::_exit(2) }
             });
         if backstop.is_ok() {
+            std::thread::sleep(LINE_DRAIN);
             end(2);
         }
     }

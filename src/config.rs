@@ -221,7 +221,7 @@ impl RunConfig {
         vec![
             ("command", "run".into()),
             ("grid", self.problem.grid.to_string()),
-            ("size", self.problem.size_label.clone()),
+            ("size", self.problem.size.to_string()),
             ("process grid", self.problem.procs.to_string()),
             ("run length", format!("{:?}", self.length)),
             ("warm-up", self.warmup.to_string()),

@@ -6,7 +6,7 @@
 use crate::comm::MPI_ENABLED;
 use crate::error::{Error, Result};
 use crate::grid::decomp::{FaceWeights, MAX_DEPTH, ProcGrid};
-use crate::grid::{Grid, Preset};
+use crate::grid::{Grid, Preset, Size};
 use clap::Args;
 
 /// `--size`, `--grid` and `--procs`, as typed.
@@ -39,8 +39,8 @@ pub enum Ranks {
 pub struct Problem {
     /// Global grid.
     pub grid: Grid,
-    /// Preset name, or `custom` for `--grid`.
-    pub size_label: String,
+    /// The preset, or custom for `--grid`.
+    pub size: Size,
     /// Process grid, checked against the rank count and the grid.
     pub procs: ProcGrid,
 }
@@ -76,13 +76,13 @@ impl ProblemArgs {
         ranks: Ranks,
         weights: FaceWeights,
     ) -> Result<Problem> {
-        let (grid, size_label) = match (&self.grid, &self.size) {
-            (Some(g), _) => (g.parse::<Grid>()?, "custom".to_string()),
+        let (grid, size) = match (&self.grid, &self.size) {
+            (Some(g), _) => (g.parse::<Grid>()?, Size::Custom),
             (None, Some(s)) => {
                 let p: Preset = s.parse()?;
-                (p.grid(), format!("{p:?}"))
+                (p.grid(), Size::Preset(p))
             }
-            (None, None) => (default.grid(), format!("{default:?}")),
+            (None, None) => (default.grid(), Size::Preset(default)),
         };
         let given: Option<ProcGrid> = self.procs.as_deref().map(str::parse).transpose()?;
         let procs = match (given, ranks) {
@@ -109,11 +109,7 @@ impl ProblemArgs {
             }
             (None, Ranks::Model(None)) => ProcGrid { p: [1, 1, 1] },
         };
-        Ok(Problem {
-            grid,
-            size_label,
-            procs,
-        })
+        Ok(Problem { grid, size, procs })
     }
 }
 
@@ -134,15 +130,21 @@ mod tests {
         let p = args(None, None, None)
             .resolve(Preset::M, Ranks::Job(1))
             .unwrap();
-        assert_eq!((p.grid.n, p.size_label.as_str()), ([128, 128, 256], "M"));
+        assert_eq!(
+            (p.grid.n, p.size.to_string().as_str()),
+            ([128, 128, 256], "M")
+        );
         let p = args(Some("xs"), None, None)
             .resolve(Preset::M, Ranks::Job(1))
             .unwrap();
-        assert_eq!(p.size_label, "XS");
+        assert_eq!(p.size.to_string(), "XS");
         let p = args(None, Some("9x8x7"), None)
             .resolve(Preset::M, Ranks::Model(Some(4)))
             .unwrap();
-        assert_eq!((p.size_label.as_str(), p.procs.ranks()), ("custom", 4));
+        assert_eq!(
+            (p.size.to_string().as_str(), p.procs.ranks()),
+            ("custom", 4)
+        );
     }
 
     #[test]

@@ -233,7 +233,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         } else {
             Verdict {
                 verified: None,
-                against: "none".into(),
+                against: verify::Against::Unchecked,
                 detail: "the run was stopped early; an incomplete run is not verified".into(),
             }
         };

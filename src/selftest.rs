@@ -34,6 +34,7 @@ impl Backend for PatternBackend {
             threads: 1,
             device: None,
             detail: Some("halo self-test pattern".into()),
+            cpus: None,
             gpu_software: None,
             emulated: None,
         }
@@ -176,7 +177,7 @@ mod tests {
     fn single_rank_has_no_ghosts_to_check() {
         let problem = Problem {
             grid: Grid::new([6, 7, 8]).unwrap(),
-            size_label: "custom".into(),
+            size: crate::grid::Size::Custom,
             procs: ProcGrid { p: [1, 1, 1] },
         };
         assert_eq!(halo_self_test(&SingleComm, &problem, 3, None).unwrap(), 0);

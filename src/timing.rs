@@ -56,42 +56,119 @@ impl Phase {
         !matches!(self, Phase::Compute)
     }
 
+    /// The phase named `name` (as [`Phase::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     fn index(self) -> usize {
         self as usize
     }
 }
 
+/// One value per phase, indexed by [`Phase`]. In JSON it is an object keyed
+/// by phase name in alphabetical order, as records have always written it
+/// (a name-keyed sorted map); a phase missing from such an object reads as
+/// `T::default()`, and keys that name no phase are ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PerPhase<T>([T; 6]);
+
 /// Seconds spent in each phase by one rank.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct PhaseTimes {
-    /// Seconds per phase, indexed in [`Phase::ALL`] order.
-    pub secs: [f64; 6],
+pub type PhaseTimes = PerPhase<f64>;
+
+impl<T> PerPhase<T> {
+    /// The value of every phase, from `f`.
+    pub fn from_fn(f: impl FnMut(Phase) -> T) -> PerPhase<T> {
+        PerPhase(Phase::ALL.map(f))
+    }
+
+    /// The phases with their values, in [`Phase::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (Phase, &T)> {
+        Phase::ALL.into_iter().zip(&self.0)
+    }
+
+    /// The values in [`Phase::ALL`] order.
+    pub fn values(&self) -> &[T; 6] {
+        &self.0
+    }
+}
+
+impl<T> std::ops::Index<Phase> for PerPhase<T> {
+    type Output = T;
+    fn index(&self, p: Phase) -> &T {
+        &self.0[p.index()]
+    }
+}
+
+impl<T> std::ops::IndexMut<Phase> for PerPhase<T> {
+    fn index_mut(&mut self, p: Phase) -> &mut T {
+        &mut self.0[p.index()]
+    }
 }
 
 impl PhaseTimes {
     /// Adds `s` seconds to `phase`.
     pub fn add(&mut self, phase: Phase, s: f64) {
-        self.secs[phase.index()] += s;
+        self[phase] += s;
     }
 
     /// Seconds spent in `phase`.
     pub fn get(&self, phase: Phase) -> f64 {
-        self.secs[phase.index()]
+        self[phase]
     }
 
     /// Seconds in all phases together.
     pub fn total(&self) -> f64 {
-        self.secs.iter().sum()
+        self.0.iter().sum()
     }
 
     /// Seconds in communication phases (everything but compute).
     pub fn communication(&self) -> f64 {
-        Phase::ALL
-            .iter()
-            .filter(|p| p.is_communication())
-            .map(|&p| self.get(p))
+        self.iter()
+            .filter(|(p, _)| p.is_communication())
+            .map(|(_, &s)| s)
             .sum()
     }
+
+    /// Each phase's seconds divided by `n`.
+    pub fn divided_by(&self, n: f64) -> PhaseTimes {
+        PerPhase(self.0.map(|s| s / n))
+    }
+}
+
+impl<T: Serialize> Serialize for PerPhase<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut by_name: Vec<(Phase, &T)> = self.iter().collect();
+        by_name.sort_by_key(|(p, _)| p.name());
+        let mut m = s.serialize_map(Some(by_name.len()))?;
+        for (p, v) in by_name {
+            m.serialize_entry(p.name(), v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for PerPhase<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let by_name = std::collections::BTreeMap::<String, T>::deserialize(d)?;
+        let mut out = PerPhase(std::array::from_fn(|_| T::default()));
+        for (name, v) in by_name {
+            if let Some(p) = Phase::from_name(&name) {
+                out[p] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Writes a [`PerPhase`] as an array in [`Phase::ALL`] order, the shape
+/// the study tables' JSON has always had.
+pub fn in_phase_order<T: Serialize, S: serde::Serializer>(
+    v: &PerPhase<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    v.values().serialize(s)
 }
 
 /// A host clock that returns the time since its last lap.

@@ -168,32 +168,58 @@ pub fn known_answer(grid: &Grid, iterations: u64) -> Option<Answer> {
         })
 }
 
+/// What a run's answer was checked against (JSON: the kebab-case name).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Against {
+    /// The stored known answer for the grid and iteration count.
+    KnownAnswer,
+    /// A fresh run of the reference kernel (`--verify`).
+    Reference,
+    /// The rehearsal's answer, for runs without a check of their own.
+    Rehearsal,
+    /// Not checked (JSON `none`).
+    #[default]
+    #[serde(rename = "none")]
+    Unchecked,
+    /// A stop signal cut the check short (the run itself is done).
+    Interrupted,
+}
+
+impl Against {
+    /// The name the record and the report use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Against::KnownAnswer => "known-answer",
+            Against::Reference => "reference",
+            Against::Rehearsal => "rehearsal",
+            Against::Unchecked => "none",
+            Against::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// How a run's answer was checked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     /// `Some(true)` passed, `Some(false)` failed, `None` not checked.
     pub verified: Option<bool>,
-    /// What it was checked against: `known-answer`, `reference`,
-    /// [`REHEARSAL`] (the rehearsal's answer, for runs without a check of
-    /// their own), `none`, or [`INTERRUPTED`].
-    pub against: String,
+    /// What it was checked against.
+    pub against: Against,
     /// A one-line explanation.
     pub detail: String,
 }
 
-/// `Verdict::against` of a check that a stop signal cut short.
-pub const INTERRUPTED: &str = "interrupted";
-
 impl Verdict {
     /// Whether a stop signal cut the check short (the run itself is done).
     pub fn interrupted(&self) -> bool {
-        self.against == INTERRUPTED
+        self.against == Against::Interrupted
     }
 }
 
 /// Compares `got` with `want`: the fingerprints must be equal (bitwise-equal
 /// fields) and gosa within [`GOSA_RTOL`].
-pub fn compare(got: &Answer, want: &Answer, against: &str) -> Verdict {
+pub fn compare(got: &Answer, want: &Answer, against: Against) -> Verdict {
     let rel = gosa_rel_diff(got.gosa, want.gosa);
     let fp_ok = got.p_fingerprint == want.p_fingerprint;
     let gosa_ok = gosa_agrees(got.gosa, want.gosa);
@@ -208,7 +234,7 @@ pub fn compare(got: &Answer, want: &Answer, against: &str) -> Verdict {
     );
     Verdict {
         verified: Some(fp_ok && gosa_ok),
-        against: against.to_string(),
+        against,
         detail,
     }
 }
@@ -224,15 +250,15 @@ pub fn decide(
     stop: &StopFlag,
 ) -> Result<Verdict> {
     if let Some(want) = known_answer(grid, iterations) {
-        return Ok(compare(got, &want, "known-answer"));
+        return Ok(compare(got, &want, Against::KnownAnswer));
     }
     if force {
         tracing::info!("verifying against the reference kernel on rank 0");
         return Ok(match reference_run(grid, iterations, stop)? {
-            Some(want) => compare(got, &want, "reference"),
+            Some(want) => compare(got, &want, Against::Reference),
             None => Verdict {
                 verified: None,
-                against: INTERRUPTED.into(),
+                against: Against::Interrupted,
                 detail: "a stop signal ended the reference run before it could check the \
                          answer"
                     .into(),
@@ -241,21 +267,18 @@ pub fn decide(
     }
     Ok(Verdict {
         verified: None,
-        against: "none".into(),
+        against: Against::Unchecked,
         detail: "no known answer for this grid and iteration count; pass --verify to \
                  check against the reference kernel"
             .into(),
     })
 }
 
-/// `Verdict::against` of a run whose rehearsal was checked.
-pub const REHEARSAL: &str = "rehearsal";
-
 /// The verdict on a rehearsal of `warmup` iterations that gave `got`, when
 /// an answer is stored for it (`None` otherwise).
 pub fn check_rehearsal(grid: &Grid, warmup: u64, got: &Answer) -> Option<Verdict> {
     let want = known_answer(grid, warmup)?;
-    Some(compare(got, &want, REHEARSAL))
+    Some(compare(got, &want, Against::Rehearsal))
 }
 
 /// The verdict of a run of `iterations` timed iterations whose rehearsal
@@ -323,17 +346,17 @@ mod tests {
             gosa: 1.0,
             p_fingerprint: 7,
         };
-        assert_eq!(compare(&a, &a, "x").verified, Some(true));
+        assert_eq!(compare(&a, &a, Against::Reference).verified, Some(true));
         let b = Answer {
             gosa: 1.0 + 1e-7,
             ..a
         };
-        assert_eq!(compare(&b, &a, "x").verified, Some(false));
+        assert_eq!(compare(&b, &a, Against::Reference).verified, Some(false));
         let c = Answer {
             p_fingerprint: 8,
             ..a
         };
-        assert_eq!(compare(&c, &a, "x").verified, Some(false));
+        assert_eq!(compare(&c, &a, Against::Reference).verified, Some(false));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::error::Result;
 use crate::grid::decomp::{Face, FaceWeights};
+use crate::machine::threads::ThreadCpus;
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use serde::{Deserialize, Serialize};
 
@@ -110,8 +111,11 @@ pub struct BackendInfo {
     pub threads: usize,
     /// Device description (GPU backends), e.g. name and bus id.
     pub device: Option<String>,
-    /// Thread placement or staging details worth recording.
+    /// Kernel, stores, staging and other details worth recording.
     pub detail: Option<String>,
+    /// Where the sweep threads ran (CPU backends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<ThreadCpus>,
     /// The GPU software a GPU backend ran with (absent for CPU backends and
     /// in records written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -41,7 +41,9 @@ pub struct Segment {
 pub struct RestartedFrom {
     /// Iterations done at the checkpoint.
     pub iteration: u64,
-    /// The checkpoint's manifest.
+    /// The checkpoint's manifest (empty when a record read lacks it: the
+    /// studies need only the iteration).
+    #[serde(default)]
     pub manifest: String,
 }
 

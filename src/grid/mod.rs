@@ -68,6 +68,50 @@ impl FromStr for Preset {
     }
 }
 
+/// A run's size as records name it: a preset, or a grid given by its
+/// dimensions (`--grid`, JSON `custom`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Size {
+    /// One of the presets (JSON: its name, `XS` to `XL`).
+    Preset(Preset),
+    /// Dimensions given with `--grid`.
+    #[default]
+    Custom,
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Size::Preset(p) => write!(f, "{p:?}"),
+            Size::Custom => f.write_str("custom"),
+        }
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "custom" {
+            return Ok(Size::Custom);
+        }
+        Preset::ALL
+            .into_iter()
+            .find(|p| format!("{p:?}") == name)
+            .map(Size::Preset)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "size '{name}' is neither a preset (XS, S, M, L, XL) nor custom"
+                ))
+            })
+    }
+}
+
 /// The global grid: `n = [NI, NJ, NK]` points including the fixed boundary;
 /// k varies fastest in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

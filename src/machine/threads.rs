@@ -169,35 +169,97 @@ impl Pool {
         })
     }
 
-    /// Where the threads run, for reports: the binding, the CPU of each
-    /// thread (pinned, or where it is running now when unbound) and the
-    /// allowed set.
-    pub fn describe(&self) -> String {
-        let list = |v: &[usize]| {
-            v.iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
+    /// Where the threads run: the binding, the CPU of each thread (pinned,
+    /// or where it is running now when unbound) and the allowed set.
+    pub fn cpus(&self) -> ThreadCpus {
+        let cpus = match self.bind {
+            Bind::Cores => self.pinned.iter().map(|&c| Some(c)).collect(),
+            Bind::None => self.broadcast(|_| affinity::current_cpu()),
         };
-        match self.bind {
-            Bind::Cores => format!(
-                "bind cores: threads on cpus {} (allowed {})",
-                list(&self.pinned),
-                list(&self.allowed)
-            ),
-            Bind::None => {
-                let now: Vec<String> = self
-                    .broadcast(|_| affinity::current_cpu())
-                    .into_iter()
-                    .map(|c| c.map_or("?".to_string(), |c| c.to_string()))
-                    .collect();
-                format!(
-                    "bind none: threads seen on cpus {} (allowed {})",
-                    now.join(","),
-                    list(&self.allowed)
-                )
-            }
+        ThreadCpus {
+            bind: self.bind,
+            cpus,
+            allowed: self.allowed.clone(),
         }
+    }
+
+    /// [`Pool::cpus`] as reports write it.
+    pub fn describe(&self) -> String {
+        self.cpus().to_string()
+    }
+}
+
+/// Where a pool's threads run, as a rank's placement records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadCpus {
+    /// The binding policy.
+    pub bind: Bind,
+    /// Each thread's CPU, by thread index: the one it is pinned to
+    /// (`cores`), or the one it was seen on (`none`; `None` where the
+    /// system did not tell).
+    pub cpus: Vec<Option<usize>>,
+    /// The CPUs the process may run on.
+    pub allowed: Vec<usize>,
+}
+
+impl std::fmt::Display for ThreadCpus {
+    /// `bind cores: threads on cpus 0,1 (allowed 0,1)`, or `bind none:
+    /// threads seen on cpus 1,? (allowed 0,1)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(",");
+        let cpus = list(
+            &mut self
+                .cpus
+                .iter()
+                .map(|c| c.map_or("?".into(), |c| c.to_string())),
+        );
+        let allowed = list(&mut self.allowed.iter().map(|c| c.to_string()));
+        let on = match self.bind {
+            Bind::Cores => "on",
+            Bind::None => "seen on",
+        };
+        write!(
+            f,
+            "bind {}: threads {on} cpus {cpus} (allowed {allowed})",
+            self.bind.name()
+        )
+    }
+}
+
+impl std::str::FromStr for ThreadCpus {
+    type Err = String;
+    /// Reads what [`ThreadCpus`]'s `Display` writes (records keep it as
+    /// text inside a rank's placement).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let bad = || format!("'{s}' is not a thread placement");
+        let (bind, rest) = if let Some(r) = s.strip_prefix("bind cores: threads on cpus ") {
+            (Bind::Cores, r)
+        } else if let Some(r) = s.strip_prefix("bind none: threads seen on cpus ") {
+            (Bind::None, r)
+        } else {
+            return Err(bad());
+        };
+        let (cpus, allowed) = rest
+            .strip_suffix(')')
+            .and_then(|r| r.split_once(" (allowed "))
+            .ok_or_else(bad)?;
+        let numbers = |l: &str| -> std::result::Result<Vec<Option<usize>>, String> {
+            l.split(',')
+                .filter(|c| !c.is_empty())
+                .map(|c| match c {
+                    "?" => Ok(None),
+                    c => c.parse().map(Some).map_err(|_| bad()),
+                })
+                .collect()
+        };
+        Ok(ThreadCpus {
+            bind,
+            cpus: numbers(cpus)?,
+            allowed: numbers(allowed)?
+                .into_iter()
+                .map(|c| c.ok_or_else(bad))
+                .collect::<std::result::Result<_, _>>()?,
+        })
     }
 }
 
@@ -292,5 +354,24 @@ mod tests {
         let pool = Pool::new(3, Bind::None, 0).unwrap();
         assert_eq!(pool.broadcast(|t| t * 10), vec![0, 10, 20]);
         assert!(pool.describe().contains("allowed"));
+    }
+
+    #[test]
+    fn thread_placements_read_back_from_their_text() {
+        for text in [
+            "bind cores: threads on cpus 0,1 (allowed 0,1)",
+            "bind none: threads seen on cpus 1,? (allowed 0,1,2)",
+        ] {
+            let t: ThreadCpus = text.parse().unwrap();
+            assert_eq!(t.to_string(), text);
+        }
+        let pool = Pool::new(2, Bind::Cores, 0).unwrap();
+        assert_eq!(pool.describe().parse::<ThreadCpus>(), Ok(pool.cpus()));
+        assert!(
+            "bind cores: threads on cpus x (allowed 0)"
+                .parse::<ThreadCpus>()
+                .is_err()
+        );
+        assert!("kernel avx512".parse::<ThreadCpus>().is_err());
     }
 }

@@ -54,7 +54,7 @@ pub fn row(r: &Record) -> String {
     let mut v: Vec<String> = vec![
         r.timestamp.clone(),
         field(r.label.as_deref().unwrap_or("")),
-        field(&r.size),
+        field(&r.size.to_string()),
     ];
     v.extend(r.grid.iter().map(|x| x.to_string()));
     v.extend(r.procs.iter().map(|x| x.to_string()));
@@ -74,11 +74,11 @@ pub fn row(r: &Record) -> String {
         format!("{:.4}", r.comm_share),
     ]);
     for p in Phase::ALL {
-        v.push(format!("{:.6}", r.phases[p.name()].max_s));
+        v.push(format!("{:.6}", r.phases[p].max_s));
     }
     v.push(format!("{}", r.halo_messages_per_iteration));
     v.push(r.halo_bytes_per_iteration.to_string());
     v.push(r.p_fingerprint.clone());
-    v.push(r.verified.map_or("".to_string(), |b| b.to_string()));
+    v.push(r.verified().map_or("".to_string(), |b| b.to_string()));
     v.join(",")
 }

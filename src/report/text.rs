@@ -67,7 +67,7 @@ pub fn render(r: &Record) -> String {
         let emulated = r
             .per_rank
             .iter()
-            .find(|x| x.emulated && x.placement.contains(d.as_str()));
+            .find(|x| x.emulated && x.placement.device.as_ref() == Some(d));
         match emulated {
             Some(x) => {
                 let _ = writeln!(
@@ -144,7 +144,7 @@ pub fn render(r: &Record) -> String {
         );
     }
     let _ = writeln!(s, " p fingerprint : {}", r.p_fingerprint);
-    let verdict = match r.verified {
+    let verdict = match r.verified() {
         Some(true) => "VALID",
         Some(false) => "INVALID",
         None => "NOT CHECKED",
@@ -152,7 +152,8 @@ pub fn render(r: &Record) -> String {
     let _ = writeln!(
         s,
         " Verification : {verdict} ({}: {})",
-        r.verification.against, r.verification.detail
+        r.verification.against.name(),
+        r.verification.detail
     );
     let _ = writeln!(s);
     let _ = writeln!(
@@ -162,8 +163,8 @@ pub fn render(r: &Record) -> String {
     );
     let slow = r.per_rank.iter().find(|x| x.rank == r.slowest_rank);
     for p in Phase::ALL {
-        let st = r.phases[p.name()];
-        let sl = slow.map_or(0.0, |x| x.phases_s[p.name()]);
+        let st = r.phases[p];
+        let sl = slow.map_or(0.0, |x| x.phases_s[p]);
         let _ = writeln!(
             s,
             " {:<10} {:>12.6} {:>12.6} {:>12.6} {:>14.6}",
@@ -212,11 +213,7 @@ pub fn render(r: &Record) -> String {
             "rank", "host", "coords", "points", "loop s", "compute s", "comm s", "cpu%", "huge%"
         );
         for x in &r.per_rank {
-            let comm: f64 = Phase::ALL
-                .iter()
-                .filter(|p| p.is_communication())
-                .map(|p| x.phases_s[p.name()])
-                .sum();
+            let comm = x.phases_s.communication();
             let _ = writeln!(
                 s,
                 " {:>5} {:<12} {:>9} {:>14} {:>10.4} {:>10.4} {:>10.4} {:>5.0} {:>5}  {}",
@@ -225,7 +222,7 @@ pub fn render(r: &Record) -> String {
                 format!("{},{},{}", x.coords[0], x.coords[1], x.coords[2]),
                 format!("{}x{}x{}", x.points[0], x.points[1], x.points[2]),
                 x.loop_s,
-                x.phases_s["compute"],
+                x.phases_s[Phase::Compute],
                 comm,
                 100.0 * x.cpu_share,
                 x.huge_pages

@@ -11,8 +11,9 @@
 //!    on the host CPU) counts as backend `gpu-emulated`: it forms its own
 //!    groups, titled as emulated, and never joins or scales against real
 //!    GPU runs.
-//! 3. Within a key, the runs form one **weak-scaling** group when the label
-//!    contains `weak` (any case), or when they span several grids and
+//! 3. Within a key, the runs form one **weak-scaling** group when they
+//!    declare it (`RunRecord::scaling`: the label contains `weak`, any
+//!    case), or when they span several grids and
 //!    several rank counts while the interior points per rank agree within
 //!    5%. Otherwise they are split by grid into **strong-scaling** groups.
 //! 4. Within a group, runs with the same rank count, host count, process
@@ -27,22 +28,14 @@
 //! speed-up (work grows with n), whose ideal is also `n / n0`.
 
 use super::model::Prediction;
-use super::records::{RunRecord, Source};
+use super::records::{RunRecord, Scaling, Source};
+use crate::grid::Size;
+use crate::timing::PhaseTimes;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 /// Tolerance on points per rank for recognising an unlabelled weak study.
 const WEAK_TOLERANCE: f64 = 1.05;
-
-/// Strong or weak scaling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// Fixed global grid, growing ranks.
-    Strong,
-    /// Fixed points per rank, growing ranks.
-    Weak,
-}
 
 /// One row of a scaling table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -69,8 +62,10 @@ pub struct Row {
     pub compute_share: f64,
     /// Communication share of the slowest rank's loop.
     pub comm_share: f64,
-    /// Slowest rank's seconds per iteration per phase (`Phase::ALL` order).
-    pub slowest_phases: [f64; 6],
+    /// Slowest rank's seconds per iteration per phase (in JSON an array
+    /// in `Phase::ALL` order).
+    #[serde(serialize_with = "crate::timing::in_phase_order")]
+    pub slowest_phases: PhaseTimes,
     /// NUMA binding of the best run, if recorded.
     pub binding: Option<String>,
     /// The best run's location.
@@ -83,13 +78,13 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Group {
     /// Strong or weak.
-    pub kind: Kind,
+    pub kind: Scaling,
     /// Label shared by the runs (empty when unlabelled).
     pub label: String,
     /// The grid (strong scaling) or `None` (weak scaling: see the rows).
     pub grid: Option<[usize; 3]>,
-    /// Size name of the first run (preset or `custom`).
-    pub size: String,
+    /// Size of the first run (preset or `custom`).
+    pub size: Size,
     /// Backend (`gpu-emulated` for runs on an emulated GPU).
     pub backend: String,
     /// Whether the runs were made on an emulated GPU (absent otherwise).
@@ -109,8 +104,8 @@ impl Group {
     /// A short, file-name-safe name for plots.
     pub fn slug(&self) -> String {
         let mut s = match self.kind {
-            Kind::Strong => "strong".to_string(),
-            Kind::Weak => "weak".to_string(),
+            Scaling::Strong => "strong".to_string(),
+            Scaling::Weak => "weak".to_string(),
         };
         if !self.label.is_empty() {
             s.push('-');
@@ -137,7 +132,7 @@ impl Group {
     /// A one-line title.
     pub fn title(&self) -> String {
         let what = match (self.kind, self.grid) {
-            (Kind::Strong, Some(g)) => {
+            (Scaling::Strong, Some(g)) => {
                 format!(
                     "strong scaling, grid {}x{}x{} ({})",
                     g[0], g[1], g[2], self.size
@@ -211,8 +206,8 @@ pub fn group(records: &[RunRecord]) -> Study {
         let make = |kind, grid, runs: &[&RunRecord]| {
             make_group(kind, &label, grid, &backend, [threads, temporal], runs)
         };
-        if is_weak(&label, &runs) {
-            study.groups.push(make(Kind::Weak, None, &runs));
+        if is_weak(&runs) {
+            study.groups.push(make(Scaling::Weak, None, &runs));
         } else {
             // Grids in first-appearance order, each with its runs.
             let mut grids: Vec<[usize; 3]> = Vec::new();
@@ -227,7 +222,9 @@ pub fn group(records: &[RunRecord]) -> Study {
                     .push(r);
             }
             for g in grids {
-                study.groups.push(make(Kind::Strong, Some(g), &by_grid[&g]));
+                study
+                    .groups
+                    .push(make(Scaling::Strong, Some(g), &by_grid[&g]));
             }
         }
     }
@@ -240,16 +237,18 @@ fn backend_of(r: &RunRecord) -> String {
     if r.emulated {
         EMULATED_BACKEND.to_string()
     } else {
-        r.backend.clone()
+        r.backend.name().to_string()
     }
 }
 
 /// The backend name of runs on an emulated GPU.
 pub const EMULATED_BACKEND: &str = "gpu-emulated";
 
-/// Whether the runs of one key form a weak-scaling study.
-fn is_weak(label: &str, runs: &[&RunRecord]) -> bool {
-    if label.to_ascii_lowercase().contains("weak") {
+/// Whether the runs of one key form a weak-scaling study: declared so
+/// (the runs of a key share their label, which declares it), or found so
+/// from their grids.
+fn is_weak(runs: &[&RunRecord]) -> bool {
+    if runs.iter().any(|r| r.scaling == Some(Scaling::Weak)) {
         return true;
     }
     let distinct = |f: &dyn Fn(&RunRecord) -> u64| {
@@ -272,7 +271,7 @@ fn is_weak(label: &str, runs: &[&RunRecord]) -> bool {
 
 /// Builds one group's rows and its speed-up and efficiency.
 fn make_group(
-    kind: Kind,
+    kind: Scaling,
     label: &str,
     grid: Option<[usize; 3]>,
     backend: &str,
@@ -316,7 +315,7 @@ fn make_group(
         kind,
         label: label.to_string(),
         grid,
-        size: runs.first().map_or_else(String::new, |r| r.size.clone()),
+        size: runs.first().map_or_else(Size::default, |r| r.size),
         backend: backend.to_string(),
         emulated: backend == EMULATED_BACKEND,
         threads_per_rank: threads,
@@ -397,7 +396,10 @@ mod tests {
         ]));
         assert_eq!(study.groups.len(), 2);
         let a = &study.groups[0];
-        assert_eq!((a.kind, a.grid, a.base_ranks), (Kind::Strong, Some(g), 1));
+        assert_eq!(
+            (a.kind, a.grid, a.base_ranks),
+            (Scaling::Strong, Some(g), 1)
+        );
         let got: Vec<(usize, usize, f64, f64)> = a
             .rows
             .iter()
@@ -515,7 +517,7 @@ mod tests {
         ];
         let study = group(&records(&runs));
         assert_eq!(study.groups.len(), 1);
-        assert_eq!(study.groups[0].kind, Kind::Weak);
+        assert_eq!(study.groups[0].kind, Scaling::Weak);
         assert_eq!(study.groups[0].rows[1].efficiency, 0.95);
         // The same runs labelled as a strong study of unequal sizes split.
         let study = group(&records(&[
@@ -529,7 +531,7 @@ mod tests {
             line("weak-M", [130, 34, 34], [2, 1, 1], 190.0),
         ]));
         assert_eq!(study.groups.len(), 1);
-        assert_eq!(study.groups[0].kind, Kind::Weak);
+        assert_eq!(study.groups[0].kind, Scaling::Weak);
     }
 
     #[test]

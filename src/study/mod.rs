@@ -215,7 +215,7 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
     let problem = args.problem.resolve(Preset::M, Ranks::Model(args.ranks))?;
     problem.check_temporal(args.temporal)?;
     let (grid, procs) = (problem.grid, problem.procs);
-    let size = problem.size_label;
+    let size = problem.size.to_string();
     let (rate, rate_from) = match (args.rate_mflops, args.seconds_per_iteration, &args.results) {
         (Some(r), _, _) => (
             model::check_rate(r, "--rate-mflops")?,

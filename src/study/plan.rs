@@ -454,7 +454,7 @@ fn label(v: &str) -> std::result::Result<String, String> {
 }
 
 /// The grid a study's size names: a preset or `NIxNJxNK`.
-fn size_grid(s: &str) -> Result<(Grid, String)> {
+fn size_grid(s: &str) -> Result<(Grid, crate::grid::Size)> {
     // A grid has digits; anything else is meant as a preset (and named in
     // the error as an unknown size).
     let args = if !s.chars().any(|c| c.is_ascii_digit()) {
@@ -469,7 +469,7 @@ fn size_grid(s: &str) -> Result<(Grid, String)> {
         }
     };
     let p = args.resolve(Preset::M, Ranks::Model(None))?;
-    Ok((p.grid, p.size_label))
+    Ok((p.grid, p.size))
 }
 
 /// The global grid and process grid that give each of `np` ranks the

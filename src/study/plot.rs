@@ -14,7 +14,8 @@
 //! font file is looked up at run time (`HIMENO_FONT`, then common system
 //! locations such as Debian's `fonts-dejavu-core`).
 
-use super::group::{Group, Kind, Row};
+use super::group::{Group, Row};
+use super::records::Scaling;
 use crate::error::{Error, Result};
 use crate::hash::fnv1a;
 use crate::timing::Phase;
@@ -45,15 +46,17 @@ const FONT_CANDIDATES: [&str; 10] = [
     "/Library/Fonts/Arial.ttf",
 ];
 
-/// Colours of the phases in the stacked bars, in `Phase::ALL` order.
-pub(super) const PHASE_COLOURS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(127, 127, 127),
-];
+/// The colour of `phase` in the stacked bars and timelines.
+pub(super) fn phase_colour(phase: Phase) -> RGBColor {
+    match phase {
+        Phase::Compute => RGBColor(31, 119, 180),
+        Phase::Pack => RGBColor(255, 127, 14),
+        Phase::Transfer => RGBColor(148, 103, 189),
+        Phase::Comm => RGBColor(214, 39, 40),
+        Phase::Unpack => RGBColor(44, 160, 44),
+        Phase::Allreduce => RGBColor(127, 127, 127),
+    }
+}
 
 /// Registers a font for plot text once per process.
 fn ensure_font() -> Result<()> {
@@ -392,8 +395,8 @@ where
         )
     };
     let kind = match g.kind {
-        Kind::Strong => "speed-up",
-        Kind::Weak => "scaled speed-up",
+        Scaling::Strong => "speed-up",
+        Scaling::Weak => "scaled speed-up",
     };
     let ylabel = if efficiency {
         "parallel efficiency"
@@ -445,7 +448,7 @@ where
         .map_err(e)?;
     // The ideal line is wide and light, so a curve on top of it stays visible.
     let grey = RGBColor(170, 170, 170);
-    let blue = PHASE_COLOURS[0];
+    let blue = phase_colour(Phase::Compute);
     let lines = [
         (
             [(n0, ideal(n0)), (xmax, ideal(xmax))]
@@ -498,7 +501,7 @@ where
             .map_err(e)?;
     }
     if !model.is_empty() {
-        let red = PHASE_COLOURS[3];
+        let red = phase_colour(Phase::Comm);
         let points: Vec<(f64, f64)> = model.iter().copied().filter_map(to_chart).collect();
         chart
             .draw_series(DashedLineSeries::new(
@@ -624,7 +627,7 @@ where
     let ymax = g
         .rows
         .iter()
-        .map(|r| r.slowest_phases.iter().sum::<f64>() * 1e3)
+        .map(|r| r.slowest_phases.total() * 1e3)
         .fold(0.0, f64::max)
         * 1.3;
     let fmt = |v: &SegmentValue<usize>| match v {
@@ -660,14 +663,15 @@ where
         .y_label_style(("sans-serif", 15))
         .draw()
         .map_err(e)?;
-    for (pi, phase) in Phase::ALL.iter().enumerate() {
-        if g.rows.iter().all(|r| r.slowest_phases[pi] == 0.0) {
+    for (pi, phase) in Phase::ALL.into_iter().enumerate() {
+        if g.rows.iter().all(|r| r.slowest_phases[phase] == 0.0) {
             continue;
         }
-        let colour = PHASE_COLOURS[pi];
+        let colour = phase_colour(phase);
         let bars = g.rows.iter().enumerate().map(move |(i, r)| {
-            let below: f64 = r.slowest_phases[..pi].iter().sum::<f64>() * 1e3;
-            let top = below + r.slowest_phases[pi] * 1e3;
+            // The bar stacks the phases in `Phase::ALL` order.
+            let below: f64 = r.slowest_phases.values()[..pi].iter().sum::<f64>() * 1e3;
+            let top = below + r.slowest_phases[phase] * 1e3;
             let mut bar = Rectangle::new(
                 [
                     (SegmentValue::Exact(i), below),

@@ -7,10 +7,9 @@
 use crate::error::{Error, Result};
 use crate::grid::decomp::MAX_RANKS;
 use crate::output;
-use crate::report::SCHEMA_VERSION;
-use crate::timing::Phase;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use crate::report::{Record, SCHEMA_VERSION};
+use crate::timing::PhaseTimes;
+use serde::Serialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -30,124 +29,57 @@ impl std::fmt::Display for Source {
     }
 }
 
-/// The per-rank part of a record that the report uses.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RankPart {
-    /// Rank number.
-    pub rank: usize,
-    /// Host name.
-    #[serde(default)]
-    pub host: String,
-    /// Seconds of the rank's timed loop.
-    #[serde(default)]
-    pub loop_s: f64,
-    /// Seconds per phase.
-    #[serde(default)]
-    pub phases_s: BTreeMap<String, f64>,
-    /// Whether the rank's GPU was emulated (absent: a real device, or a
-    /// CPU rank).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub emulated: bool,
+/// Strong or weak scaling: what a study holds fixed as the ranks grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scaling {
+    /// Fixed global grid, growing ranks.
+    Strong,
+    /// Fixed points per rank, growing ranks.
+    Weak,
 }
 
-/// The fields of a run record (`crate::report::Record`) that studies need.
-/// Unknown fields are ignored and optional ones default, so records from
-/// newer or older builds with the same schema number still read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A run record ([`Record`], the type the run writes) as a study reads
+/// it, with what the reader found out when it read the line. It
+/// dereferences to the record.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
-    /// Layout version; only [`SCHEMA_VERSION`] is accepted.
-    pub schema: u32,
-    /// UTC time the run ended.
-    #[serde(default)]
-    pub timestamp: String,
-    /// User label, e.g. the study name.
-    #[serde(default)]
-    pub label: Option<String>,
-    /// Size preset or `custom`.
-    #[serde(default)]
-    pub size: String,
-    /// Global grid `[NI, NJ, NK]`.
-    pub grid: [usize; 3],
-    /// Process grid `[PI, PJ, PK]`.
-    pub procs: [usize; 3],
-    /// Number of ranks.
-    pub ranks: usize,
-    /// Sweep threads per rank.
-    #[serde(default = "one")]
-    pub threads_per_rank: usize,
-    /// Sweeps per halo exchange (`--temporal`; 1, the classic iteration,
-    /// in records written before it existed).
-    #[serde(default = "one")]
-    pub temporal: usize,
-    /// `cpu` or `gpu`.
-    #[serde(default)]
-    pub backend: String,
-    /// Timed iterations completed.
-    pub iterations: u64,
-    /// Timed iterations planned (absent in records written before it was).
-    #[serde(default)]
-    pub planned_iterations: Option<u64>,
-    /// False when the run was stopped early.
-    #[serde(default = "yes")]
-    pub complete: bool,
-    /// MFLOPS of the whole job.
-    pub mflops: f64,
-    /// Seconds of the timed loop (slowest rank).
-    pub wall_s: f64,
-    /// Fraction of the slowest rank's loop spent computing.
-    #[serde(default)]
-    pub compute_share: f64,
-    /// Fraction of the slowest rank's loop spent communicating.
-    #[serde(default)]
-    pub comm_share: f64,
-    /// Rank with the longest loop.
-    #[serde(default)]
-    pub slowest_rank: usize,
-    /// Verification verdict: passed, failed or not checked.
-    #[serde(default)]
-    pub verified: Option<bool>,
-    /// NUMA binding chosen by `scripts/bind.sh`, when used.
-    #[serde(default)]
-    pub binding: Option<String>,
-    /// Per-rank phase times.
-    #[serde(default)]
-    pub per_rank: Vec<RankPart>,
-    /// Where a restarted run took up the work: its times and rates cover
-    /// the iterations after it only.
-    #[serde(default)]
-    pub restarted_from: Option<RestartPoint>,
-    /// Where the record was read from (not part of the file's JSON).
-    #[serde(skip_deserializing, default = "no_source")]
+    /// The record; `per_rank` holds only the slowest rank's part.
+    pub record: Record,
+    /// Where the record was read from.
     pub source: Source,
     /// Distinct hosts among all ranks, counted when the record was read
     /// (before `per_rank` is cut to the slowest rank).
-    #[serde(skip_deserializing)]
     pub host_count: usize,
     /// Whether any rank's GPU was emulated, found when the record was read
     /// (before `per_rank` is cut): such a run measures the host CPU
     /// running an emulator, never GPU performance.
-    #[serde(skip_deserializing, skip_serializing_if = "std::ops::Not::not")]
     pub emulated: bool,
+    /// The scaling the record says it belongs to, where it says so.
+    /// Records carry no field for it: the word `weak` (any case) in the
+    /// label has always declared a weak study, and it is read here, once.
+    /// `None`: not declared (the grouping decides from the grids).
+    pub scaling: Option<Scaling>,
 }
 
-/// The part of a record's `restarted_from` the tables need.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RestartPoint {
-    /// Iterations done at the checkpoint the run restarted from.
-    pub iteration: u64,
-}
-
-fn one() -> usize {
-    1
-}
-fn yes() -> bool {
-    true
-}
-fn no_source() -> Source {
-    Source {
-        file: String::new(),
-        line: 0,
+impl std::ops::Deref for RunRecord {
+    type Target = Record;
+    fn deref(&self) -> &Record {
+        &self.record
     }
+}
+
+impl std::ops::DerefMut for RunRecord {
+    fn deref_mut(&mut self) -> &mut Record {
+        &mut self.record
+    }
+}
+
+/// The scaling a record's label declares (see [`RunRecord::scaling`]).
+fn declared_scaling(label: Option<&str>) -> Option<Scaling> {
+    label
+        .filter(|l| l.to_ascii_lowercase().contains("weak"))
+        .map(|_| Scaling::Weak)
 }
 
 impl RunRecord {
@@ -185,17 +117,15 @@ impl RunRecord {
         self.wall_s / self.timed_iterations() as f64
     }
 
-    /// Seconds per iteration the slowest rank spent in each phase, in
-    /// [`Phase::ALL`] order (zeros when the record has no per-rank data).
-    pub fn slowest_phases(&self) -> [f64; 6] {
-        let mut out = [0.0; 6];
-        if let Some(r) = self.per_rank.iter().find(|r| r.rank == self.slowest_rank) {
-            for (o, p) in out.iter_mut().zip(Phase::ALL) {
-                *o = r.phases_s.get(p.name()).copied().unwrap_or(0.0)
-                    / self.timed_iterations() as f64;
-            }
-        }
-        out
+    /// Seconds per iteration the slowest rank spent in each phase (zeros
+    /// when the record has no per-rank data).
+    pub fn slowest_phases(&self) -> PhaseTimes {
+        self.per_rank
+            .iter()
+            .find(|r| r.rank == self.slowest_rank)
+            .map_or_else(PhaseTimes::default, |r| {
+                r.phases_s.divided_by(self.timed_iterations() as f64)
+            })
     }
 
     /// Why this record is not fit for a scaling table, if it is not:
@@ -203,7 +133,7 @@ impl RunRecord {
     pub fn flag(&self) -> Option<&'static str> {
         if !self.complete {
             Some("incomplete (stopped early)")
-        } else if self.verified == Some(false) {
+        } else if self.verified() == Some(false) {
             Some("verification failed")
         } else {
             None
@@ -260,7 +190,9 @@ impl RunRecord {
         }
         // A record that contradicts itself was not written by a run: each
         // number may be plausible alone, but a table of them would mislead.
-        if let Some(planned) = self.planned_iterations
+        // 0: a record from before the plan was recorded.
+        let planned = self.planned_iterations;
+        if planned != 0
             && (self.iterations > planned || (self.complete && self.iterations != planned))
         {
             return Err(format!(
@@ -319,7 +251,7 @@ impl RunRecord {
         }
         for r in &self.per_rank {
             let times = std::iter::once(("loop_s", r.loop_s))
-                .chain(r.phases_s.iter().map(|(k, &v)| (k.as_str(), v)));
+                .chain(r.phases_s.iter().map(|(p, &v)| (p.name(), v)));
             for (name, v) in times {
                 if !within(v, MAX_SECONDS) {
                     return Err(format!(
@@ -397,9 +329,18 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
     }
     // A JSON array would deserialize into a record by position.
     let parsed = if trimmed.starts_with('{') {
-        serde_json::from_str::<RunRecord>(trimmed)
+        serde_json::from_str::<Record>(trimmed)
             .map_err(|e| format!("not a run record: {e}"))
-            .and_then(|r| r.check().map(|()| r))
+            .and_then(|record| {
+                let r = RunRecord {
+                    scaling: declared_scaling(record.label.as_deref()),
+                    record,
+                    source: source.clone(),
+                    host_count: 0,
+                    emulated: false,
+                };
+                r.check().map(|()| r)
+            })
     } else {
         Err("not a run record: a record is one JSON object per line".to_string())
     };
@@ -412,7 +353,6 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
             let slowest = r.slowest_rank;
             r.per_rank.retain(|p| p.rank == slowest);
             r.per_rank.truncate(1);
-            r.source = source;
             into.records.push(r);
         }
         Err(why) => into.malformed.push(Malformed { source, why }),
@@ -589,6 +529,7 @@ pub fn load(paths: &[impl AsRef<Path>]) -> Result<Loaded> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::timing::Phase;
 
     /// A minimal valid record line for tests.
     pub fn line(label: &str, grid: [usize; 3], procs: [usize; 3], mflops: f64) -> String {
@@ -632,7 +573,9 @@ pub(crate) mod tests {
         let mut l = Loaded::default();
         parse("f", &line("a", [10, 10, 10], [1, 1, 1], 1.0), &mut l);
         let ph = l.records[0].slowest_phases();
-        assert!((ph[0] - 0.09).abs() < 1e-12 && (ph[3] - 0.01).abs() < 1e-12);
+        assert!(
+            (ph[Phase::Compute] - 0.09).abs() < 1e-12 && (ph[Phase::Comm] - 0.01).abs() < 1e-12
+        );
         assert_eq!(l.records[0].flag(), None);
     }
 
@@ -734,7 +677,7 @@ pub(crate) mod tests {
         assert_eq!(l.records.len(), 2);
         assert_eq!(l.records[1].source.line, 3);
         assert_eq!(l.records[0].per_rank.len(), 1);
-        assert!((l.records[0].slowest_phases()[0] - 0.07).abs() < 1e-12);
+        assert!((l.records[0].slowest_phases()[Phase::Compute] - 0.07).abs() < 1e-12);
         assert_eq!(l.malformed.len(), 1);
         assert!(l.malformed[0].why.contains("longer than"));
         assert!(read_capped_bytes(Path::new("/dev/zero"), 10).is_err());

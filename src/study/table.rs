@@ -1,6 +1,7 @@
 //! Rendering a grouped study as text tables, CSV or JSON.
 
-use super::group::{Group, Kind, Study};
+use super::group::{Group, Study};
+use super::records::Scaling;
 use super::records::{Malformed, RunRecord};
 use crate::timing::Phase;
 use serde::Serialize;
@@ -35,7 +36,7 @@ pub fn text(study: &Study) -> String {
 }
 
 fn group_text(s: &mut String, g: &Group) {
-    let weak = g.kind == Kind::Weak;
+    let weak = g.kind == Scaling::Weak;
     let model = g.rows.iter().any(|r| r.model.is_some());
     let _ = writeln!(s, "== {} ==", g.title());
     let _ = write!(s, " {:>5} {:>5} {:>9}", "ranks", "hosts", "procs");
@@ -70,7 +71,7 @@ fn group_text(s: &mut String, g: &Group) {
             100.0 * r.compute_share,
             100.0 * r.comm_share
         );
-        for v in r.slowest_phases {
+        for v in r.slowest_phases.values() {
             let _ = write!(s, " {:>9.4}", v * 1e3);
         }
         if let Some(m) = &r.model {
@@ -104,8 +105,8 @@ pub fn csv(study: &Study) -> String {
     for g in &study.groups {
         for r in &g.rows {
             let kind = match g.kind {
-                Kind::Strong => "strong",
-                Kind::Weak => "weak",
+                Scaling::Strong => "strong",
+                Scaling::Weak => "weak",
             };
             let _ = write!(
                 s,
@@ -130,7 +131,7 @@ pub fn csv(study: &Study) -> String {
                 r.compute_share,
                 r.comm_share
             );
-            for v in r.slowest_phases {
+            for v in r.slowest_phases.values() {
                 let _ = write!(s, ",{v}");
             }
             match &r.model {

@@ -29,7 +29,7 @@ const KEY_WIDTH: u32 = 130;
 #[derive(Debug, Clone, PartialEq)]
 struct Span {
     rank: usize,
-    phase: usize,
+    phase: Phase,
     start_ms: f64,
     end_ms: f64,
 }
@@ -46,12 +46,11 @@ struct Window {
 }
 
 impl Window {
-    /// Milliseconds rank `r` spent in phases `which` (indices in
-    /// [`Phase::ALL`]).
+    /// Milliseconds rank `r` spent in phases `which`.
     fn ms(&self, r: usize, which: impl Fn(Phase) -> bool) -> f64 {
         self.spans
             .iter()
-            .filter(|s| s.rank == r && which(Phase::ALL[s.phase]))
+            .filter(|s| s.rank == r && which(s.phase))
             .map(|s| s.end_ms - s.start_ms)
             .sum()
     }
@@ -119,7 +118,7 @@ fn load(path: &Path, from: Option<u64>, count: u64) -> Result<Window> {
     let spans = chosen
         .iter()
         .filter_map(|e| {
-            let phase = Phase::ALL.iter().position(|p| e["name"] == p.name())?;
+            let phase = Phase::from_name(e["name"].as_str()?)?;
             let start_ms = (us(e, "ts") - zero) * 1e-3;
             Some(Span {
                 rank: e["pid"].as_u64()? as usize,
@@ -232,12 +231,12 @@ where
         .x_label_style(("sans-serif", 15))
         .draw()
         .map_err(e)?;
-    for pi in 0..Phase::ALL.len() {
-        if !w.spans.iter().any(|s| s.phase == pi) {
+    for phase in Phase::ALL {
+        if !w.spans.iter().any(|s| s.phase == phase) {
             continue;
         }
-        let colour = plot::PHASE_COLOURS[pi];
-        let bars = w.spans.iter().filter(|s| s.phase == pi).map(|s| {
+        let colour = plot::phase_colour(phase);
+        let bars = w.spans.iter().filter(|s| s.phase == phase).map(|s| {
             let y = row_y(s.rank);
             Rectangle::new(
                 [(s.start_ms, y - 0.4), (s.end_ms, y + 0.4)],
@@ -246,14 +245,13 @@ where
         });
         chart.draw_series(bars).map_err(e)?;
     }
-    for (i, (pi, phase)) in Phase::ALL
-        .iter()
-        .enumerate()
-        .filter(|(pi, _)| w.spans.iter().any(|s| s.phase == *pi))
+    for (i, phase) in Phase::ALL
+        .into_iter()
+        .filter(|&p| w.spans.iter().any(|s| s.phase == p))
         .enumerate()
     {
         let y = 60 + 24 * i as i32;
-        let colour = plot::PHASE_COLOURS[pi];
+        let colour = plot::phase_colour(phase);
         key.draw(&Rectangle::new([(10, y - 7), (24, y + 7)], colour.filled()))
             .map_err(e)?;
         key.draw(&Text::new(
@@ -316,10 +314,10 @@ mod tests {
             what: "grid g".into(),
             // Rank 1 computes longer; rank 0 waits for it.
             spans: vec![
-                span(0, 0, 0.0, 1.0),
-                span(0, 3, 1.0, 3.0),
-                span(1, 0, 0.0, 2.9),
-                span(1, 3, 2.9, 3.0),
+                span(0, Phase::Compute, 0.0, 1.0),
+                span(0, Phase::Comm, 1.0, 3.0),
+                span(1, Phase::Compute, 0.0, 2.9),
+                span(1, Phase::Comm, 2.9, 3.0),
             ],
         };
         let t = text(&w, &[]);

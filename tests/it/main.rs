@@ -18,6 +18,7 @@ mod hostile;
 mod known_answers;
 mod layers;
 mod ranks;
+mod records;
 mod reframe;
 mod rehearsal;
 mod run;

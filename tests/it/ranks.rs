@@ -5,6 +5,8 @@
 //! refuse to run.
 
 use crate::common::*;
+use himeno::machine::threads::Bind;
+use himeno::report::Record;
 
 /// The JSON report of `np` ranks started by `launcher` on `procs`, one
 /// sweep thread each unless `extra` says otherwise.
@@ -236,14 +238,14 @@ fn pinned_ranks_take_different_cpus() {
         );
         cmd.env("OMPI_MCA_hwloc_base_binding_policy", "none");
         let r = json_ok(&run(cmd));
-        let cpus: Vec<String> = r["per_rank"]
-            .as_array()
-            .unwrap()
+        let rec: Record = serde_json::from_value(r.clone()).expect("a run record");
+        let cpus: Vec<Vec<Option<usize>>> = rec
+            .per_rank
             .iter()
             .map(|p| {
-                let pl = p["placement"].as_str().unwrap();
-                let at = pl.find("threads on cpus ").expect("pinned cpus") + 16;
-                pl[at..].split(' ').next().unwrap().to_string()
+                let c = p.placement.cpus.clone().expect("a CPU rank's threads");
+                assert_eq!(c.bind, Bind::Cores, "{launcher:?}: {r}");
+                c.cpus
             })
             .collect();
         if online >= 2 {

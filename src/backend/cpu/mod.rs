@@ -505,15 +505,15 @@ impl Backend for CpuBackend {
             threads: self.parts.len(),
             device: None,
             detail: Some(format!(
-                "kernel {}; {} stores{temporal}; {}",
+                "kernel {}; {} stores{temporal}",
                 self.isa.name(),
                 if self.streaming {
                     "streaming"
                 } else {
                     "cached"
                 },
-                self.pool.describe()
             )),
+            cpus: Some(self.pool.cpus()),
             gpu_software: None,
             emulated: None,
         }

@@ -245,6 +245,7 @@ impl GpuBackend {
                 if cfg.overlap { "on" } else { "off" },
                 connections::describe()
             )),
+            cpus: None,
             gpu_software: Some(GpuSoftware {
                 cuda_driver: format!("{}.{}", probe.driver.0, probe.driver.1),
                 nvrtc: probe.nvrtc.version_string(),

@@ -45,9 +45,8 @@ for s in $sizes; do
 done
 cd "$(dirname "$0")/.."
 [[ -x $bin ]] || die "no himeno at '$bin': cargo build --release --features mpi"
-launcher=("${HIMENO_MPIRUN:-mpirun}" -np 2)
-[[ ${HIMENO_MPIRUN:-mpirun} == mpirun ]] && launcher+=(--oversubscribe)
-((EUID == 0)) && [[ ${HIMENO_MPIRUN:-mpirun} == mpirun ]] && launcher+=(--allow-run-as-root)
+mapfile -t launcher < <(scripts/mpirun-for 2)
+((${#launcher[@]})) || die "no MPI launcher"
 peer=$(mktemp -d)/pingpong_peer
 trap 'rm -rf "$(dirname "$peer")"' EXIT
 "${MPICC:-mpicc}" -O2 -o "$peer" tests/c_peer/pingpong_peer.c || die "mpicc failed"

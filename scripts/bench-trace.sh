@@ -47,6 +47,7 @@ done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats '$repeats' is not a whole number above 0"
 case $launcher in mpirun|local) ;; *) die "--launcher '$launcher': use mpirun or local" ;; esac
 cd "$(dirname "$0")/.."
+[[ $launcher == mpirun ]] && mapfile -t mpirun < <(scripts/mpirun-for "$ranks")
 if [[ ! -x $bin ]]; then
     cargo build --release --features mpi
 fi
@@ -71,8 +72,7 @@ run() {
     [[ $size == *x*x* ]] && shape=(--grid "$size")
     local args=("${shape[@]}" --iterations "$n" --threads 1 --format json "$@")
     if [[ $launcher == mpirun ]]; then
-        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
-            mpirun --oversubscribe -np "$ranks" "$bin" "${args[@]}" > "$out"
+        OMPI_MCA_mpi_yield_when_idle=1 "${mpirun[@]}" "$bin" "${args[@]}" > "$out"
     else
         "$bin" --local-ranks "$ranks" "${args[@]}" > "$out"
     fi

@@ -443,7 +443,7 @@ cmd_mpirun() {
   [[ -r $state/hostfile ]] || die "the cluster is not up: scripts/local-cluster.sh up"
   # The network this cluster was brought up on, whatever HIMENO_CLUSTER_NET says now.
   net=$(< "$state/net")
-  local launcher=${HIMENO_MPIRUN:-mpirun} args
+  local launcher=${HIMENO_MPIRUN:-mpirun} args base
   # The launch agent (this script) finds the cluster from any folder.
   export HIMENO_CLUSTER_DIR=$state
   command -v "$launcher" > /dev/null || die "no $launcher here: install Open MPI or MPICH"
@@ -454,9 +454,11 @@ cmd_mpirun() {
   else
     args=(--hostfile "$state/hostfile" --mca plm_rsh_agent "$self"
       --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24")
-    ((EUID == 0)) && args+=(--allow-run-as-root)
   fi
-  exec "$launcher" "${args[@]}" "$@"
+  # The launcher and the options this machine needs (no rank count: the
+  # caller's -np comes with its arguments).
+  mapfile -t base < <("$(dirname "$self")/mpirun-for")
+  exec "${base[@]}" "${args[@]}" "$@"
 }
 
 case ${1:-} in

@@ -38,10 +38,8 @@ if ! $names_problem; then
     args=(run --size L "${args[@]:1}")
   fi
 fi
-launcher=(mpirun -np "$np")
-# Open MPI refuses root and more ranks than cores unless told.
-if [ "$(id -u)" -eq 0 ]; then launcher+=(--allow-run-as-root); fi
-launcher+=(--oversubscribe)
+mapfile -t launcher < <(scripts/mpirun-for "$np")
+((${#launcher[@]})) || exit 2
 if [[ $dry_run == 1 ]]; then
   echo "${launcher[*]} target/release/himeno ${args[*]}"
   exit 0

@@ -8,8 +8,8 @@
 #   --plots DIR        plot folder (default: <results file without .jsonl>-plots)
 #   --himeno BIN       himeno binary (default: $HIMENO or target/release/himeno)
 #   --launcher CMD     launcher, %n = rank count (default: $HIMENO_LAUNCHER or
-#                      "mpirun -np %n", adding --allow-run-as-root as root and
-#                      --oversubscribe beyond the cores); "local" runs the
+#                      what scripts/mpirun-for prints: mpirun -np %n with
+#                      the options this machine needs); "local" runs the
 #                      ranks as threads of one process (--local-ranks, no MPI)
 #   --bind POLICY      NUMA binding through scripts/bind.sh: none (default),
 #                      local, membind or interleave
@@ -90,8 +90,6 @@ for study in "${studies[@]}"; do
   [[ -r $study ]] || die "cannot read study definition '$study'"
 done
 
-cores=$(nproc 2>/dev/null || echo 1)
-
 # Prints the launcher words for $1 ranks, one per line (none for "local").
 launcher_for() {
   local np=$1 words
@@ -100,10 +98,7 @@ launcher_for() {
   elif [[ -n $launcher ]]; then
     read -r -a words <<< "${launcher//%n/$np}"
   else
-    words=(mpirun)
-    ((EUID == 0)) && words+=(--allow-run-as-root)
-    ((np > cores)) && words+=(--oversubscribe)
-    words+=(-np "$np")
+    mapfile -t words < <("$here/mpirun-for" "$np")
   fi
   printf '%s\n' "${words[@]}"
 }

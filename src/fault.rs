@@ -31,7 +31,7 @@ use crate::grid::decomp::Face;
 use ndarray::Axis;
 
 /// Name of the environment variable that holds the fault.
-pub const VAR: &str = "HIMENO_FAULT";
+pub const VAR: &str = crate::environment::FAULT;
 
 /// What the faulty rank does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ impl Fault {
     pub fn from_env() -> Result<Option<Fault>> {
         // Read as an OS string: a value that is not UTF-8 is malformed, not
         // absent.
-        match std::env::var_os(VAR) {
+        match crate::environment::get_os(VAR) {
             Some(s) if !s.to_string_lossy().trim().is_empty() => {
                 Fault::parse(&s.to_string_lossy()).map(Some)
             }

@@ -8,7 +8,7 @@
 
 // The layers, lowest first (a module imports only from its own layer or
 // those below; `tests/it/layers.rs` reads this map and keeps it so):
-// 1. error, hash, timing, timeline, signals, progress, output;
+// 1. error, environment, hash, timing, timeline, signals, progress, output;
 // 2. machine, grid, comm;
 // 3. problem, verify;
 // 4. config;
@@ -22,6 +22,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod comm;
 pub mod config;
+pub mod environment;
 pub mod error;
 pub mod fault;
 pub mod gpu_check;
@@ -125,8 +126,9 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let filter = environment::get(environment::RUST_LOG)
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
     // Colour codes only for a terminal: batch logs must stay plain text.
     // A log line that cannot be written (`2>/dev/full`) is dropped: the
     // subscriber's own report of it would go through `eprintln!`, which

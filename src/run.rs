@@ -14,6 +14,7 @@ use crate::checkpoint::Checkpointer;
 use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
 use crate::config::{BackendKind, Occupancy, RunConfig, StreamMeasure};
+use crate::environment;
 use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
@@ -116,9 +117,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     if let Some(grace) = grace {
         stop.set_grace(grace);
     }
-    let binding = std::env::var_os("HIMENO_BINDING")
-        .map(|b| b.to_string_lossy().into_owned())
-        .filter(|b| !b.is_empty());
+    let binding =
+        environment::get_os(environment::BINDING).map(|b| b.to_string_lossy().into_owned());
     let (grid, procs) = (cfg.grid(), cfg.procs());
     let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
     tracing::info!(rank = comm.rank(), ?block, "block");

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Name of the variable that sets the watchdog's grace, in seconds.
-pub const GRACE_VAR: &str = "HIMENO_STOP_GRACE";
+pub const GRACE_VAR: &str = crate::environment::STOP_GRACE;
 
 /// The watchdog's grace when [`GRACE_VAR`] is not set.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
@@ -237,7 +237,7 @@ const MIN_GRACE_S: f64 = 0.001;
 /// The grace [`GRACE_VAR`] asks for, if set: seconds from a millisecond to
 /// a day.
 pub fn grace_from_env() -> Result<Option<Duration>> {
-    let Some(v) = std::env::var_os(GRACE_VAR) else {
+    let Some(v) = crate::environment::get_os(GRACE_VAR) else {
         return Ok(None);
     };
     parse_grace(&v.to_string_lossy()).map(Some)

@@ -2,36 +2,27 @@
 //! process before any communication starts: its rank, the job's size, the
 //! host name.
 
+use crate::environment;
+
 /// The number of ranks a launcher (mpirun, srun, hydra) says this process
 /// belongs to, read from the variables launchers set. The launcher that
 /// started this process sets its own variable, but a process can also
 /// inherit another's (mpirun inside a Slurm job step passes Slurm's on), so
 /// the MPI libraries' own variables come before Slurm's.
 pub fn launcher_size() -> Option<usize> {
-    const VARS: [&str; 5] = [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMIX_SIZE",
-        "MV2_COMM_WORLD_SIZE",
-        "SLURM_STEP_NUM_TASKS",
-    ];
-    VARS.iter()
-        .filter_map(|v| std::env::var(v).ok())
+    environment::LAUNCHER_SIZE
+        .iter()
+        .filter_map(|v| environment::get(v))
         .find_map(|s| s.trim().parse::<usize>().ok())
 }
 
 /// This process's rank as a launcher announced it, before MPI starts (so
 /// that only one of N identical failures is printed).
 pub fn launcher_rank() -> Option<usize> {
-    [
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-    ]
-    .iter()
-    .filter_map(|v| std::env::var(v).ok())
-    .find_map(|s| s.trim().parse().ok())
+    environment::LAUNCHER_RANK
+        .iter()
+        .filter_map(|v| environment::get(v))
+        .find_map(|s| s.trim().parse().ok())
 }
 
 /// Whether this process is the launcher's rank 0, or was not started by a
@@ -45,6 +36,7 @@ pub fn is_first_rank() -> bool {
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown".to_string())
+        .ok()
+        .or_else(|| environment::get(environment::HOSTNAME))
+        .unwrap_or_else(|| "unknown".to_string())
 }

@@ -22,7 +22,7 @@ pub fn ensure_build() -> Result<()> {
 pub fn libraries(root: &Path, driver_major: Option<u32>) -> Result<Vec<(u32, PathBuf)>> {
     let majors = locate::majors_for(driver_major);
     let search = Search {
-        var: &|k| std::env::var(k).ok().filter(|v| !v.is_empty()),
+        var: &crate::environment::get,
         root: root.to_path_buf(),
     };
     let files: Vec<PathBuf> = search

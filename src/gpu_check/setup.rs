@@ -208,7 +208,7 @@ fn first_gpu_run(
             "  the binary's own NVRTC search FAILED: {}",
             probe.why(ck.runner.limit)
         ));
-        let given = std::env::var_os(NVRTC_ENV).filter(|v| !v.is_empty());
+        let given = crate::environment::get_os(NVRTC_ENV);
         if let Some(lib) = given.or_else(|| chosen.map(|p| p.as_os_str().to_owned())) {
             lines.push(format!(
                 "  using {NVRTC_ENV}={} for the runs below",
@@ -220,7 +220,7 @@ fn first_gpu_run(
                 .parent()
                 .map(|p| p.as_os_str().to_owned())
                 .unwrap_or_default();
-            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+            if let Some(old) = crate::environment::get_os("LD_LIBRARY_PATH") {
                 path.push(":");
                 path.push(old);
             }

@@ -63,7 +63,7 @@ fn ensure_font() -> Result<()> {
     static FONT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     FONT.get_or_init(|| {
         let mut tried: Vec<PathBuf> = Vec::new();
-        if let Some(p) = std::env::var_os("HIMENO_FONT") {
+        if let Some(p) = crate::environment::get_os(crate::environment::FONT) {
             tried.push(PathBuf::from(p));
         }
         tried.extend(FONT_CANDIDATES.iter().map(PathBuf::from));

@@ -3,10 +3,11 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
@@ -68,22 +69,48 @@ pub fn hydra() -> bool {
     })
 }
 
-/// A command running the binary on `np` ranks under the MPI launcher
-/// (oversubscribed and allowed as root, as the test machines need).
+/// The launcher words for `np` ranks, as `scripts/mpirun-for` (the one
+/// place that knows the options this machine's launcher needs) prints
+/// them; asked once per rank count.
+fn launcher_words(np: usize) -> Vec<String> {
+    static WORDS: OnceLock<Mutex<BTreeMap<usize, Vec<String>>>> = OnceLock::new();
+    let mut known = WORDS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    known
+        .entry(np)
+        .or_insert_with(|| {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpirun-for");
+            let o = Command::new(script)
+                .arg(np.to_string())
+                .output()
+                .expect("scripts/mpirun-for runs");
+            assert!(
+                o.status.success(),
+                "scripts/mpirun-for {np}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
+        .clone()
+}
+
+/// A command running the binary on `np` ranks under the MPI launcher, with
+/// the options `scripts/mpirun-for` gives it on this machine.
 pub fn mpirun(np: usize, args: &[&str]) -> Command {
-    let mut c = Command::new(launcher());
-    if hydra() {
-        c.args(["-n", &np.to_string()]);
-    } else {
-        c.args([
-            "--oversubscribe",
-            "--allow-run-as-root",
-            "-np",
-            &np.to_string(),
-        ])
-        // Keep OpenMPI quiet and local on the single test machine.
-        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    let words = launcher_words(np);
+    let mut c = Command::new(&words[0]);
+    c.args(&words[1..]);
+    if !hydra() {
+        // Keep Open MPI local on the single test machine (no cross-memory
+        // attach in containers), and let the many tests' concurrent jobs
+        // share its cores, as --oversubscribe would beyond them.
+        c.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+            .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
     }
     c.arg(BIN).args(args);
     c

@@ -8,6 +8,7 @@ mod checkpoint;
 mod cluster;
 mod common;
 mod emulated_gpu;
+mod environment;
 mod failures;
 mod fuzz;
 mod gpu;

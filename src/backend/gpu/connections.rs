@@ -14,7 +14,7 @@
 use std::sync::OnceLock;
 
 /// The variable the CUDA driver reads.
-pub const VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+pub const VAR: &str = crate::environment::CUDA_CONNECTIONS;
 /// Hardware queues the driver uses when the variable is unset.
 pub const DRIVER_DEFAULT: usize = 8;
 /// The most the driver accepts.
@@ -44,12 +44,12 @@ pub fn for_ranks(ranks: usize) -> usize {
 /// why Rust 2024 makes setting it unsafe. The driver must not be
 /// initialised yet either, or the value is ignored.
 pub unsafe fn prepare(ranks: usize) -> Option<usize> {
-    if std::env::var_os(VAR).is_some() {
+    if crate::environment::get_os(VAR).is_some() {
         return None;
     }
     let n = for_ranks(ranks);
     // SAFETY: the caller guarantees a single-threaded process.
-    unsafe { std::env::set_var(VAR, n.to_string()) };
+    unsafe { crate::environment::set(VAR, &n.to_string()) };
     let _ = SET.set((n, ranks));
     tracing::info!(
         connections = n,
@@ -61,12 +61,12 @@ pub unsafe fn prepare(ranks: usize) -> Option<usize> {
 
 /// What the GPU backend records about the queues its process uses.
 pub fn describe() -> String {
-    match (SET.get(), std::env::var(VAR)) {
+    match (SET.get(), crate::environment::get(VAR)) {
         (Some((n, ranks)), _) => {
             format!("{VAR}={n} (set by himeno for {ranks} in-process ranks)")
         }
-        (None, Ok(v)) => format!("{VAR}={v} (from the environment)"),
-        (None, Err(_)) => format!("{VAR} unset (driver default {DRIVER_DEFAULT})"),
+        (None, Some(v)) => format!("{VAR}={v} (from the environment)"),
+        (None, None) => format!("{VAR} unset (driver default {DRIVER_DEFAULT})"),
     }
 }
 

@@ -4,4 +4,4 @@
 
 /// Environment variable naming the NVRTC library file to use (see
 /// `locate`).
-pub const NVRTC_ENV: &str = "HIMENO_NVRTC_LIB";
+pub const NVRTC_ENV: &str = crate::environment::NVRTC_LIB;

@@ -51,7 +51,7 @@ impl Search<'_> {
     /// The search of this process: its environment, the real `/`.
     pub fn here() -> Search<'static> {
         Search {
-            var: &|k| std::env::var(k).ok().filter(|v| !v.is_empty()),
+            var: &crate::environment::get,
             root: PathBuf::from("/"),
         }
     }
@@ -78,12 +78,7 @@ impl Search<'_> {
     /// versioned `/usr/local/cuda-X.Y` (newest first), `/opt/cuda`.
     pub fn toolkit_roots(&self) -> Vec<PathBuf> {
         let mut roots = Vec::new();
-        for v in [
-            "CUDA_HOME",
-            "CUDA_PATH",
-            "CUDA_ROOT",
-            "CUDA_TOOLKIT_ROOT_DIR",
-        ] {
+        for v in crate::environment::CUDA_ROOTS {
             if let Some(r) = (self.var)(v) {
                 roots.push(PathBuf::from(r));
             }
@@ -125,7 +120,7 @@ impl Search<'_> {
     /// user's `~/.local`, and `/usr/local`, `/usr`, `/opt/conda`.
     pub fn site_folders(&self) -> Vec<PathBuf> {
         let mut prefixes = Vec::new();
-        for v in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        for v in crate::environment::PYTHON_PREFIXES {
             if let Some(p) = (self.var)(v) {
                 prefixes.push(PathBuf::from(p));
             }

@@ -83,7 +83,7 @@ impl Nvrtc {
         static NVRTC: OnceLock<Result<Nvrtc, String>> = OnceLock::new();
         NVRTC
             .get_or_init(|| {
-                let found = match std::env::var_os(NVRTC_ENV).filter(|v| !v.is_empty()) {
+                let found = match crate::environment::get_os(NVRTC_ENV) {
                     Some(path) => Nvrtc::open(Path::new(&path)).map_err(|e| {
                         format!(
                             "{NVRTC_ENV}={} cannot be used: {e}; point it at a libnvrtc.so.12 \

@@ -1,0 +1,190 @@
+//! Every environment variable himeno reads, in one place: its name, what
+//! it means, and the one function that reads it. The README's table of
+//! environment variables is this list (a test holds them equal), and no
+//! other module reads or sets the environment (a test scans the sources).
+//!
+//! The values are read where they are used, once per run: each reader
+//! turns the text into a value at the start (a grace, a fault plan, a
+//! library path) and passes that value down.
+
+use std::ffi::OsString;
+
+/// One variable himeno reads.
+pub struct Variable {
+    /// Its name.
+    pub name: &'static str,
+    /// What it does, as the README's table says it.
+    pub meaning: &'static str,
+}
+
+/// Seconds between a stop signal and the watchdog's abort (default 60).
+pub const STOP_GRACE: &str = "HIMENO_STOP_GRACE";
+/// A fault to inject, `RANK:ITERATION:KIND` (testing the failure paths).
+pub const FAULT: &str = "HIMENO_FAULT";
+/// The binding `scripts/bind.sh` applied, recorded in the result.
+pub const BINDING: &str = "HIMENO_BINDING";
+/// A TrueType font file for the plots.
+pub const FONT: &str = "HIMENO_FONT";
+/// The NVRTC library file the GPU backend opens instead of searching.
+pub const NVRTC_LIB: &str = "HIMENO_NVRTC_LIB";
+/// The CUDA driver's hardware queue count, set per in-process GPU ranks.
+pub const CUDA_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+/// The log filter, as `tracing-subscriber` reads it.
+pub const RUST_LOG: &str = "RUST_LOG";
+/// The host name, when `/proc` does not give it.
+pub const HOSTNAME: &str = "HOSTNAME";
+
+/// The launchers' variables for the job's size, in the order trusted.
+pub const LAUNCHER_SIZE: [&str; 5] = [
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMIX_SIZE",
+    "MV2_COMM_WORLD_SIZE",
+    "SLURM_STEP_NUM_TASKS",
+];
+/// The launchers' variables for this process's rank, in the order trusted.
+pub const LAUNCHER_RANK: [&str; 4] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+];
+/// CUDA toolkit roots the NVRTC search looks under, in order.
+pub const CUDA_ROOTS: [&str; 4] = [
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_ROOT",
+    "CUDA_TOOLKIT_ROOT_DIR",
+];
+/// Python environments whose NVIDIA wheels the NVRTC search looks in.
+pub const PYTHON_PREFIXES: [&str; 2] = ["VIRTUAL_ENV", "CONDA_PREFIX"];
+
+/// Every variable read, with its meaning: the README's table.
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: STOP_GRACE,
+        meaning: "seconds from a stop signal (SIGTERM, SIGINT, SIGUSR1) to the watchdog's abort \
+                  of a rank that does not stop (60; from 0.001 to 86400)",
+    },
+    Variable {
+        name: FAULT,
+        meaning: "`RANK:ITERATION:KIND`: inject a fault (panic, error, nan, perturb, hang, term) \
+                  to test the failure paths",
+    },
+    Variable {
+        name: BINDING,
+        meaning: "the CPU/NUMA binding `scripts/bind.sh` applied, recorded in the result",
+    },
+    Variable {
+        name: FONT,
+        meaning: "a TrueType font file for the plots, tried before the system's DejaVu, Liberation, Free or Noto Sans",
+    },
+    Variable {
+        name: NVRTC_LIB,
+        meaning: "the NVRTC library file (`libnvrtc.so.12` or `.13`) to open instead of searching",
+    },
+    Variable {
+        name: CUDA_CONNECTIONS,
+        meaning: "the CUDA driver's hardware queues; unset, a run sets two per in-process GPU rank",
+    },
+    Variable {
+        name: "CUDA_HOME, CUDA_PATH, CUDA_ROOT, CUDA_TOOLKIT_ROOT_DIR",
+        meaning: "CUDA toolkit roots searched for NVRTC",
+    },
+    Variable {
+        name: "PATH, PYTHONPATH, VIRTUAL_ENV, CONDA_PREFIX, HOME",
+        meaning: "where the NVRTC search looks for `nvcc` and for NVIDIA's Python wheels",
+    },
+    Variable {
+        name: "LD_LIBRARY_PATH",
+        meaning: "extended by `himeno gpu-check` for the runs it starts with an NVRTC it found",
+    },
+    Variable {
+        name: "OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE, MV2_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS",
+        meaning: "the job's size as a launcher announces it, before MPI starts",
+    },
+    Variable {
+        name: "OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID",
+        meaning: "this process's rank as a launcher announces it (only rank 0 prints early errors)",
+    },
+    Variable {
+        name: HOSTNAME,
+        meaning: "the host name when `/proc/sys/kernel/hostname` cannot be read",
+    },
+    Variable {
+        name: RUST_LOG,
+        meaning: "log filter (overrides `-v`/`-vv`), as `tracing-subscriber` reads it",
+    },
+];
+
+/// Whether `name` is one of [`VARIABLES`] (a row may name several).
+pub fn is_listed(name: &str) -> bool {
+    VARIABLES
+        .iter()
+        .any(|v| v.name.split(", ").any(|n| n == name))
+}
+
+/// The value of `name`, `None` when it is unset or empty (an empty value
+/// means unset everywhere himeno reads one).
+///
+/// # Panics
+///
+/// When `name` is not in [`VARIABLES`]: a variable read must be
+/// documented, and a test run finds the one that is not.
+pub fn get_os(name: &str) -> Option<OsString> {
+    assert!(
+        is_listed(name),
+        "environment variable {name} is read but not listed in environment::VARIABLES"
+    );
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
+/// [`get_os`] as text; a value that is not UTF-8 reads as unset.
+pub fn get(name: &str) -> Option<String> {
+    get_os(name).and_then(|v| v.into_string().ok())
+}
+
+/// Sets `name` to `value` for this process and the libraries it loads.
+///
+/// # Safety
+///
+/// The process must have one thread: the environment is not synchronised
+/// with other threads' reads of it, which is why Rust 2024 makes setting
+/// it unsafe.
+pub unsafe fn set(name: &str, value: &str) {
+    assert!(
+        is_listed(name),
+        "environment variable {name} is set but not listed"
+    );
+    // SAFETY: the caller guarantees a single-threaded process.
+    unsafe { std::env::set_var(name, value) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_constant_and_group_is_listed() {
+        let named = [
+            STOP_GRACE,
+            FAULT,
+            BINDING,
+            FONT,
+            NVRTC_LIB,
+            CUDA_CONNECTIONS,
+            HOSTNAME,
+            RUST_LOG,
+        ];
+        let groups = LAUNCHER_SIZE
+            .iter()
+            .chain(&LAUNCHER_RANK)
+            .chain(&CUDA_ROOTS)
+            .chain(&PYTHON_PREFIXES);
+        for name in named.iter().chain(groups) {
+            assert!(is_listed(name), "{name}");
+        }
+        assert!(!is_listed("HIMENO_UNKNOWN"));
+        assert!(!is_listed("CUDA"), "a part of a name is not a name");
+    }
+}

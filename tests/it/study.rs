@@ -1064,7 +1064,10 @@ fn counts_with_leading_zeros_are_read_in_base_10_by_every_script() {
     let mut c = bash("scripts/run-job.sh", &[]);
     c.env("NP", "08").env("DRY_RUN", "1");
     let out = stdout_ok(&run(c));
-    assert!(out.starts_with("mpirun ") && out.contains(" -np 8 "), "{out}");
+    assert!(
+        out.starts_with("mpirun ") && out.contains(" -np 8 "),
+        "{out}"
+    );
     for bad in ["x", "0", "-1", ""] {
         let mut c = bash("scripts/run-job.sh", &[]);
         c.env("NP", bad).env("DRY_RUN", "1");

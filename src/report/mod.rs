@@ -6,9 +6,10 @@ pub mod csv;
 pub mod provenance;
 pub mod text;
 
-use crate::backend::{BackendInfo, Kind};
+use crate::backend::BackendInfo;
 use crate::checkpoint::{RestartedFrom, Segment, Written};
 use crate::comm::Launch;
+use crate::config::BackendKind;
 use crate::config::{RunConfig, Staging, Stores};
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
 use crate::machine::threads::Bind;
@@ -88,7 +89,7 @@ pub struct Record {
     /// Sweep threads per rank.
     pub threads_per_rank: usize,
     /// `cpu` or `gpu`.
-    pub backend: Kind,
+    pub backend: BackendKind,
     /// Timed iterations completed.
     pub iterations: u64,
     /// Timed iterations planned.
@@ -293,10 +294,10 @@ impl Record {
             p_fingerprint: fingerprint_hex(out.fingerprint),
             verified: inp.verdict.verified,
             verification: inp.verdict,
-            staging: (first.kind == Kind::Gpu).then_some(cfg.staging),
-            overlap: cfg.overlap && first.kind == Kind::Gpu,
+            staging: (cfg.backend == BackendKind::Gpu).then_some(cfg.staging),
+            overlap: cfg.overlap && cfg.backend == BackendKind::Gpu,
             bind: cfg.bind,
-            stores: (first.kind == Kind::Cpu).then_some(cfg.stores),
+            stores: (cfg.backend == BackendKind::Cpu).then_some(cfg.stores),
             binding: inp.binding,
             per_rank,
             provenance: Provenance::collect(&out.ranks, inp.mpi_library),

@@ -347,6 +347,17 @@ mod tests {
     }
 
     #[test]
+    fn auto_is_left_to_the_probe_only_where_a_gpu_can_run() {
+        use BackendChoice::{Auto, Cpu, Gpu};
+        assert_eq!(Auto.fixed(1), None);
+        assert_eq!(Auto.fixed(2), Some(BackendKind::Cpu));
+        assert_eq!(Cpu.fixed(1), Some(BackendKind::Cpu));
+        // Refused by validation, not turned into something else.
+        assert_eq!(Gpu.fixed(4), Some(BackendKind::Gpu));
+        assert!(Auto.may_use_gpu(1) && !Auto.may_use_gpu(3) && !Cpu.may_use_gpu(1));
+    }
+
+    #[test]
     fn defaults_are_the_original_run() {
         let cfg = validated(&args(&[])).unwrap();
         assert_eq!(cfg.grid().n, [128, 128, 256]);

@@ -1,10 +1,11 @@
-//! The validated configuration of a benchmark run. `cli` turns the options
-//! as typed into this, once; everything downstream trusts it and nothing
-//! changes it afterwards.
+//! The validated configuration of a benchmark run. `run` turns the options
+//! as typed into this, once, after the job has decided where its ranks
+//! sweep; everything downstream trusts it and nothing changes it
+//! afterwards.
 
 use crate::comm::Terms;
 use crate::grid::Grid;
-use crate::grid::decomp::ProcGrid;
+use crate::grid::decomp::{FaceWeights, ProcGrid};
 use crate::machine::threads::Bind;
 use crate::output::Format;
 use crate::problem::Problem;
@@ -16,16 +17,42 @@ use serde::{Deserialize, Serialize};
 pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 use std::path::PathBuf;
 
-/// Which backend the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+/// Where a run's ranks sweep, as decided for the whole job (`--backend
+/// auto` is resolved before a [`RunConfig`] exists).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// CPU threads.
+    #[default]
     Cpu,
     /// One GPU per rank (build with `--features cuda`).
     Gpu,
-    /// A GPU when every rank has a usable one, otherwise the CPU.
-    Auto,
+}
+
+impl BackendKind {
+    /// Lower-case name, as in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Gpu => "gpu",
+        }
+    }
+
+    /// What one value of a halo face costs this backend, by the dimension
+    /// normal to the face, for the automatic process grid. On the CPU the
+    /// copies cost alike within the noise (the choice stays the plain
+    /// surface). On a GPU a face normal to i is contiguous and copied
+    /// directly, one normal to j is rows gathered by a coalesced pack
+    /// kernel, but one normal to k takes a single value from every row:
+    /// each 4-byte value then occupies its own 32-byte memory sector, in
+    /// the pack and again in the unpack, so such a face is weighed 4 times
+    /// (the cautious end of the 4-8x that uncoalesced access costs).
+    pub fn face_weights(self) -> FaceWeights {
+        match self {
+            BackendKind::Cpu => FaceWeights::UNIFORM,
+            BackendKind::Gpu => FaceWeights([1, 1, 4]),
+        }
+    }
 }
 
 /// How the CPU sweep stores the new field.
@@ -140,7 +167,7 @@ pub struct RunConfig {
     /// Untimed rehearsal iterations before the timed run (fields are reset
     /// afterwards, so results are those of the timed iterations alone).
     pub warmup: u64,
-    /// Backend choice.
+    /// Where the ranks sweep, decided for the whole job.
     pub backend: BackendKind,
     /// Report format on standard output.
     pub format: Format,

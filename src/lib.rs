@@ -6,16 +6,20 @@
 //!
 //! [`main_entry`] is the whole program; `main.rs` only calls it.
 
-// The layers, lowest first (a module imports only from its own layer or
-// those below; `tests/it/layers.rs` reads this map and keeps it so):
+// The layers, lowest first: a module (with all its submodules) imports
+// only from its own layer or those below. This is the one copy of the map;
+// `tests/it/layers.rs` reads it (one `N. module, module;` line per layer)
+// and keeps every file of `src/` to it. This entry point is above them all.
 // 1. error, environment, hash, timing, timeline, signals, progress, output;
 // 2. machine, grid, comm;
 // 3. problem, verify;
 // 4. config;
-// 5. backend (cpu, gpu);
+// 5. backend;
 // 6. halo, checkpoint, solver, preflight, selftest, fault, trace;
-// 7. report, bench, study, gpu_check;
-// 8. cli, then run and this entry point.
+// 7. args, report, bench, study, gpu_check;
+// 8. run;
+// 9. cli;
+pub mod args;
 pub mod backend;
 pub mod bench;
 pub mod checkpoint;
@@ -35,6 +39,7 @@ pub mod preflight;
 pub mod problem;
 pub mod progress;
 pub mod report;
+pub mod run;
 pub mod selftest;
 pub mod signals;
 pub mod solver;
@@ -43,8 +48,6 @@ pub mod timeline;
 pub mod timing;
 pub mod trace;
 pub mod verify;
-
-mod run;
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -65,7 +68,7 @@ pub fn main_entry() -> ExitCode {
                 let line = cli::one_line(&e);
                 let refused =
                     error::Error::usage(line.strip_prefix("error: ").unwrap_or(&line).to_string());
-                return comm::with_comm(&comm::LaunchArgs::default(), |comm| {
+                return comm::with_comm(None, |comm| {
                     comm::agree::<()>(comm, Err(refused.clone()), |_| Vec::new())
                         .map(|()| ExitCode::from(2))
                 });

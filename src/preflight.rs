@@ -21,7 +21,7 @@
 //! decides. In-process ranks (`--local-ranks`) share one process, so their
 //! address space is held against that process's limits together.
 
-use crate::backend::{self, Kind};
+use crate::backend;
 use crate::comm::{self, Comm};
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
@@ -59,16 +59,11 @@ pub fn driver_footprint(block: &Block, verify_grid: Option<&Grid>) -> Footprint 
     Footprint::rank_thread() + Footprint::vec::<f32>(local) + staging + reference
 }
 
-/// Host memory one rank of the run `cfg` needs for `block` with a backend
-/// of `kind`: what the backend states for itself and what the driver
+/// Host memory one rank of the run `cfg` needs for `block` with the run's
+/// backend: what the backend states for itself and what the driver
 /// allocates beside it.
-pub fn rank_footprint(
-    cfg: &RunConfig,
-    kind: Kind,
-    block: &Block,
-    verify_grid: Option<&Grid>,
-) -> Footprint {
-    backend::host_footprint(kind, cfg, block) + driver_footprint(block, verify_grid)
+pub fn rank_footprint(cfg: &RunConfig, block: &Block, verify_grid: Option<&Grid>) -> Footprint {
+    backend::host_footprint(cfg, block) + driver_footprint(block, verify_grid)
 }
 
 /// A figure with where it came from.
@@ -177,12 +172,11 @@ fn decide(what: &str, reports: &[RankReport]) -> Result<()> {
 }
 
 /// Checks, collectively, that every node has the memory its ranks need for
-/// `block` under `cfg` with a backend of `kind`, and for `before` used and
+/// `block` under `cfg` with the run's backend, and for `before` used and
 /// freed before the backend allocates (the quick stream's arrays). Call it
 /// before the backend allocates; returns this rank's need.
 pub fn check(
     cfg: &RunConfig,
-    kind: Kind,
     block: &Block,
     before: Option<Footprint>,
     comm: &dyn Comm,
@@ -192,7 +186,7 @@ pub fn check(
     // verify and no known answer exists; counting it always (when asked)
     // keeps the check independent of the iteration count.
     let verify_grid = (cfg.verify && comm.rank() == 0).then_some(&grid);
-    let need = rank_footprint(cfg, kind, block, verify_grid);
+    let need = rank_footprint(cfg, block, verify_grid);
     let mut need = need
         + match &cfg.checkpoint {
             // A checkpoint's owned points of `p` on their way to or from

@@ -1,26 +1,22 @@
 //! The problem a command works on: the global grid (`--size` or `--grid`)
-//! and the process grid (`--procs`, or the automatic choice), as typed and
-//! as resolved. Runs, the halo self-test and the model share these options
-//! and resolve them once, here.
+//! and the process grid (`--procs`, or the automatic choice), as given and
+//! as resolved. Runs, the halo self-test, the model and the plans share
+//! these values and resolve them once, here (their grammar is
+//! `crate::args::ProblemArgs`).
 
 use crate::comm::MPI_ENABLED;
 use crate::error::{Error, Result};
 use crate::grid::decomp::{FaceWeights, MAX_DEPTH, ProcGrid};
 use crate::grid::{Grid, Preset, Size};
-use clap::Args;
 
-/// `--size`, `--grid` and `--procs`, as typed.
-#[derive(Debug, Args, Clone, Default)]
-pub struct ProblemArgs {
-    /// Size preset: XS, S, M, L or XL [default: M; XS for selftest].
-    #[arg(long, conflicts_with = "grid")]
+/// `--size`, `--grid` and `--procs` as given, not yet parsed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProblemSpec {
+    /// Size preset name (XS, S, M, L or XL, any case).
     pub size: Option<String>,
-    /// Custom global grid NIxNJxNK (each at least 3), e.g. 130x130x258.
-    #[arg(long)]
+    /// Custom global grid `NIxNJxNK`; it takes precedence over `size`.
     pub grid: Option<String>,
-    /// Process grid PIxPJxPK (product = number of ranks); default: chosen
-    /// to minimise the halo surface.
-    #[arg(long)]
+    /// Process grid `PIxPJxPK`; `None`: chosen to minimise the halo surface.
     pub procs: Option<String>,
 }
 
@@ -59,7 +55,7 @@ impl Problem {
     }
 }
 
-impl ProblemArgs {
+impl ProblemSpec {
     /// Resolves the options for `ranks`, with `default` when neither
     /// `--size` nor `--grid` is given; an automatic process grid counts
     /// every halo value alike (CPU ranks).
@@ -67,7 +63,7 @@ impl ProblemArgs {
         self.resolve_weighted(default, ranks, FaceWeights::UNIFORM)
     }
 
-    /// [`ProblemArgs::resolve`] with an automatic process grid that weighs
+    /// [`ProblemSpec::resolve`] with an automatic process grid that weighs
     /// each face's values by `weights` (what the ranks' backend pays for
     /// them).
     pub fn resolve_weighted(
@@ -117,8 +113,8 @@ impl ProblemArgs {
 mod tests {
     use super::*;
 
-    fn args(size: Option<&str>, grid: Option<&str>, procs: Option<&str>) -> ProblemArgs {
-        ProblemArgs {
+    fn args(size: Option<&str>, grid: Option<&str>, procs: Option<&str>) -> ProblemSpec {
+        ProblemSpec {
             size: size.map(String::from),
             grid: grid.map(String::from),
             procs: procs.map(String::from),

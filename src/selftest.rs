@@ -3,8 +3,9 @@
 //! the real communicator, and checks every ghost — faces, edges and corners.
 //! It catches wrong neighbours, offsets and missing dimensions.
 
-use crate::backend::{Backend, BackendInfo, HostBuffer, Kind, pack_plane, unpack_plane};
+use crate::backend::{Backend, BackendInfo, HostBuffer, pack_plane, unpack_plane};
 use crate::comm::Comm;
+use crate::config::BackendKind;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
@@ -30,7 +31,7 @@ struct PatternBackend {
 impl Backend for PatternBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {
-            kind: Kind::Cpu,
+            kind: BackendKind::Cpu,
             threads: 1,
             device: None,
             detail: Some("halo self-test pattern".into()),

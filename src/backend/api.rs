@@ -4,48 +4,12 @@
 //! timing are the driver's (`crate::halo`, `crate::solver`), never a
 //! backend's.
 
+use crate::config::BackendKind;
 use crate::error::Result;
-use crate::grid::decomp::{Face, FaceWeights};
+use crate::grid::decomp::Face;
 use crate::machine::threads::ThreadCpus;
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use serde::{Deserialize, Serialize};
-
-/// Where a rank's sweep runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// CPU threads.
-    #[default]
-    Cpu,
-    /// One GPU.
-    Gpu,
-}
-
-impl Kind {
-    /// Lower-case name, as in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Cpu => "cpu",
-            Kind::Gpu => "gpu",
-        }
-    }
-
-    /// What one value of a halo face costs this backend, by the dimension
-    /// normal to the face, for the automatic process grid. On the CPU the
-    /// copies cost alike within the noise (the choice stays the plain
-    /// surface). On a GPU a face normal to i is contiguous and copied
-    /// directly, one normal to j is rows gathered by a coalesced pack
-    /// kernel, but one normal to k takes a single value from every row:
-    /// each 4-byte value then occupies its own 32-byte memory sector, in
-    /// the pack and again in the unpack, so such a face is weighed 4 times
-    /// (the cautious end of the 4-8x that uncoalesced access costs).
-    pub fn face_weights(self) -> FaceWeights {
-        match self {
-            Kind::Cpu => FaceWeights::UNIFORM,
-            Kind::Gpu => FaceWeights([1, 1, 4]),
-        }
-    }
-}
 
 /// Copies the owned planes of `field` behind `face` into `buf`, as many as
 /// `buf` holds layers of the face (the halo depth), in the order every
@@ -106,7 +70,7 @@ impl HostBuffer for Vec<f32> {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct BackendInfo {
     /// CPU or GPU.
-    pub kind: Kind,
+    pub kind: BackendKind,
     /// Worker threads used for the sweep.
     pub threads: usize,
     /// Device description (GPU backends), e.g. name and bus id.

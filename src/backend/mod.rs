@@ -17,7 +17,7 @@ pub mod api;
 pub mod cpu;
 pub mod gpu;
 
-pub use api::{Backend, BackendInfo, GpuSoftware, HostBuffer, Kind, pack_plane, unpack_plane};
+pub use api::{Backend, BackendInfo, GpuSoftware, HostBuffer, pack_plane, unpack_plane};
 
 use crate::comm::{Comm, decide};
 use crate::config::{BackendKind, RunConfig};
@@ -26,23 +26,19 @@ use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::machine::memory::Footprint;
 
-/// Decides, collectively, where the ranks sweep: `cpu` and `gpu` as asked,
-/// and `auto` a GPU only when every rank has a usable one (ranks on nodes
-/// with and without GPUs must not pick different backends, since creating
-/// a GPU backend is collective). Every rank gets the same answer.
-pub fn choose(asked: BackendKind, comm: &dyn Comm) -> Result<Kind> {
-    match asked {
-        BackendKind::Cpu => Ok(Kind::Cpu),
-        BackendKind::Gpu => Ok(Kind::Gpu),
-        BackendKind::Auto => decide(comm, "--backend auto", &gpu::available(), |usable| {
-            Ok(if usable.iter().all(|&u| u) {
-                Kind::Gpu
-            } else {
-                tracing::info!("no usable GPU on every rank: using the CPU backend");
-                Kind::Cpu
-            })
-        }),
-    }
+/// Decides, collectively, where `--backend auto` sweeps: a GPU only when
+/// every rank has a usable one (ranks on nodes with and without GPUs must
+/// not pick different backends, since creating a GPU backend is
+/// collective). Every rank gets the same answer.
+pub fn auto(comm: &dyn Comm) -> Result<BackendKind> {
+    decide(comm, "--backend auto", &gpu::available(), |usable| {
+        Ok(if usable.iter().all(|&u| u) {
+            BackendKind::Gpu
+        } else {
+            tracing::info!("no usable GPU on every rank: using the CPU backend");
+            BackendKind::Cpu
+        })
+    })
 }
 
 /// What the CPU backend is asked for in the run `cfg`.
@@ -55,26 +51,35 @@ fn cpu_options(cfg: &RunConfig) -> cpu::CpuOptions {
     }
 }
 
-/// The host memory the backend of `kind` for `block` of the run `cfg`
-/// states it will allocate (a GPU backend keeps its fields on the device;
-/// its host staging is the halo's, counted there).
-pub fn host_footprint(kind: Kind, cfg: &RunConfig, block: &Block) -> Footprint {
-    match kind {
-        Kind::Cpu => cpu::footprint(block, &cpu_options(cfg)),
-        Kind::Gpu => Footprint::default(),
+/// What the GPU backend is asked for in the run `cfg`.
+fn gpu_options(cfg: &RunConfig) -> gpu::GpuOptions {
+    gpu::GpuOptions {
+        device: cfg.device,
+        staging: cfg.staging,
+        overlap: cfg.overlap,
+        occupancy: cfg.gpu_occupancy,
     }
 }
 
-/// Creates the backend of `kind` (from [`choose`]) for `block` of `grid`.
+/// The host memory the backend of the run `cfg` states it will allocate
+/// for `block` (a GPU backend keeps its fields on the device; its host
+/// staging is the halo's, counted there).
+pub fn host_footprint(cfg: &RunConfig, block: &Block) -> Footprint {
+    match cfg.backend {
+        BackendKind::Cpu => cpu::footprint(block, &cpu_options(cfg)),
+        BackendKind::Gpu => Footprint::default(),
+    }
+}
+
+/// Creates the backend of the run `cfg` for `block` of `grid`.
 pub fn create(
-    kind: Kind,
     cfg: &RunConfig,
     grid: &Grid,
     block: &Block,
     comm: &dyn Comm,
 ) -> Result<Box<dyn Backend>> {
-    match kind {
-        Kind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
+    match cfg.backend {
+        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(
             grid,
             block,
             &cpu_options(cfg),
@@ -82,16 +87,6 @@ pub fn create(
         )?)),
         // A block deeper than one layer never gets here: validation refuses
         // --backend gpu with --temporal above 1 and resolves auto to cpu.
-        Kind::Gpu => gpu::create(
-            &gpu::GpuOptions {
-                device: cfg.device,
-                staging: cfg.staging,
-                overlap: cfg.overlap,
-                occupancy: cfg.gpu_occupancy,
-            },
-            grid,
-            block,
-            comm,
-        ),
+        BackendKind::Gpu => gpu::create(&gpu_options(cfg), grid, block, comm),
     }
 }

@@ -37,8 +37,8 @@ pub enum BenchCommand {
 /// (0 success, 2 usage or runtime error).
 pub fn run(args: &BenchArgs) -> ExitCode {
     match &args.command {
-        BenchCommand::Stream(a) => with_comm(&a.launch, |comm| stream::run(a, comm)),
-        BenchCommand::Pingpong(a) => with_comm(&a.launch, |comm| pingpong::run(a, comm)),
+        BenchCommand::Stream(a) => with_comm(a.launch.local_ranks, |comm| stream::run(a, comm)),
+        BenchCommand::Pingpong(a) => with_comm(a.launch.local_ranks, |comm| pingpong::run(a, comm)),
         // It measures one device from one process: once per job.
         BenchCommand::Transfer(_) if !crate::comm::is_first_rank() => ExitCode::SUCCESS,
         // It does not communicate, so no agreement checks its standard

@@ -8,7 +8,8 @@
 //! Pairs on the same host are marked intra-node; under a launcher spanning
 //! nodes the others cross the network.
 
-use crate::comm::{Comm, Launch, LaunchArgs};
+use crate::args::LaunchArgs;
+use crate::comm::{Comm, Launch};
 use crate::error::{Error, Result};
 use crate::machine::memory::Footprint;
 use crate::output::{self, Format};

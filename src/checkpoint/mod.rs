@@ -15,17 +15,14 @@
 //! bitwise the uninterrupted run's. The rehearsal (`--warmup`) runs from
 //! the initial state as always, before the checkpoint is loaded.
 //!
-//! - [`args`]: the options and their validation;
 //! - [`manifest`]: the manifest, the segments, and the restart's origin;
 //! - [`rankfile`]: one rank's file;
 //! - [`store`]: the folder of checkpoints.
 
-pub mod args;
 pub mod manifest;
 pub mod rankfile;
 pub mod store;
 
-pub use args::CheckpointArgs;
 pub use manifest::{RestartedFrom, Segment};
 
 use crate::backend::Backend;

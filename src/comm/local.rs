@@ -18,7 +18,6 @@
 
 use super::api::{Comm, Launch};
 use crate::error::{Error, Result, tell};
-use clap::Args;
 use std::collections::{HashMap, VecDeque};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,16 +26,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 /// Most in-process ranks a job may have (each is a thread with its own
 /// worker pool).
 pub const MAX_LOCAL_RANKS: usize = 1024;
-
-/// How a command's ranks are started, as typed.
-#[derive(Debug, Args, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LaunchArgs {
-    /// Run N ranks as threads of this process, talking through shared
-    /// memory (no MPI library needed); not combinable with several MPI
-    /// ranks.
-    #[arg(long, value_name = "N")]
-    pub local_ranks: Option<usize>,
-}
 
 /// Runs `job` on each of `n` in-process ranks, each rank's outcome mapped
 /// by `finish` (which may end the process for a failing rank); returns

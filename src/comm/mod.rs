@@ -22,7 +22,6 @@ pub use agree::{Terms, agree};
 pub use api::{Comm, Launch};
 pub use decide::decide;
 pub use launcher::{hostname, is_first_rank, launcher_rank, launcher_size};
-pub use local::LaunchArgs;
 pub use single::SingleComm;
 
 #[cfg(feature = "mpi")]
@@ -43,14 +42,14 @@ pub fn init() -> Result<Box<dyn Comm>> {
 /// Whether this build can run multi-rank jobs.
 pub const MPI_ENABLED: bool = cfg!(feature = "mpi");
 
-/// Starts the job's ranks as `launch` asks (threads of this process with
-/// `--local-ranks`, otherwise MPI or a single rank), runs `job` on each,
+/// Starts the job's ranks: `local_ranks` threads of this process when it
+/// is given (`--local-ranks N`), otherwise MPI or a single rank, runs `job` on each,
 /// and turns the outcome into the exit code. An error every rank finds
 /// alike (bad input, a wrong answer) is printed by rank 0 alone; any other
 /// may be local to one rank, which prints it and aborts the whole job, so
 /// that no rank is left waiting.
 pub fn with_comm(
-    launch: &LaunchArgs,
+    local_ranks: Option<usize>,
     job: impl Fn(&dyn Comm) -> Result<ExitCode> + Sync,
 ) -> ExitCode {
     let speaker = is_first_rank();
@@ -62,7 +61,7 @@ pub fn with_comm(
     {
         return crate::error::exit(Err(e), speaker);
     }
-    match launch.local_ranks {
+    match local_ranks {
         Some(n) => match check_local(n) {
             Ok(()) => local::run(n, &job, finish),
             // Every rank a launcher started fails alike: let one speak.

@@ -12,12 +12,14 @@
 //!    pageable staging with and without `--overlap` on 2 and 4 ranks
 //!    (`tables` formats them).
 //!
-//! Every run is a child process of the binary under test (`child`), with a
+//! Its options and their validation into [`Settings`] are `args`'s. Every run is a child
+//! process of the binary under test (`child`), with a
 //! time limit. The verdict is the exit code: 0 PASS, 1 FAIL (a GPU result
 //! differs from the CPU's), 2 setup error (or a stop signal: no verdict),
 //! 3 PARTIAL (a part could not run). A build without `cuda` refuses the
 //! command (`disabled`).
 
+mod args;
 mod child;
 mod matrix;
 mod setup;
@@ -30,6 +32,8 @@ mod nvrtc;
 mod disabled;
 #[cfg(not(feature = "cuda"))]
 use disabled as nvrtc;
+
+pub use args::{GpuCheckArgs, Settings};
 
 use crate::error::{Error, Result};
 use crate::signals::StopFlag;
@@ -45,28 +49,6 @@ use std::time::Duration;
 /// Exit code of a check in which a part could not run (every check that
 /// ran passed).
 pub const EXIT_PARTIAL: u8 = 3;
-
-/// What `himeno gpu-check` was asked to do, validated.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The binary to check.
-    pub himeno: PathBuf,
-    /// The results folder.
-    pub out: PathBuf,
-    /// Iterations of each correctness run.
-    pub iterations: u64,
-    /// Iterations of each XL timing run.
-    pub xl_iterations: u64,
-    /// Iterations of each L phase-split run.
-    pub l_iterations: u64,
-    /// Time limit of each run.
-    pub run_limit: Duration,
-    /// Small grids, and no XL or L timing.
-    pub quick: bool,
-    /// Prefix of the system folders searched for NVRTC (`/`; a fake tree
-    /// in tests).
-    pub search_root: PathBuf,
-}
 
 /// The files the check leaves in the results folder (the details archive,
 /// or a folder when `tar` fails, besides).

@@ -11,8 +11,8 @@ pub mod text;
 pub use placement::Placement;
 pub use record::{RankRecord, Record};
 
-use crate::backend::Kind;
 use crate::comm::Launch;
+use crate::config::BackendKind;
 use crate::config::RunConfig;
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
 use crate::solver::Outcome;
@@ -125,10 +125,10 @@ impl Record {
             temporal,
             p_fingerprint: fingerprint_hex(out.fingerprint),
             verification: inp.verdict,
-            staging: (first.kind == Kind::Gpu).then_some(cfg.staging),
-            overlap: cfg.overlap && first.kind == Kind::Gpu,
+            staging: (cfg.backend == BackendKind::Gpu).then_some(cfg.staging),
+            overlap: cfg.overlap && cfg.backend == BackendKind::Gpu,
             bind: cfg.bind,
-            stores: (first.kind == Kind::Cpu).then_some(cfg.stores),
+            stores: (cfg.backend == BackendKind::Cpu).then_some(cfg.stores),
             binding: inp.binding,
             per_rank,
             provenance: Provenance::collect(&out.ranks, inp.mpi_library),

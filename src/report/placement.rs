@@ -5,7 +5,8 @@
 //! writes that line and reads it back into its parts, so nothing else
 //! parses it.
 
-use crate::backend::{BackendInfo, Kind};
+use crate::backend::BackendInfo;
+use crate::config::BackendKind;
 use crate::machine::threads::ThreadCpus;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -15,7 +16,7 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Placement {
     /// The backend.
-    pub backend: Kind,
+    pub backend: BackendKind,
     /// Sweep threads.
     pub threads: usize,
     /// The device (GPU backends), e.g. its name and bus id.
@@ -66,8 +67,8 @@ impl FromStr for Placement {
         let bad = || format!("placement '{s}' does not start with BACKEND xN threads");
         let (backend, rest) = s.split_once(" x").ok_or_else(bad)?;
         let backend = match backend {
-            "cpu" => Kind::Cpu,
-            "gpu" => Kind::Gpu,
+            "cpu" => BackendKind::Cpu,
+            "gpu" => BackendKind::Gpu,
             _ => return Err(bad()),
         };
         let (threads, mut rest) = rest.split_once(" threads").ok_or_else(bad)?;
@@ -130,7 +131,7 @@ mod tests {
         let p: Placement = cpu.parse().unwrap();
         assert_eq!(
             (p.backend, p.threads, p.device.as_deref()),
-            (Kind::Cpu, 2, None)
+            (BackendKind::Cpu, 2, None)
         );
         assert_eq!(
             p.detail.as_deref(),

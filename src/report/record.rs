@@ -13,9 +13,9 @@
 
 use super::placement::Placement;
 use super::provenance::Provenance;
-use crate::backend::Kind;
 use crate::checkpoint::{RestartedFrom, Segment, Written};
 use crate::comm::Launch;
+use crate::config::BackendKind;
 use crate::config::{Staging, Stores};
 use crate::grid::Size;
 use crate::machine::threads::Bind;
@@ -101,7 +101,7 @@ pub struct Record {
     pub threads_per_rank: usize,
     /// `cpu` or `gpu`.
     #[serde(default)]
-    pub backend: Kind,
+    pub backend: BackendKind,
     /// Timed iterations completed.
     pub iterations: u64,
     /// Timed iterations planned (0 in records written before it was

@@ -18,11 +18,12 @@ pub mod records;
 pub mod table;
 pub mod timeline;
 
+use crate::args::ProblemArgs;
 use crate::error::{self, Error, Result};
 use crate::grid::decomp::ProcGrid;
 use crate::grid::{FLOPS_PER_POINT, Grid, Preset};
 use crate::output::{self, Format};
-use crate::problem::{ProblemArgs, Ranks};
+use crate::problem::Ranks;
 use clap::Args;
 use model::{Network, Prediction};
 use records::RunRecord;
@@ -212,7 +213,10 @@ pub struct ModelArgs {
 
 /// Runs `himeno model`.
 pub fn model(args: &ModelArgs) -> Result<ExitCode> {
-    let problem = args.problem.resolve(Preset::M, Ranks::Model(args.ranks))?;
+    let problem = args
+        .problem
+        .spec()
+        .resolve(Preset::M, Ranks::Model(args.ranks))?;
     problem.check_temporal(args.temporal)?;
     let (grid, procs) = (problem.grid, problem.procs);
     let size = problem.size.to_string();

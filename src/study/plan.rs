@@ -24,7 +24,7 @@ use crate::grid::decomp::{MAX_DEPTH, ProcGrid};
 use crate::grid::{Grid, Preset};
 use crate::machine::threads::MAX_THREADS;
 use crate::output::{self, Format};
-use crate::problem::{ProblemArgs, Ranks};
+use crate::problem::{ProblemSpec, Ranks};
 use clap::Args;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -367,7 +367,7 @@ impl Study {
                         .collect(),
                 };
                 for (grid, procs) in layouts {
-                    let problem = ProblemArgs {
+                    let problem = ProblemSpec {
                         size: None,
                         grid: Some(grid.to_string()),
                         procs: procs.map(|p| p.to_string()),
@@ -458,14 +458,14 @@ fn size_grid(s: &str) -> Result<(Grid, crate::grid::Size)> {
     // A grid has digits; anything else is meant as a preset (and named in
     // the error as an unknown size).
     let args = if !s.chars().any(|c| c.is_ascii_digit()) {
-        ProblemArgs {
+        ProblemSpec {
             size: Some(s.to_string()),
-            ..ProblemArgs::default()
+            ..ProblemSpec::default()
         }
     } else {
-        ProblemArgs {
+        ProblemSpec {
             grid: Some(s.to_string()),
-            ..ProblemArgs::default()
+            ..ProblemSpec::default()
         }
     };
     let p = args.resolve(Preset::M, Ranks::Model(None))?;

@@ -6,8 +6,10 @@
 use crate::common::*;
 use clap::Parser;
 use himeno::cli::{Cli, Command};
+use himeno::config::BackendKind;
 use himeno::error::Error;
 use himeno::report::Record;
+use himeno::run::args::RunArgs;
 use proptest::prelude::*;
 
 /// Every option of the run and of the self-test, plus strays.
@@ -89,6 +91,11 @@ fn token() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Where a run's ranks sweep when no rank has a GPU.
+fn without_probe(a: &RunArgs) -> BackendKind {
+    a.backend.fixed(a.temporal).unwrap_or(BackendKind::Cpu)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -105,8 +112,9 @@ proptest! {
             }
             Ok(cli) => {
                 let outcome = match cli.command {
-                    None => cli.run.validate(ranks, 1).map(drop),
-                    Some(Command::Run(a)) => a.validate(ranks, ranks).map(drop),
+                    // `auto` as the job resolves it without a GPU.
+                    None => cli.run.validate(ranks, 1, without_probe(&cli.run)).map(drop),
+                    Some(Command::Run(a)) => a.validate(ranks, ranks, without_probe(&a)).map(drop),
                     Some(Command::Selftest(a)) => a.resolve(ranks).map(drop),
                     Some(Command::GpuCheck(a)) => a.settings().map(drop),
                     // These validate while they run (files, ranks): their

@@ -1,8 +1,9 @@
 //! The module structure stays a one-way graph: every `src/` file's
 //! references to other files of the crate (`use` trees and inline
 //! `crate::`/`super::`/child-module paths, tests included) form a graph with
-//! no cycle, and every module imports only from its own layer or those
-//! below, as `src/lib.rs` lists them.
+//! no cycle, and every file imports only from its top-level module's layer
+//! or those below, as `src/lib.rs` lists them (a submodule such as
+//! `run/args.rs` is held to its top-level module's layer).
 //!
 //! The scan is a small tokenizer, not a Rust parser: comments and literals
 //! are dropped, `mod` declarations and inline `mod name { .. }` blocks are
@@ -535,10 +536,13 @@ fn the_top_level_modules_form_layers_too() {
 
 /// The layer of each top-level module, read from the one place that
 /// writes the map down: the comment at the top of `src/lib.rs`, one
-/// `// N. name, name, ...;` line per layer, lowest first.
+/// `// N. name, name, ...;` line per layer, lowest first. The map is read
+/// strictly: layers are numbered 1, 2, 3, ..., each name is a module of
+/// `src/` and appears once, so the map cannot go stale silently.
 fn layer_map(src: &Path) -> BTreeMap<String, usize> {
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
     let mut map = BTreeMap::new();
+    let mut last = 0;
     for line in lib.lines().map(str::trim) {
         let Some(rest) = line.strip_prefix("// ") else {
             continue;
@@ -549,14 +553,24 @@ fn layer_map(src: &Path) -> BTreeMap<String, usize> {
         let Ok(n) = n.parse::<usize>() else {
             continue;
         };
-        for word in names.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        assert_eq!(n, last + 1, "src/lib.rs: layer {n} follows layer {last}");
+        last = n;
+        let names = names
+            .strip_suffix(';')
+            .unwrap_or_else(|| panic!("src/lib.rs: layer {n} does not end with `;`: {line}"));
+        for word in names.split(", ") {
             let module =
                 src.join(format!("{word}.rs")).exists() || src.join(word).join("mod.rs").exists();
-            if !word.is_empty() && module {
-                map.insert(word.to_string(), n);
+            assert!(
+                module,
+                "src/lib.rs: layer {n} names `{word}`, which is no module of src/"
+            );
+            if let Some(before) = map.insert(word.to_string(), n) {
+                panic!("src/lib.rs: `{word}` is in layer {before} and again in layer {n}");
             }
         }
     }
+    assert!(last > 1, "src/lib.rs holds no layer map");
     map
 }
 

@@ -30,8 +30,8 @@ pub mod kernel;
 pub mod lines;
 pub mod wavefront;
 
-use super::api::{Backend, BackendInfo, HostBuffer, Kind, pack_plane, unpack_plane};
-use crate::config::Stores;
+use super::api::{Backend, BackendInfo, HostBuffer, pack_plane, unpack_plane};
+use crate::config::{BackendKind, Stores};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face, split};
@@ -501,7 +501,7 @@ impl Backend for CpuBackend {
             String::new()
         };
         BackendInfo {
-            kind: Kind::Cpu,
+            kind: BackendKind::Cpu,
             threads: self.parts.len(),
             device: None,
             detail: Some(format!(

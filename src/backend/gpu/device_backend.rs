@@ -38,7 +38,8 @@ use super::launch::{
 };
 use super::options::GpuOptions;
 use super::staging::{Pinned, PinnedBuffer};
-use crate::backend::api::{Backend, BackendInfo, GpuSoftware, HostBuffer, Kind};
+use crate::backend::api::{Backend, BackendInfo, GpuSoftware, HostBuffer};
+use crate::config::BackendKind;
 use crate::config::Staging;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
@@ -228,7 +229,7 @@ impl GpuBackend {
         let ev = [event()?, event()?];
         let sweep = compiled.resources.get("sweep");
         let info = BackendInfo {
-            kind: Kind::Gpu,
+            kind: BackendKind::Gpu,
             threads: 1,
             device: Some(dev.description.clone()),
             detail: Some(format!(

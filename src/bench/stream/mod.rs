@@ -27,7 +27,8 @@ pub mod arrays;
 pub mod kernels;
 pub mod report;
 
-use crate::comm::{Comm, LaunchArgs};
+use crate::args::LaunchArgs;
+use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::machine::cache::LastLevel;
 use crate::machine::memory::Footprint;

@@ -2,18 +2,19 @@
 //! verification and report, with errors mapped so that no rank hangs.
 //!
 //! Everything the job takes from its environment (options, stop signals,
-//! `HIMENO_FAULT`, `HIMENO_BINDING`, `HIMENO_STOP_GRACE`) is read here and
-//! passed down.
+//! `HIMENO_FAULT`, `HIMENO_BINDING`, `HIMENO_STOP_GRACE`) is read here or
+//! in its validation (`super::validate`) and passed down.
 //! Usage errors are found identically on every rank, so every rank returns
 //! exit code 2 and only rank 0 prints. A runtime error may strike one rank
 //! alone: that rank prints it and aborts the whole job.
 
-use crate::backend::{self, Kind};
+use super::args::RunArgs;
+use super::validate;
+use crate::backend;
 use crate::bench::stream;
 use crate::checkpoint::Checkpointer;
-use crate::cli::{RunArgs, SelftestArgs};
 use crate::comm::{self, Comm};
-use crate::config::{BackendKind, Occupancy, RunConfig, StreamMeasure};
+use crate::config::{RunConfig, StreamMeasure};
 use crate::environment;
 use crate::error::{self, Error, Result};
 use crate::fault::Fault;
@@ -24,8 +25,7 @@ use crate::output::{self, Format};
 use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Ceilings, Record, RecordInputs};
-use crate::selftest;
-use crate::signals::{self, StopFlag};
+use crate::signals::StopFlag;
 use crate::solver::{MemoryUse, Solver};
 use crate::trace;
 use crate::verify::{self, Answer, Verdict};
@@ -38,7 +38,7 @@ pub fn benchmark(args: &RunArgs) -> ExitCode {
     // before the stop watchdog, the rank threads or a GPU probe exist.
     if let Some(ranks) = args.launch.local_ranks
         && cfg!(feature = "cuda")
-        && args.backend_asked() != BackendKind::Cpu
+        && args.backend.may_use_gpu(args.temporal)
     {
         // SAFETY: the process has one thread here: `main_entry` only parsed
         // the arguments and installed the logger (which starts no thread)
@@ -49,48 +49,8 @@ pub fn benchmark(args: &RunArgs) -> ExitCode {
         unsafe { backend::gpu::connections::prepare(ranks) };
     }
     let stop = StopFlag::install();
-    comm::with_comm(&args.launch, |comm| run_job(args, comm, stop.clone()))
-}
-
-/// Runs the halo self-test described by `args`.
-pub fn selftest(args: &SelftestArgs) -> ExitCode {
-    comm::with_comm(&args.launch, |comm| {
-        let problem = comm::agree(comm, args.resolve(comm.size()), |p| {
-            vec![
-                ("command", "selftest".into()),
-                ("grid", p.grid.to_string()),
-                ("process grid", p.procs.to_string()),
-                ("temporal", args.temporal.to_string()),
-            ]
-        })?;
-        let block = Block::of(&problem.grid, &problem.procs, comm.rank()).with_depth(args.temporal);
-        preflight::check_need(
-            &format!("grid {}", problem.grid),
-            preflight::driver_footprint(&block, None) + selftest::footprint(&block),
-            comm,
-        )?;
-        let checked = match backend::choose(args.backend_asked(), comm)? {
-            Kind::Cpu => selftest::halo_self_test(comm, &problem, args.temporal, None)?,
-            Kind::Gpu => {
-                let opts = backend::gpu::GpuOptions {
-                    device: args.device,
-                    staging: args.staging,
-                    overlap: false,
-                    occupancy: Occupancy::Auto,
-                };
-                let mut gpu = backend::gpu::create(&opts, &problem.grid, &block, comm)?;
-                selftest::halo_self_test(comm, &problem, args.temporal, Some(gpu.as_mut()))?
-            }
-        };
-        let mut total = [checked as f64];
-        comm.sum(&mut total);
-        if comm.rank() == 0 {
-            output::emit(&format!(
-                "halo self-test passed: grid {}, process grid {}, {} ghost values checked\n",
-                problem.grid, problem.procs, total[0]
-            ))?;
-        }
-        Ok(ExitCode::SUCCESS)
+    comm::with_comm(args.launch.local_ranks, |comm| {
+        run_job(args, comm, stop.clone())
     })
 }
 
@@ -105,8 +65,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     if let Ok(Some(fault)) = Fault::from_env() {
         fault.at_start(comm.rank())?;
     }
-    let kind = backend::choose(args.backend_asked(), comm)?;
-    let (cfg, fault, grace) = comm::agree(comm, validate(args, kind, comm), |(cfg, ..)| {
+    let on = validate::resolve_backend(args.backend, args.temporal, comm)?;
+    let (cfg, fault, grace) = comm::agree(comm, validate::job(args, on, comm), |(cfg, ..)| {
         let mut terms = cfg.agreement_terms();
         // Tracing adds collectives (the clock exchange, the gather): every
         // rank must record, or none.
@@ -125,7 +85,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     // The quick stream's arrays are freed before the fields are made.
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
     let baseline = memory::resident_now();
-    let need = preflight::check(&cfg, kind, &block, quick_footprint, comm)?;
+    let need = preflight::check(&cfg, &block, quick_footprint, comm)?;
     let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm)?;
     let ceilings = match cfg.stream {
         // After the memory check (which counts its arrays) and before the
@@ -142,7 +102,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             sum13_gbs: None,
         },
     };
-    let mut backend = backend::create(kind, &cfg, &grid, &block, comm)?;
+    let mut backend = backend::create(&cfg, &grid, &block, comm)?;
     let mut halo = Halo::new(&block, backend.as_mut())?;
 
     let mut progress = Progress::for_rank(comm.rank());
@@ -314,30 +274,6 @@ fn append_record(path: &std::path::Path, record: &Record, stop: &StopFlag) -> Re
             e.message()
         ))
     })
-}
-
-/// This rank's own validation of the run: the options, the test hooks and
-/// the stop grace from the environment, and on rank 0 (which appends) that
-/// the results file is writable.
-fn validate(
-    args: &RunArgs,
-    kind: backend::Kind,
-    comm: &dyn Comm,
-) -> Result<(RunConfig, Option<Fault>, Option<std::time::Duration>)> {
-    let cfg = args.validate_for(comm.size(), comm.node_size(), kind)?;
-    let fault = Fault::from_env()?;
-    let grace = signals::grace_from_env()?;
-    if comm.rank() == 0
-        && let Some(path) = &cfg.output
-    {
-        report::append::check_writable(path)?;
-    }
-    if comm.rank() == 0
-        && let Some(path) = &args.trace.trace
-    {
-        trace::check_writable(path)?;
-    }
-    Ok((cfg, fault, grace))
 }
 
 /// What a trace file says about its run.

@@ -273,9 +273,12 @@ pub struct RunArgs {
     /// sweeps as a cache-blocked wavefront. The answer is bitwise the
     /// classic one (T = 1, the default, as the original benchmark), but
     /// with fewer memory passes, so its score is not comparable with
-    /// classic Himeno scores. CPU backend only.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole::<usize>)]
-    pub temporal: usize,
+    /// classic Himeno scores. CPU backend only. `auto` chooses T for this
+    /// machine (from its caches, and by timing the candidates when they
+    /// cannot tell), T=1 when blocking does not pay; the report says what
+    /// and why.
+    #[arg(long, default_value = "1", allow_negative_numbers = true, value_parser = temporal)]
+    pub temporal: Temporal,
     /// Rows per tile of the temporal wavefront (default: chosen from the
     /// detected cache sizes); for experiments and tests.
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
@@ -313,6 +316,36 @@ fn whole<T: std::str::FromStr>(s: &str) -> std::result::Result<T, String> {
             "expected a whole number, e.g. 10".to_string()
         }
     })
+}
+
+/// `--temporal`: a number of sweeps per halo exchange, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Temporal {
+    /// Chosen by the run (`crate::temporal`).
+    Auto,
+    /// This many.
+    Sweeps(usize),
+}
+
+impl Temporal {
+    /// The sweeps asked for; `auto` may end at 1, so it counts as 1 where
+    /// a fixed depth is checked.
+    fn fixed(self) -> usize {
+        match self {
+            Temporal::Auto => 1,
+            Temporal::Sweeps(t) => t,
+        }
+    }
+}
+
+/// Parses `--temporal`: `auto` or a whole number.
+fn temporal(s: &str) -> std::result::Result<Temporal, String> {
+    if s.trim().eq_ignore_ascii_case("auto") {
+        return Ok(Temporal::Auto);
+    }
+    whole(s)
+        .map(Temporal::Sweeps)
+        .map_err(|e| format!("{e}, or auto"))
 }
 
 /// Parses a real number (range checks are done in validation, with the
@@ -357,7 +390,7 @@ impl RunArgs {
     /// The backend asked for, as the run resolves it before probing
     /// ([`backend_asked`]).
     pub fn backend_asked(&self) -> BackendKind {
-        backend_asked(self.backend, self.temporal)
+        backend_asked(self.backend, self.temporal.fixed())
     }
 
     /// Refuses options of one backend given to a run of the other, which
@@ -442,7 +475,22 @@ impl RunArgs {
                 self.warmup
             )));
         }
-        problem.check_temporal(self.temporal)?;
+        // `auto` tries what the process grid allows, up to the candidates.
+        let temporal = match self.temporal {
+            Temporal::Sweeps(t) => t,
+            Temporal::Auto => crate::temporal::AUTO_CANDIDATES
+                .into_iter()
+                .rev()
+                .find(|&t| problem.check_temporal(t).is_ok())
+                .unwrap_or(1),
+        };
+        problem.check_temporal(temporal)?;
+        if self.temporal == Temporal::Auto && self.checkpoint.checkpoint_dir.is_some() {
+            return Err(Error::usage(
+                "--temporal auto may choose a different T on a restart, and a checkpoint \
+                 holds the T it was written with: give --temporal T with --checkpoint-dir",
+            ));
+        }
         if self.overlap && self.backend == BackendKind::Cpu {
             // Measured: with k split (every automatic grid at M and L) the
             // boundary pass costs far more than the 2-7% exchange it could
@@ -452,7 +500,7 @@ impl RunArgs {
                  does not pay (notes/cpu-overlap.md): drop --overlap or use --backend gpu",
             ));
         }
-        if self.temporal > 1 && self.backend == BackendKind::Gpu {
+        if self.temporal.fixed() > 1 && self.backend == BackendKind::Gpu {
             return Err(Error::usage(
                 "--temporal above 1 runs on the CPU backend only for now: use --backend cpu, \
                  or --temporal 1 on GPUs",
@@ -462,7 +510,7 @@ impl RunArgs {
             return Err(Error::usage("--tile-rows must be at least 1"));
         }
         self.check_backend_options()?;
-        if self.tile_rows.is_some() && self.temporal == 1 {
+        if self.tile_rows.is_some() && self.temporal == Temporal::Sweeps(1) {
             // Accepted, it would be ignored: the run would not be the
             // experiment asked for.
             return Err(Error::usage(
@@ -496,7 +544,8 @@ impl RunArgs {
             overlap: self.overlap,
             gpu_occupancy: self.gpu_occupancy.unwrap_or(Occupancy::Auto),
             stores: self.stores.unwrap_or(Stores::Auto),
-            temporal: self.temporal,
+            temporal,
+            temporal_auto: self.temporal == Temporal::Auto,
             tile_rows: self.tile_rows,
             stream_gbs: self.stream_gbs,
             stream: self.stream,
@@ -506,7 +555,7 @@ impl RunArgs {
                 .label
                 .as_ref()
                 .map(|l| l.to_string_lossy().into_owned()),
-            checkpoint: self.checkpoint.validate(length, self.temporal)?,
+            checkpoint: self.checkpoint.validate(length, temporal)?,
         })
     }
 }
@@ -569,6 +618,14 @@ mod tests {
             &["--temporal", "0"],
             &["--temporal", "33"],
             &["--temporal", "2", "--backend", "gpu"],
+            &[
+                "--temporal",
+                "auto",
+                "--checkpoint-dir",
+                "/tmp/x",
+                "--iterations",
+                "4",
+            ],
             &["--tile-rows", "0"],
             &["--tile-rows", "4"],
             &["--tile-rows", "4", "--temporal", "1"],

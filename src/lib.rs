@@ -13,7 +13,7 @@
 // 3. problem, verify;
 // 4. config;
 // 5. backend (cpu, gpu);
-// 6. halo, checkpoint, solver, preflight, selftest, fault, trace;
+// 6. halo, checkpoint, solver, temporal, preflight, selftest, fault, trace;
 // 7. report, bench, study, gpu_check;
 // 8. cli, then run and this entry point.
 pub mod backend;
@@ -38,6 +38,7 @@ pub mod selftest;
 pub mod signals;
 pub mod solver;
 pub mod study;
+pub mod temporal;
 pub mod timeline;
 pub mod timing;
 pub mod trace;

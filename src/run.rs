@@ -26,6 +26,7 @@ use crate::report::{self, Ceilings, Record, RecordInputs};
 use crate::selftest;
 use crate::signals::{self, StopFlag};
 use crate::solver::{MemoryUse, Solver};
+use crate::temporal;
 use crate::trace;
 use crate::verify::{self, Answer, Verdict};
 use std::process::ExitCode;
@@ -120,7 +121,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         .map(|b| b.to_string_lossy().into_owned())
         .filter(|b| !b.is_empty());
     let (grid, procs) = (cfg.grid(), cfg.procs());
-    let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
+    // The block is made as deep as the deepest T `--temporal auto` may take.
+    let plan = temporal::Plan::of(&cfg, kind, &grid, comm)?;
+    let block = Block::of(&grid, &procs, comm.rank()).with_depth(plan.depth());
     tracing::info!(rank = comm.rank(), ?block, "block");
     // The quick stream's arrays are freed before the fields are made.
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
@@ -143,7 +146,25 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         },
     };
     let mut backend = backend::create(kind, &cfg, &grid, &block, comm)?;
-    let mut halo = Halo::new(&block, backend.as_mut())?;
+    let halo = Halo::new(&block, backend.as_mut())?;
+    let run = temporal::Run {
+        cfg: &cfg,
+        kind,
+        grid: &grid,
+        comm,
+        stop: &stop,
+    };
+    let built = temporal::Built {
+        block,
+        backend,
+        halo,
+    };
+    let (built, temporal_choice) = plan.settle(run, built)?;
+    let temporal::Built {
+        block,
+        mut backend,
+        mut halo,
+    } = built;
 
     let mut progress = Progress::for_rank(comm.rank());
     // The rehearsal runs exactly `warmup` iterations from the initial
@@ -261,6 +282,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 binding,
                 launch: comm.launch(),
                 mpi_library: comm.library(),
+                temporal: temporal_choice,
             },
         );
         let printed = print_record(&record, cfg.format);

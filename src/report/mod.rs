@@ -13,6 +13,7 @@ use crate::config::{RunConfig, Staging, Stores};
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
 use crate::machine::threads::Bind;
 use crate::solver::{MemoryUse, Outcome};
+use crate::temporal::TemporalChoice;
 use crate::timing::{Phase, RESOLUTION_S, Stats};
 use crate::verify::{Verdict, fingerprint_hex};
 use provenance::Provenance;
@@ -139,6 +140,11 @@ pub struct Record {
     /// Himeno scores.
     #[serde(default = "classic")]
     pub temporal: usize,
+    /// What `--temporal auto` chose and why (with its calibration), or
+    /// the warning that an explicit T's working set does not fit the
+    /// cache; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporal_choice: Option<TemporalChoice>,
     /// Fingerprint of the final interior `p`, hexadecimal.
     pub p_fingerprint: String,
     /// `true` passed, `false` failed, `null` not checked.
@@ -205,6 +211,9 @@ pub struct RecordInputs<'a> {
     pub launch: Launch,
     /// MPI library version, if any.
     pub mpi_library: Option<String>,
+    /// How the sweeps per exchange were chosen (`--temporal auto`), or
+    /// the warning for an explicit T that does not fit the cache.
+    pub temporal: Option<TemporalChoice>,
 }
 
 impl Record {
@@ -290,6 +299,7 @@ impl Record {
             halo_bytes_per_iteration: (halo_bytes as f64 / temporal as f64).round() as u64,
             halo_messages_per_iteration: halo_messages as f64 / temporal as f64,
             temporal,
+            temporal_choice: inp.temporal,
             p_fingerprint: fingerprint_hex(out.fingerprint),
             verified: inp.verdict.verified,
             verification: inp.verdict,

@@ -268,8 +268,6 @@ fn auto_records_its_choice_and_keeps_the_classic_answer() {
         "1",
         "--iterations",
         "9",
-        "--warmup",
-        "1",
         "--format",
         "json",
     ];

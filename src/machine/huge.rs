@@ -17,17 +17,18 @@
 //! the same way to a 4 KiB boundary. [`HugeBuffer::footprint`] states what
 //! a buffer will occupy, so the memory preflight counts exactly this.
 //!
-//! Each buffer is its own anonymous mapping (`mmap`), not a block from
-//! `malloc`: glibc raises its mmap threshold to the size of the largest
-//! mapped block freed (up to 32 MiB), so after `--stream quick` freed its
-//! 31 MiB Sum13 arrays the size M fields (22 MiB each) came from the brk
-//! heap instead, with fewer of their pages huge (0.92 against 0.94) and
-//! the run slower (notes/cpu-perf.md, "`--stream quick`"). A mapping of its
-//! own is fresh, untouched and zero whatever the allocator did before.
+//! Each buffer on huge pages is an anonymous mapping of its own (`mmap`),
+//! not a block from `malloc`: glibc raises its mmap threshold to the size
+//! of the largest mapped block freed (up to 32 MiB), so after `--stream
+//! quick` freed its 31 MiB Sum13 arrays the size M fields (22 MiB each)
+//! came from the brk heap instead, partly cleared by the allocator before
+//! the huge-page advice, with fewer of their pages huge (0.91-0.93 against
+//! 0.94; notes/cpu-perf.md, sixth session). A mapping of its own is fresh,
+//! untouched and zero whatever the allocator did before.
 
-#[cfg(not(unix))]
-use super::alloc::zeroed;
-use super::alloc::{Zeroable, refused};
+#[cfg(unix)]
+use super::alloc::refused;
+use super::alloc::{Zeroable, zeroed};
 use super::memory::{Footprint, PAGE};
 use crate::error::{Error, Result};
 use std::ops::{Deref, DerefMut};
@@ -41,7 +42,7 @@ const HUGE: usize = 2 << 20;
 /// page, else a 4 KiB one. The pages are not touched here: the thread that
 /// first writes a page decides its NUMA node. Dereferences to the data.
 pub struct HugeBuffer<T> {
-    buf: Pages<T>,
+    buf: Memory<T>,
     off: usize,
     len: usize,
 }
@@ -62,7 +63,11 @@ impl<T: Zeroable> HugeBuffer<T> {
         let total = len
             .checked_add((2 * unit + shift) / size)
             .ok_or_else(|| Error::runtime(format!("{what}: {len} values do not fit in memory")))?;
-        let buf = Pages::<T>::zeroed(total, what)?;
+        let buf = if unit == HUGE {
+            Memory::Mapped(Pages::<T>::zeroed(total, what)?)
+        } else {
+            Memory::Heap(zeroed(total, what)?)
+        };
         let addr = buf.as_ptr() as usize;
         let to_boundary = (unit - addr % unit) % unit;
         if unit == HUGE {
@@ -115,6 +120,34 @@ impl<T> DerefMut for HugeBuffer<T> {
     }
 }
 
+/// Where a buffer's values live: a mapping of its own for one on huge
+/// pages (see the module's doc), the allocator's memory for a smaller one,
+/// which takes base pages (a few KiB each, mostly from the arenas the
+/// allocator keeps anyway) as any vector does.
+enum Memory<T> {
+    Mapped(Pages<T>),
+    Heap(Vec<T>),
+}
+
+impl<T> Deref for Memory<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Memory::Mapped(p) => p,
+            Memory::Heap(v) => v,
+        }
+    }
+}
+
+impl<T> DerefMut for Memory<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Memory::Mapped(p) => p,
+            Memory::Heap(v) => v,
+        }
+    }
+}
+
 /// `len` zeroed values in an anonymous mapping of their own (see the
 /// module's doc), unmapped when dropped.
 #[cfg(unix)]
@@ -157,17 +190,6 @@ impl<T: Zeroable> Pages<T> {
             ptr: std::ptr::NonNull::new(addr.cast::<T>()).expect("mmap returned a mapping"),
             len,
         })
-    }
-}
-
-#[cfg(unix)]
-impl<T> Pages<T> {
-    fn as_ptr(&self) -> *const T {
-        self.ptr.as_ptr()
-    }
-
-    fn len(&self) -> usize {
-        self.len
     }
 }
 

@@ -18,13 +18,15 @@
 # GB/s (still 56 bytes per point and iteration) may exceed the triad. Its
 # answer is the classic one: `valid` is the run's verification against the
 # known answers (or the reference with --verify); a T > 1 score is not
-# comparable with classic Himeno scores.
+# comparable with classic Himeno scores. T = auto lets the run choose (from
+# the caches, and by timing the candidates before the rehearsal when they
+# cannot tell); its `chosen` column lists the T each repeat took.
 #
 # --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
 # beside the presets: "S M L 34x66x130".
 #
 # Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
-#          [--temporal "1 2 4 8"] [--seconds 0.5 | --iterations N]
+#          [--temporal "1 2 4 8 auto"] [--seconds 0.5 | --iterations N]
 #          [--repeats 5] [--bind none|cores] [--tile-rows R] [--verify]
 #          [--bin target/release/himeno]
 # Needs the release binary: cargo build --release (it is built if missing).
@@ -32,7 +34,7 @@ set -euo pipefail
 
 sizes="S M L"
 threads=""
-temporal="1 2 4 8"
+temporal="1 2 4 8 auto"
 extra=()
 tile=()
 seconds=0.5
@@ -96,10 +98,10 @@ echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $r
 echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]} ${tile[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
 echo "# sum13: the solver's 56 bytes/point as 14 plain streams, no arithmetic (himeno bench stream)"
 echo "# paired: median over repeats of GB/s / triad (sum13) of the same repeat; T: sweeps per halo exchange (--temporal)"
-printf "%-10s %7s %3s %12s %10s %12s %8s %8s %12s %8s %8s %6s\n" size threads T MFLOPS GB/s \
-    triad_GB/s %triad paired sum13_GB/s %sum13 paired valid
+printf "%-10s %7s %4s %12s %10s %12s %8s %8s %12s %8s %8s %6s %s\n" size threads T MFLOPS GB/s \
+    triad_GB/s %triad paired sum13_GB/s %sum13 paired valid chosen
 for t in $threads; do
-    declare -A mf=() gb=() pairs=() pairs13=() valid=()
+    declare -A mf=() gb=() pairs=() pairs13=() valid=() chosen=()
     triad=""
     sum13=""
     # Interleaved, so that stream and solver see the same machine state.
@@ -120,7 +122,7 @@ for t in $threads; do
                 # Tiles belong to the wavefront, which T = 1 does not run
                 # (himeno refuses --tile-rows there).
                 tiles=()
-                if [[ "$tt" != 1 ]]; then
+                if [[ "$tt" != 1 && "$tt" != auto ]]; then
                     tiles=("${tile[@]}")
                 fi
                 out=$("$bin" "${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt" \
@@ -128,6 +130,10 @@ for t in $threads; do
                 m=$(field mflops <<<"$out")
                 g=$(field gbytes_per_s <<<"$out")
                 v=$(word verified <<<"$out")
+                if [[ "$tt" == auto ]]; then
+                    c=$(field temporal <<<"$out")
+                    chosen[$key]+="${chosen[$key]:+,}$c"
+                fi
                 # A failed verification in any repeat marks the row.
                 if [[ "${valid[$key]:-true}" != false ]]; then
                     valid[$key]=$v
@@ -145,10 +151,10 @@ for t in $threads; do
         for tt in $temporal; do
             key="$s/$tt"
             # shellcheck disable=SC2086 # the lists split into their numbers
-            printf "%-10s %7s %3s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s %6s\n" "$s" "$t" "$tt" \
+            printf "%-10s %7s %4s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s %6s %s\n" "$s" "$t" "$tt" \
                 "${mf[$key]}" "${gb[$key]}" "$triad" "$(pct "${gb[$key]}" "$triad")" \
                 "$(median ${pairs[$key]})" "$sum13" "$(pct "${gb[$key]}" "$sum13")" \
-                "$(median ${pairs13[$key]})" "${valid[$key]}"
+                "$(median ${pairs13[$key]})" "${valid[$key]}" "${chosen[$key]:--}"
         done
     done
 done

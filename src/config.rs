@@ -188,8 +188,11 @@ pub struct RunConfig {
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
     /// Sweeps per halo exchange (temporal blocking; 1 is the classic
-    /// iteration).
+    /// iteration); with `temporal_auto`, the most the choice may take.
     pub temporal: usize,
+    /// `--temporal auto`: the run chooses its sweeps per exchange
+    /// (`crate::temporal`).
+    pub temporal_auto: bool,
     /// Rows per tile of the temporal wavefront, overriding the choice from
     /// the cache sizes.
     pub tile_rows: Option<usize>,
@@ -262,6 +265,7 @@ impl RunConfig {
             ("gpu occupancy", format!("{:?}", self.gpu_occupancy)),
             ("stores", format!("{:?}", self.stores)),
             ("temporal", self.temporal.to_string()),
+            ("temporal auto", self.temporal_auto.to_string()),
             ("tile rows", format!("{:?}", self.tile_rows)),
             ("stream bandwidth", format!("{:?}", self.stream_gbs)),
             ("stream measurement", format!("{:?}", self.stream)),

@@ -15,7 +15,7 @@
 // 3. problem, verify;
 // 4. config;
 // 5. backend;
-// 6. halo, checkpoint, solver, preflight, selftest, fault, trace;
+// 6. halo, checkpoint, solver, temporal, preflight, selftest, fault, trace;
 // 7. args, report, bench, study, gpu_check;
 // 8. run;
 // 9. cli;
@@ -44,6 +44,7 @@ pub mod selftest;
 pub mod signals;
 pub mod solver;
 pub mod study;
+pub mod temporal;
 pub mod timeline;
 pub mod timing;
 pub mod trace;

@@ -212,6 +212,16 @@ impl Solver<'_> {
         Ok(red[levels] > 0.0)
     }
 
+    /// One block of `gosa.len()` sweeps outside the timed loop, as the run
+    /// makes it: the slowest rank's seconds for it, and whether a rank was
+    /// asked to stop. Collective (`--temporal auto`'s calibration).
+    pub fn timed_block(&mut self, gosa: &mut [f64]) -> Result<(f64, bool)> {
+        let mut scratch = PhaseTimes::default();
+        let started = Instant::now();
+        let stop = self.block(gosa, &mut scratch)?;
+        Ok((self.comm.max(started.elapsed().as_secs_f64()), stop))
+    }
+
     /// Applies the injected fault, if any, meant for the `levels` iterations
     /// after `done` of `stage`: one meant for an iteration inside the block
     /// strikes before the block, since nothing runs between its sweeps.

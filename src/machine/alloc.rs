@@ -37,14 +37,7 @@ unsafe impl Zeroable for u64 {}
 /// first writes a page still decides its NUMA node.
 pub fn zeroed<T: Zeroable>(len: usize, what: &str) -> Result<Vec<T>> {
     let bytes = (len as u128) * size_of::<T>() as u128;
-    let refused = || {
-        Error::runtime(format!(
-            "cannot allocate {bytes} bytes ({:.2} GiB) for {what}: not enough memory for \
-             this process (see `ulimit -v` and the node's free memory); use a smaller \
-             problem or more nodes",
-            bytes as f64 / GIB
-        ))
-    };
+    let refused = || refused(bytes, what);
     if len == 0 || size_of::<T>() == 0 {
         return Ok(Vec::new());
     }
@@ -58,6 +51,16 @@ pub fn zeroed<T: Zeroable>(len: usize, what: &str) -> Result<Vec<T>> {
     // `len` values of `T` (so capacity `len`), and all-zero bytes are valid
     // values of `T` (`Zeroable`), so all `len` are initialised.
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// The error for `bytes` refused for `what`.
+pub fn refused(bytes: u128, what: &str) -> Error {
+    Error::runtime(format!(
+        "cannot allocate {bytes} bytes ({:.2} GiB) for {what}: not enough memory for this \
+         process (see `ulimit -v` and the node's free memory); use a smaller problem or more \
+         nodes",
+        bytes as f64 / GIB
+    ))
 }
 
 /// `len` copies of `value`: [`zeroed`], then filled (which touches every

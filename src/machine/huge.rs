@@ -16,7 +16,18 @@
 //! 28 MiB): buffers smaller than a huge page stay on base pages, aligned
 //! the same way to a 4 KiB boundary. [`HugeBuffer::footprint`] states what
 //! a buffer will occupy, so the memory preflight counts exactly this.
+//!
+//! Each buffer on huge pages is an anonymous mapping of its own (`mmap`),
+//! not a block from `malloc`: glibc raises its mmap threshold to the size
+//! of the largest mapped block freed (up to 32 MiB), so after `--stream
+//! quick` freed its 31 MiB Sum13 arrays the size M fields (22 MiB each)
+//! came from the brk heap instead, partly cleared by the allocator before
+//! the huge-page advice, with fewer of their pages huge (0.91-0.93 against
+//! 0.94; notes/cpu-perf.md, sixth session). A mapping of its own is fresh,
+//! untouched and zero whatever the allocator did before.
 
+#[cfg(unix)]
+use super::alloc::refused;
 use super::alloc::{Zeroable, zeroed};
 use super::memory::{Footprint, PAGE};
 use crate::error::{Error, Result};
@@ -31,7 +42,7 @@ const HUGE: usize = 2 << 20;
 /// page, else a 4 KiB one. The pages are not touched here: the thread that
 /// first writes a page decides its NUMA node. Dereferences to the data.
 pub struct HugeBuffer<T> {
-    buf: Vec<T>,
+    buf: Memory<T>,
     off: usize,
     len: usize,
 }
@@ -52,7 +63,11 @@ impl<T: Zeroable> HugeBuffer<T> {
         let total = len
             .checked_add((2 * unit + shift) / size)
             .ok_or_else(|| Error::runtime(format!("{what}: {len} values do not fit in memory")))?;
-        let buf: Vec<T> = zeroed(total, what)?;
+        let buf = if unit == HUGE {
+            Memory::Mapped(Pages::<T>::zeroed(total, what)?)
+        } else {
+            Memory::Heap(zeroed(total, what)?)
+        };
         let addr = buf.as_ptr() as usize;
         let to_boundary = (unit - addr % unit) % unit;
         if unit == HUGE {
@@ -102,6 +117,137 @@ impl<T> Deref for HugeBuffer<T> {
 impl<T> DerefMut for HugeBuffer<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
+/// Where a buffer's values live: a mapping of its own for one on huge
+/// pages (see the module's doc), the allocator's memory for a smaller one,
+/// which takes base pages (a few KiB each, mostly from the arenas the
+/// allocator keeps anyway) as any vector does.
+enum Memory<T> {
+    Mapped(Pages<T>),
+    Heap(Vec<T>),
+}
+
+impl<T> Deref for Memory<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Memory::Mapped(p) => p,
+            Memory::Heap(v) => v,
+        }
+    }
+}
+
+impl<T> DerefMut for Memory<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Memory::Mapped(p) => p,
+            Memory::Heap(v) => v,
+        }
+    }
+}
+
+/// `len` zeroed values in an anonymous mapping of their own (see the
+/// module's doc), unmapped when dropped.
+#[cfg(unix)]
+struct Pages<T> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: `Pages` owns its mapping as a `Vec` owns its memory.
+#[cfg(unix)]
+unsafe impl<T: Send> Send for Pages<T> {}
+// SAFETY: shared access only reads, as for a `Vec`.
+#[cfg(unix)]
+unsafe impl<T: Sync> Sync for Pages<T> {}
+
+#[cfg(unix)]
+impl<T: Zeroable> Pages<T> {
+    /// Maps `len` values (at least one page), or an error naming `what`.
+    fn zeroed(len: usize, what: &str) -> Result<Pages<T>> {
+        let bytes = len
+            .checked_mul(size_of::<T>())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(|| Error::runtime(format!("{what}: {len} values do not fit in memory")))?;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is
+        // touched. Its pages read as zeros, a valid `T` (`Zeroable`).
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(refused(bytes as u128, what));
+        }
+        Ok(Pages {
+            ptr: std::ptr::NonNull::new(addr.cast::<T>()).expect("mmap returned a mapping"),
+            len,
+        })
+    }
+}
+
+#[cfg(unix)]
+impl<T> Drop for Pages<T> {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `zeroed`, of this length, unmapped once.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), (self.len * size_of::<T>()).max(1));
+        }
+    }
+}
+
+#[cfg(unix)]
+impl<T> Deref for Pages<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `len` initialised values (zeros or written since) in a
+        // live mapping this value owns.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+#[cfg(unix)]
+impl<T> DerefMut for Pages<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+/// Off Unix, the allocator's zeroed memory.
+#[cfg(not(unix))]
+type Pages<T> = ZeroedVec<T>;
+
+/// A `Vec` from [`zeroed`] (off Unix).
+#[cfg(not(unix))]
+struct ZeroedVec<T>(Vec<T>);
+
+#[cfg(not(unix))]
+impl<T: Zeroable> ZeroedVec<T> {
+    fn zeroed(len: usize, what: &str) -> Result<ZeroedVec<T>> {
+        zeroed(len, what).map(ZeroedVec)
+    }
+}
+
+#[cfg(not(unix))]
+impl<T> Deref for ZeroedVec<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+#[cfg(not(unix))]
+impl<T> DerefMut for ZeroedVec<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        &mut self.0
     }
 }
 

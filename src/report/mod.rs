@@ -16,6 +16,7 @@ use crate::config::BackendKind;
 use crate::config::RunConfig;
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
 use crate::solver::Outcome;
+use crate::temporal::TemporalChoice;
 use crate::timing::{PerPhase, Phase, RESOLUTION_S, Stats};
 use crate::verify::{Verdict, fingerprint_hex};
 use provenance::Provenance;
@@ -47,6 +48,9 @@ pub struct RecordInputs<'a> {
     pub launch: Launch,
     /// MPI library version, if any.
     pub mpi_library: Option<String>,
+    /// How the sweeps per exchange were chosen (`--temporal auto`), or
+    /// the warning for an explicit T that does not fit the cache.
+    pub temporal: Option<TemporalChoice>,
 }
 
 impl Record {
@@ -123,6 +127,7 @@ impl Record {
             halo_bytes_per_iteration: (halo_bytes as f64 / temporal as f64).round() as u64,
             halo_messages_per_iteration: halo_messages as f64 / temporal as f64,
             temporal,
+            temporal_choice: inp.temporal,
             p_fingerprint: fingerprint_hex(out.fingerprint),
             verification: inp.verdict,
             staging: (cfg.backend == BackendKind::Gpu).then_some(cfg.staging),

@@ -20,6 +20,7 @@ use crate::config::{Staging, Stores};
 use crate::grid::Size;
 use crate::machine::threads::Bind;
 use crate::solver::MemoryUse;
+use crate::temporal::TemporalChoice;
 use crate::timing::{PerPhase, PhaseTimes, Stats};
 use crate::verify::Verdict;
 use serde::{Deserialize, Serialize};
@@ -166,6 +167,11 @@ pub struct Record {
     /// Himeno scores.
     #[serde(default = "one")]
     pub temporal: usize,
+    /// What `--temporal auto` chose and why (with its calibration), or
+    /// the warning that an explicit T's working set does not fit the
+    /// cache; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporal_choice: Option<TemporalChoice>,
     /// Fingerprint of the final interior `p`, hexadecimal.
     #[serde(default)]
     pub p_fingerprint: String,

@@ -54,6 +54,17 @@ pub fn render(r: &Record) -> String {
             r.temporal
         );
     }
+    if let Some(c) = &r.temporal_choice {
+        let _ = if c.asked == "auto" {
+            writeln!(
+                s,
+                "Temporal auto: {} sweep(s) per halo exchange; {}",
+                c.sweeps, c.reason
+            )
+        } else {
+            writeln!(s, "Warning: {}", c.reason)
+        };
+    }
     if r.ranks > 1 {
         let _ = writeln!(
             s,

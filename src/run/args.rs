@@ -121,9 +121,12 @@ pub struct RunArgs {
     /// sweeps as a cache-blocked wavefront. The answer is bitwise the
     /// classic one (T = 1, the default, as the original benchmark), but
     /// with fewer memory passes, so its score is not comparable with
-    /// classic Himeno scores. CPU backend only.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole::<usize>)]
-    pub temporal: usize,
+    /// classic Himeno scores. CPU backend only. `auto` chooses T for this
+    /// machine (from its caches, and by timing the candidates when they
+    /// cannot tell), T=1 when blocking does not pay; the report says what
+    /// and why.
+    #[arg(long, default_value = "1", allow_negative_numbers = true, value_parser = temporal)]
+    pub temporal: Temporal,
     /// Rows per tile of the temporal wavefront (default: chosen from the
     /// detected cache sizes); for experiments and tests.
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
@@ -171,4 +174,34 @@ pub struct CheckpointArgs {
     /// the uninterrupted run.
     #[arg(long, value_name = "latest|PATH")]
     pub restart: Option<PathBuf>,
+}
+
+/// `--temporal`: a number of sweeps per halo exchange, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Temporal {
+    /// Chosen by the run (`crate::temporal`).
+    Auto,
+    /// This many.
+    Sweeps(usize),
+}
+
+impl Temporal {
+    /// The sweeps asked for; `auto` may end at 1, so it counts as 1 where
+    /// a fixed depth is checked.
+    pub fn fixed(self) -> usize {
+        match self {
+            Temporal::Auto => 1,
+            Temporal::Sweeps(t) => t,
+        }
+    }
+}
+
+/// Parses `--temporal`: `auto` or a whole number.
+fn temporal(s: &str) -> std::result::Result<Temporal, String> {
+    if s.trim().eq_ignore_ascii_case("auto") {
+        return Ok(Temporal::Auto);
+    }
+    whole(s)
+        .map(Temporal::Sweeps)
+        .map_err(|e| format!("{e}, or auto"))
 }

@@ -27,6 +27,7 @@ use crate::progress::Progress;
 use crate::report::{self, Ceilings, Record, RecordInputs};
 use crate::signals::StopFlag;
 use crate::solver::{MemoryUse, Solver};
+use crate::temporal;
 use crate::trace;
 use crate::verify::{self, Answer, Verdict};
 use std::process::ExitCode;
@@ -38,7 +39,7 @@ pub fn benchmark(args: &RunArgs) -> ExitCode {
     // before the stop watchdog, the rank threads or a GPU probe exist.
     if let Some(ranks) = args.launch.local_ranks
         && cfg!(feature = "cuda")
-        && args.backend.may_use_gpu(args.temporal)
+        && args.backend.may_use_gpu(args.temporal.fixed())
     {
         // SAFETY: the process has one thread here: `main_entry` only parsed
         // the arguments and installed the logger (which starts no thread)
@@ -65,7 +66,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     if let Ok(Some(fault)) = Fault::from_env() {
         fault.at_start(comm.rank())?;
     }
-    let on = validate::resolve_backend(args.backend, args.temporal, comm)?;
+    let on = validate::resolve_backend(args.backend, args.temporal.fixed(), comm)?;
     let (cfg, fault, grace) = comm::agree(comm, validate::job(args, on, comm), |(cfg, ..)| {
         let mut terms = cfg.agreement_terms();
         // Tracing adds collectives (the clock exchange, the gather): every
@@ -80,7 +81,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let binding =
         environment::get_os(environment::BINDING).map(|b| b.to_string_lossy().into_owned());
     let (grid, procs) = (cfg.grid(), cfg.procs());
-    let block = Block::of(&grid, &procs, comm.rank()).with_depth(cfg.temporal);
+    // The block is made as deep as the deepest T `--temporal auto` may take.
+    let plan = temporal::Plan::of(&cfg, &grid, comm)?;
+    let block = Block::of(&grid, &procs, comm.rank()).with_depth(plan.depth());
     tracing::info!(rank = comm.rank(), ?block, "block");
     // The quick stream's arrays are freed before the fields are made.
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
@@ -103,7 +106,24 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         },
     };
     let mut backend = backend::create(&cfg, &grid, &block, comm)?;
-    let mut halo = Halo::new(&block, backend.as_mut())?;
+    let halo = Halo::new(&block, backend.as_mut())?;
+    let run = temporal::Run {
+        cfg: &cfg,
+        grid: &grid,
+        comm,
+        stop: &stop,
+    };
+    let built = temporal::Built {
+        block,
+        backend,
+        halo,
+    };
+    let (built, temporal_choice) = plan.settle(run, built)?;
+    let temporal::Built {
+        block,
+        mut backend,
+        mut halo,
+    } = built;
 
     let mut progress = Progress::for_rank(comm.rank());
     // The rehearsal runs exactly `warmup` iterations from the initial
@@ -221,6 +241,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 binding,
                 launch: comm.launch(),
                 mpi_library: comm.library(),
+                temporal: temporal_choice,
             },
         );
         let printed = print_record(&record, cfg.format);

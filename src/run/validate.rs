@@ -6,7 +6,7 @@
 //! ranks weigh the faces of an automatic process grid differently, and
 //! the configuration carries the backend decided, never `auto`.
 
-use super::args::{BackendChoice, CheckpointArgs, RunArgs, SelftestArgs};
+use super::args::{BackendChoice, CheckpointArgs, RunArgs, SelftestArgs, Temporal};
 use crate::backend;
 use crate::comm::Comm;
 use crate::config::{
@@ -159,7 +159,22 @@ impl RunArgs {
                 self.warmup
             )));
         }
-        problem.check_temporal(self.temporal)?;
+        // `auto` tries what the process grid allows, up to the candidates.
+        let temporal = match self.temporal {
+            Temporal::Sweeps(t) => t,
+            Temporal::Auto => crate::temporal::AUTO_CANDIDATES
+                .into_iter()
+                .rev()
+                .find(|&t| problem.check_temporal(t).is_ok())
+                .unwrap_or(1),
+        };
+        problem.check_temporal(temporal)?;
+        if self.temporal == Temporal::Auto && self.checkpoint.checkpoint_dir.is_some() {
+            return Err(Error::usage(
+                "--temporal auto may choose a different T on a restart, and a checkpoint \
+                 holds the T it was written with: give --temporal T with --checkpoint-dir",
+            ));
+        }
         if self.overlap && self.backend == BackendChoice::Cpu {
             // Measured: with k split (every automatic grid at M and L) the
             // boundary pass costs far more than the 2-7% exchange it could
@@ -169,7 +184,7 @@ impl RunArgs {
                  does not pay (notes/cpu-overlap.md): drop --overlap or use --backend gpu",
             ));
         }
-        if self.temporal > 1 && self.backend == BackendChoice::Gpu {
+        if self.temporal.fixed() > 1 && self.backend == BackendChoice::Gpu {
             return Err(Error::usage(
                 "--temporal above 1 runs on the CPU backend only for now: use --backend cpu, \
                  or --temporal 1 on GPUs",
@@ -179,7 +194,7 @@ impl RunArgs {
             return Err(Error::usage("--tile-rows must be at least 1"));
         }
         self.check_backend_options()?;
-        if self.tile_rows.is_some() && self.temporal == 1 {
+        if self.tile_rows.is_some() && self.temporal == Temporal::Sweeps(1) {
             // Accepted, it would be ignored: the run would not be the
             // experiment asked for.
             return Err(Error::usage(
@@ -213,7 +228,8 @@ impl RunArgs {
             overlap: self.overlap,
             gpu_occupancy: self.gpu_occupancy.unwrap_or(Occupancy::Auto),
             stores: self.stores.unwrap_or(Stores::Auto),
-            temporal: self.temporal,
+            temporal,
+            temporal_auto: self.temporal == Temporal::Auto,
             tile_rows: self.tile_rows,
             stream_gbs: self.stream_gbs,
             stream: self.stream,
@@ -223,7 +239,7 @@ impl RunArgs {
                 .label
                 .as_ref()
                 .map(|l| l.to_string_lossy().into_owned()),
-            checkpoint: self.checkpoint.validate(length, self.temporal)?,
+            checkpoint: self.checkpoint.validate(length, temporal)?,
         })
     }
 }
@@ -342,7 +358,7 @@ mod tests {
     /// Validated for one rank on the backend the options fix (`auto`
     /// without probing: the CPU).
     fn validated(a: &RunArgs) -> Result<RunConfig> {
-        let backend = a.backend.fixed(a.temporal).unwrap_or(BackendKind::Cpu);
+        let backend = a.backend.fixed(a.temporal.fixed()).unwrap_or(BackendKind::Cpu);
         a.validate(1, 1, backend)
     }
 
@@ -408,6 +424,14 @@ mod tests {
             &["--temporal", "0"],
             &["--temporal", "33"],
             &["--temporal", "2", "--backend", "gpu"],
+            &[
+                "--temporal",
+                "auto",
+                "--checkpoint-dir",
+                "/tmp/x",
+                "--iterations",
+                "4",
+            ],
             &["--tile-rows", "0"],
             &["--tile-rows", "4"],
             &["--tile-rows", "4", "--temporal", "1"],

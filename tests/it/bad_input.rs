@@ -181,6 +181,10 @@ fn rows() -> Vec<Row> {
         Row::run(&["--temporal", "0"], &["--temporal 0", "from 1"]),
         Row::run(&["--temporal", "33"], &["--temporal 33", "to 32"]),
         Row::run(&["--temporal", "-2"], &["--temporal", "negative"]),
+        Row::run(
+            &["--temporal", "often"],
+            &["--temporal", "whole number", "or auto"],
+        ),
         Row::run(&["--tile-rows", "0"], &["--tile-rows", "at least 1"]),
         Row::run(&["--tile-rows", "8"], &["--tile-rows", "--temporal"]),
         Row::run(&["--device", "0"], &["--device", "--backend gpu"]),

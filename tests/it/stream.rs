@@ -189,7 +189,8 @@ fn bind_cores_pins_threads_and_reports_where() {
 
 /// `scripts/bench-cpu.sh` end to end on tiny runs: one table row per size
 /// and thread count, whose percentages are the solver's GB/s over the
-/// stream figures printed beside them.
+/// stream figures printed beside them; `auto` rows list the T each
+/// repeat chose.
 #[test]
 fn bench_cpu_script_prints_the_table() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -203,7 +204,7 @@ fn bench_cpu_script_prints_the_table() {
         "--repeats",
         "1",
         "--temporal",
-        "1 2",
+        "1 2 auto",
         "--seconds",
         "0.05",
         "--bin",
@@ -230,7 +231,8 @@ fn bench_cpu_script_prints_the_table() {
             "sum13_GB/s",
             "%sum13",
             "paired",
-            "valid"
+            "valid",
+            "chosen"
         ]
     );
     let rows: Vec<Vec<&str>> = out
@@ -238,13 +240,26 @@ fn bench_cpu_script_prints_the_table() {
         .filter(|l| !l.starts_with('#') && !l.starts_with("size"))
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows.len(), 4, "{out}");
-    let cases = [("XS", "1"), ("XS", "2"), ("S", "1"), ("S", "2")];
+    assert_eq!(rows.len(), 6, "{out}");
+    let cases = [
+        ("XS", "1"),
+        ("XS", "2"),
+        ("XS", "auto"),
+        ("S", "1"),
+        ("S", "2"),
+        ("S", "auto"),
+    ];
     for (row, (size, temporal)) in rows.iter().zip(cases) {
-        assert_eq!(row.len(), 12, "{out}");
+        assert_eq!(row.len(), 13, "{out}");
         assert_eq!((row[0], row[1], row[2]), (size, "1", temporal), "{out}");
         // Every preset run is verified: by its rehearsal's known answer.
         assert_eq!(row[11], "true", "{out}");
+        // One repeat: auto's one choice, from its candidates.
+        if temporal == "auto" {
+            assert!(["1", "2", "4", "8"].contains(&row[12]), "{out}");
+        } else {
+            assert_eq!(row[12], "-", "{out}");
+        }
         let v: Vec<f64> = row[3..11]
             .iter()
             .map(|x| x.parse().expect("a number"))

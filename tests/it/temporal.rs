@@ -248,3 +248,111 @@ fn a_stop_signal_ends_the_run_after_a_whole_block() {
     assert_eq!(r["p_fingerprint"], classic["p_fingerprint"]);
     assert_eq!(r["gosa"], classic["gosa"]);
 }
+
+/// `--temporal auto` on two in-process ranks of a grid far beyond any
+/// last-level cache: the choice is recorded (asked, taken, why, and the
+/// calibration's seconds per sweep of every candidate when it timed them),
+/// the record's `temporal` is the T taken, and the answer is the classic
+/// one bit for bit, whichever T it took (a shallower one than the block
+/// was first made for rebuilds the backend and halo).
+#[test]
+fn auto_records_its_choice_and_keeps_the_classic_answer() {
+    let base = [
+        "--size",
+        "M",
+        "--procs",
+        "1x1x2",
+        "--local-ranks",
+        "2",
+        "--threads",
+        "1",
+        "--iterations",
+        "9",
+        "--format",
+        "json",
+    ];
+    let classic = json_ok(&run(himeno(&base)));
+    let auto = json_ok(&run(himeno(&[&base[..], &["--temporal", "auto"]].concat())));
+    assert_eq!(auto["p_fingerprint"], classic["p_fingerprint"]);
+    assert_eq!(auto["gosa"], classic["gosa"]);
+    assert_eq!(auto["verified"], true, "{auto}");
+    let choice = &auto["temporal_choice"];
+    assert_eq!(choice["asked"], "auto", "{choice}");
+    assert_eq!(choice["sweeps"], auto["temporal"], "{choice}");
+    let taken = choice["sweeps"].as_u64().unwrap();
+    assert!([1, 2, 4, 8].contains(&taken), "{choice}");
+    let reason = choice["reason"].as_str().unwrap();
+    assert!(reason.starts_with(&format!("T={taken} ")), "{reason}");
+    // 2 x 14 fields of 4.4 M points are 235 MiB: more than a last-level
+    // cache, so unless the tiles cannot fit, the candidates were timed.
+    if reason.contains("calibrated") {
+        let trials = choice["trials"].as_array().unwrap();
+        let swept: Vec<u64> = trials
+            .iter()
+            .map(|t| t["sweeps"].as_u64().unwrap())
+            .collect();
+        assert_eq!(swept[0], 1, "{choice}");
+        assert!(swept.contains(&taken), "{choice}");
+        assert!(trials.iter().all(|t| t["sweep_s"].as_f64().unwrap() > 0.0));
+    }
+    // A fixed T is not a choice: no such entry.
+    assert!(classic.get("temporal_choice").is_none(), "{classic}");
+}
+
+/// Fields that fit in the last-level cache gain nothing from blocking:
+/// the model says T=1 without timing anything, in the record and in one
+/// line of the text report. An explicit T whose tiles cannot fit the
+/// cache share of a thread says so in one line.
+#[test]
+fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
+    let small = [
+        "--grid",
+        "18x18x34",
+        "--iterations",
+        "4",
+        "--temporal",
+        "auto",
+    ];
+    let r = json_ok(&run(himeno(&[&small[..], &["--format", "json"]].concat())));
+    assert_eq!(r["temporal"], 1, "{r}");
+    let reason = r["temporal_choice"]["reason"].as_str().unwrap();
+    assert!(reason.contains("fit in its last-level cache"), "{reason}");
+    assert_eq!(r["temporal_choice"]["trials"], serde_json::json!([]));
+    let text = stdout_ok(&run(himeno(&small)));
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("Temporal auto:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].contains("1 sweep(s) per halo exchange; T=1 from the model"),
+        "{text}"
+    );
+    // Tiles of 4096 rows of 34 values, 8 levels: 58 MiB per thread.
+    let deep = [
+        "--grid",
+        "18x18x34",
+        "--iterations",
+        "8",
+        "--temporal",
+        "8",
+        "--tile-rows",
+        "4096",
+    ];
+    let text = stdout_ok(&run(himeno(&deep)));
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("Warning: --temporal 8"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].contains("give fewer --tile-rows"), "{text}");
+    let fits = stdout_ok(&run(himeno(&[
+        "--grid",
+        "18x18x34",
+        "--iterations",
+        "8",
+        "--temporal",
+        "8",
+    ])));
+    assert!(!fits.contains("Warning"), "{fits}");
+}

@@ -649,6 +649,54 @@ mod tests {
         }
     }
 
+    /// The backend's classic sweep with every kernel copy and 1 to 3
+    /// threads, on rows of odd lengths (1 to 17 points and longer), cached
+    /// and streaming stores: the reference's field bit for bit, and one
+    /// gosa, the same bits for every copy and thread count.
+    #[test]
+    fn every_isa_and_thread_count_sweeps_alike() {
+        use crate::grid::fields::Fields;
+        use crate::verify::reference_sweep;
+        let lengths = (1..=17).chain([31, 33, 35]);
+        for dims in lengths.map(|m| [5, 6, m + 2]) {
+            let grid = Grid::new(dims).unwrap();
+            let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+            let mut reference = Fields::initial(&grid, &block).unwrap();
+            let mut want_gosa = Vec::new();
+            let mut want_field = Vec::new();
+            for _ in 0..2 {
+                reference_sweep(&mut reference);
+                want_field.push(reference.p.clone());
+            }
+            for isa in Isa::all_supported() {
+                for threads in 1..=3 {
+                    for stores in [Stores::Cached, Stores::Streaming] {
+                        let opts = CpuOptions {
+                            threads,
+                            bind: Bind::None,
+                            stores,
+                            tile_rows: None,
+                        };
+                        let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
+                        cpu.isa = isa;
+                        let what = format!("{dims:?} {} {threads} threads {stores:?}", isa.name());
+                        for (s, field) in want_field.iter().enumerate() {
+                            let mut g = [0.0];
+                            cpu.sweeps_start(1).unwrap();
+                            cpu.sweeps_finish(&mut g).unwrap();
+                            cpu.swap();
+                            assert_eq!(&cpu.field().unwrap(), field, "{what} sweep {s}");
+                            if want_gosa.len() == s {
+                                want_gosa.push(g[0]);
+                            }
+                            assert_eq!(g[0].to_bits(), want_gosa[s].to_bits(), "{what} sweep {s}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     fn backend(grid: &Grid, depth: usize, threads: usize, stores: Stores) -> CpuBackend {
         let block = Block::of(grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(depth);
         let opts = CpuOptions {

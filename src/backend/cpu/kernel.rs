@@ -506,9 +506,12 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, const PREFETCH: bool, const W: usize>
     // Whole steps of W points, then (when W is wider) whole chunks of
     // LANES, then the last `m % LANES` points: points in increasing order,
     // each into its lane, so the sums do not depend on W.
-    let wide = if W > LANES { m / W * W } else { 0 };
+    // Only rows already in the cache take the wide steps: from memory
+    // (with prefetch) they measured 3-7% slower than 8-point chunks at
+    // sizes M and L on one thread (notes/cpu-perf.md), as on Zen 4 before.
+    let wide = if W > LANES && !PREFETCH { m / W * W } else { 0 };
     let whole = wide + (m - wide) / LANES * LANES;
-    if W > LANES {
+    if wide > 0 {
         steps::<V, PREFETCH, W>(&set, 0..wide, omega, &mut out[..wide], acc);
     }
     steps::<Vector<LANES>, PREFETCH, LANES>(&set, wide..whole, omega, &mut out[wide..whole], acc);

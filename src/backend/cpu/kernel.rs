@@ -15,9 +15,9 @@
 use crate::grid::fields::COEFFICIENTS;
 use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK1};
 #[cfg(doc)]
-use crate::machine::isa::Isa;
 use crate::machine::isa::multiversion;
-use std::ops::Range;
+use crate::machine::isa::{Isa, Set};
+use std::ops::{Add, Mul, Range, Sub};
 
 /// Number of interleaved partial sums per row.
 pub const LANES: usize = 8;
@@ -85,7 +85,43 @@ pub struct Rows<'a> {
     pub at: usize,
 }
 
-multiversion!(
+/// Points per vector step of the AVX-512 copy: one zmm register. The
+/// baseline and AVX2 copies step [`LANES`] points (one ymm register).
+const WIDE: usize = 16;
+
+/// Defines `$name(isa, args..)`, the row kernel `$body` compiled once per
+/// instruction set as [`multiversion!`] does, each copy with its own step
+/// width: [`WIDE`] points where the registers hold them (AVX-512), else
+/// [`LANES`].
+macro_rules! per_isa {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:ident) => {
+        $(#[$meta])*
+        #[inline]
+        $vis fn $name(isa: Isa, $($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            fn avx2($($arg: $ty),*) -> $ret {
+                $body::<Vector<LANES>, LANES>($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,avx512f,avx512vl")]
+            fn avx512($($arg: $ty),*) -> $ret {
+                $body::<zmm::Zmm, WIDE>($($arg),*)
+            }
+            match isa.set() {
+                Set::Baseline => $body::<Vector<LANES>, LANES>($($arg),*),
+                // SAFETY: an `Isa` naming AVX2 or AVX-512 is only made after
+                // run-time detection found those features on this CPU.
+                #[cfg(target_arch = "x86_64")]
+                Set::Avx2 => unsafe { avx2($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                Set::Avx512 => unsafe { avx512($($arg),*) },
+            }
+        }
+    };
+}
+
+per_isa!(
     /// Updates points `k` (not the first or last of the row) of one row
     /// with the kernel compiled for `isa`: writes `out[k]` (`out` is the
     /// whole row of the new field) and returns the sum of their squared
@@ -94,7 +130,7 @@ multiversion!(
     pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_streamed
 );
 
-multiversion!(
+per_isa!(
     /// As [`sweep_row`], without software prefetch, for rows already in
     /// the cache (the temporal wavefront's later levels), where the
     /// prefetch instructions only compete with the loads: an L2-resident
@@ -103,7 +139,7 @@ multiversion!(
     pub fn sweep_row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_cached
 );
 
-multiversion!(
+per_isa!(
     /// As [`sweep_row`] for row `(i, j)` of the fields in `inp` (the
     /// classic sweep): the same kernel, with every row found at its offset
     /// from the one field, which the compiler turns into fewer live
@@ -159,16 +195,19 @@ impl<'a> Source<'a> for Around<'a, '_> {
 
 /// [`row_body`] over the fields, with prefetch.
 #[inline(always)]
-fn row_at(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 {
+fn row_at<V: Step<W>, const W: usize>(
+    inp: &Inputs<'_>,
+    i: usize,
+    j: usize,
+    k: Range<usize>,
+    out: &mut [f32],
+) -> f64 {
     let src = Around {
         inp,
         at: inp.lay.row(i, j),
     };
-    row_body::<_, true>(&src, k, inp.omega, out)
+    row_body::<_, V, true, W>(&src, k, inp.omega, out)
 }
-
-/// One chunk of [`LANES`] points of every input row.
-type Chunk = [f32; LANES];
 
 /// A row's partial sums of squared residuals, one per lane, aligned to a
 /// cache line.
@@ -177,21 +216,242 @@ struct Lanes([f64; LANES]);
 
 /// [`row_body`] with prefetch.
 #[inline(always)]
-fn row_streamed(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
-    row_body::<_, true>(rows, k, omega, out)
+fn row_streamed<V: Step<W>, const W: usize>(
+    rows: &Rows<'_>,
+    k: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+) -> f64 {
+    row_body::<_, V, true, W>(rows, k, omega, out)
 }
 
 /// [`row_body`] without prefetch.
 #[inline(always)]
-fn row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 {
-    row_body::<_, false>(rows, k, omega, out)
+fn row_cached<V: Step<W>, const W: usize>(
+    rows: &Rows<'_>,
+    k: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+) -> f64 {
+    row_body::<_, V, false, W>(rows, k, omega, out)
 }
 
+/// The values one point's update reads, named as in the specification:
+/// `p` at the 19 points of the stencil (`ip` is `(i+1, j, k)`, `ipjm`
+/// `(i+1, j-1, k)`, `c` the centre, ...) and the 12 coefficients at the
+/// point. `T` is one value ([`f32`]) or the values of a vector step
+/// ([`Vector`]).
+#[derive(Clone, Copy)]
+struct Point<T> {
+    ip: T,
+    jp: T,
+    kp: T,
+    ipjp: T,
+    ipjm: T,
+    imjp: T,
+    imjm: T,
+    jpkp: T,
+    jmkp: T,
+    jpkm: T,
+    jmkm: T,
+    ipkp: T,
+    imkp: T,
+    ipkm: T,
+    imkm: T,
+    im: T,
+    jm: T,
+    km: T,
+    c: T,
+    a0: T,
+    a1: T,
+    a2: T,
+    a3: T,
+    b0: T,
+    b1: T,
+    b2: T,
+    c0: T,
+    c1: T,
+    c2: T,
+    bnd: T,
+    wrk1: T,
+}
+
+/// The arithmetic [`Point::residual`] needs: one `f32`, or `W` of them
+/// lane by lane.
+trait Value: Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> {}
+impl<T: Copy + Add<Output = T> + Sub<Output = T> + Mul<Output = T>> Value for T {}
+
+impl<T: Value> Point<T> {
+    /// The residual `ss` of the point, evaluated left to right exactly as
+    /// specified (every copy of the kernel, whatever its step width, does
+    /// the same operations on each point, so the values are the same).
+    #[inline(always)]
+    fn residual(&self) -> T {
+        let s0 = self.a0 * self.ip
+            + self.a1 * self.jp
+            + self.a2 * self.kp
+            + self.b0 * (self.ipjp - self.ipjm - self.imjp + self.imjm)
+            + self.b1 * (self.jpkp - self.jmkp - self.jpkm + self.jmkm)
+            + self.b2 * (self.ipkp - self.imkp - self.ipkm + self.imkm)
+            + self.c0 * self.im
+            + self.c1 * self.jm
+            + self.c2 * self.km
+            + self.wrk1;
+        (s0 * self.a3 - self.c) * self.bnd
+    }
+}
+
+/// The values of `W` consecutive points, one per lane; each operation works
+/// lane by lane, so a step computes each point as [`f32`] arithmetic does.
+/// Written as loops over arrays, which the compiler turns into one vector
+/// instruction per operation for the copy's instruction set.
+#[derive(Clone, Copy)]
+struct Vector<const W: usize>([f32; W]);
+
+impl<const W: usize> Add for Vector<W> {
+    type Output = Self;
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        let mut r = self.0;
+        for (r, o) in r.iter_mut().zip(o.0) {
+            *r += o;
+        }
+        Vector(r)
+    }
+}
+
+impl<const W: usize> Sub for Vector<W> {
+    type Output = Self;
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        let mut r = self.0;
+        for (r, o) in r.iter_mut().zip(o.0) {
+            *r -= o;
+        }
+        Vector(r)
+    }
+}
+
+impl<const W: usize> Mul for Vector<W> {
+    type Output = Self;
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        let mut r = self.0;
+        for (r, o) in r.iter_mut().zip(o.0) {
+            *r *= o;
+        }
+        Vector(r)
+    }
+}
+
+/// A vector of `W` values that a row step loads, computes with lane by
+/// lane ([`Value`]) and stores.
+trait Step<const W: usize>: Value {
+    /// The vector of `a`'s values.
+    ///
+    /// # Safety
+    /// The CPU has the instruction set the type is written for.
+    unsafe fn load(a: &[f32; W]) -> Self;
+    /// `x` in every lane.
+    ///
+    /// # Safety
+    /// As [`Step::load`].
+    unsafe fn splat(x: f32) -> Self;
+    /// The lanes' values.
+    fn values(self) -> [f32; W];
+}
+
+impl<const W: usize> Step<W> for Vector<W> {
+    #[inline(always)]
+    unsafe fn load(a: &[f32; W]) -> Self {
+        Vector(*a)
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        Vector([x; W])
+    }
+    #[inline(always)]
+    fn values(self) -> [f32; W] {
+        self.0
+    }
+}
+
+/// The AVX-512 step: [`WIDE`] values in one zmm register, through the
+/// intrinsics. Arrays of 16 values ([`Vector`]) are vectorised as pairs of
+/// ymm registers (the compiler prefers 256-bit vectors), which gains
+/// nothing over 8-point steps. A zmm step halves the vector loads and
+/// arithmetic instructions per point: on a Zen 5 core (full-width 512-bit
+/// units) the kernel ran 7-10% faster in the cache (notes/cpu-perf.md).
+#[cfg(target_arch = "x86_64")]
+mod zmm {
+    use super::{Step, WIDE};
+    use std::arch::x86_64::{
+        __m512, _mm512_add_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps, _mm512_sub_ps,
+    };
+    use std::ops::{Add, Mul, Sub};
+
+    /// 16 `f32` in a zmm register. Only [`Step::load`] and
+    /// [`Step::splat`] make one, whose callers promise AVX-512 F: so every
+    /// operation on a value runs where AVX-512 F does.
+    #[derive(Clone, Copy)]
+    pub struct Zmm(__m512);
+
+    impl Add for Zmm {
+        type Output = Self;
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            // SAFETY: a `Zmm` exists only where AVX-512 F does (above).
+            Zmm(unsafe { _mm512_add_ps(self.0, o.0) })
+        }
+    }
+
+    impl Sub for Zmm {
+        type Output = Self;
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            // SAFETY: as for `add`.
+            Zmm(unsafe { _mm512_sub_ps(self.0, o.0) })
+        }
+    }
+
+    impl Mul for Zmm {
+        type Output = Self;
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: as for `add`.
+            Zmm(unsafe { _mm512_mul_ps(self.0, o.0) })
+        }
+    }
+
+    impl Step<WIDE> for Zmm {
+        #[inline(always)]
+        unsafe fn load(a: &[f32; WIDE]) -> Self {
+            // SAFETY: `a` holds the 16 values read; the caller promises
+            // AVX-512 F.
+            Zmm(unsafe { _mm512_loadu_ps(a.as_ptr()) })
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: the caller promises AVX-512 F.
+            Zmm(unsafe { _mm512_set1_ps(x) })
+        }
+        #[inline(always)]
+        fn values(self) -> [f32; WIDE] {
+            // SAFETY: `__m512` is 16 `f32`, any bits a valid value.
+            unsafe { std::mem::transmute::<__m512, [f32; WIDE]>(self.0) }
+        }
+    }
+}
+
+/// The rows of one row update in [`Point`]'s order, as slices of the same
+/// length.
+type RowSet<'a> = Point<&'a [f32]>;
+
 /// The row kernel, inlined into each instruction-set wrapper so that each
-/// copy is vectorised for its own target features; `PREFETCH` asks for the
-/// inputs ahead of use.
+/// copy is vectorised for its own target features, `W` points per vector
+/// step; `PREFETCH` asks for the inputs ahead of use.
 #[inline(always)]
-fn row_body<'a, S: Source<'a>, const PREFETCH: bool>(
+fn row_body<'a, S: Source<'a>, V: Step<W>, const PREFETCH: bool, const W: usize>(
     rows: &S,
     k: Range<usize>,
     omega: f32,
@@ -201,29 +461,41 @@ fn row_body<'a, S: Source<'a>, const PREFETCH: bool>(
     // Slices of exactly `m` values: the row of p at (i+a-1, j+b-1) shifted
     // by dk-1 in k, and the coefficients.
     let r = |a: usize, b: usize, dk: usize| rows.p(a, b, dk, k0, m);
-    let (ip, jp, kp) = (r(2, 1, 1), r(1, 2, 1), r(1, 1, 2));
-    let (ipjp, ipjm) = (r(2, 2, 1), r(2, 0, 1));
-    let (imjp, imjm) = (r(0, 2, 1), r(0, 0, 1));
-    let (jpkp, jmkp) = (r(1, 2, 2), r(1, 0, 2));
-    let (jpkm, jmkm) = (r(1, 2, 0), r(1, 0, 0));
-    let (ipkp, imkp) = (r(2, 1, 2), r(0, 1, 2));
-    let (ipkm, imkm) = (r(2, 1, 0), r(0, 1, 0));
-    let (im, jm, km, c) = (r(0, 1, 1), r(1, 0, 1), r(1, 1, 0), r(1, 1, 1));
     let coef = |f: usize| rows.coef(f, k0, m);
-    let (a0, a1, a2, a3) = (coef(A0), coef(A1), coef(A2), coef(A3));
-    let (b0, b1, b2) = (coef(B0), coef(B1), coef(B2));
-    let (c0, c1, c2) = (coef(C0), coef(C1), coef(C2));
-    let (bnd, wrk1) = (coef(BND), coef(WRK1));
+    let set: RowSet<'a> = Point {
+        ip: r(2, 1, 1),
+        jp: r(1, 2, 1),
+        kp: r(1, 1, 2),
+        ipjp: r(2, 2, 1),
+        ipjm: r(2, 0, 1),
+        imjp: r(0, 2, 1),
+        imjm: r(0, 0, 1),
+        jpkp: r(1, 2, 2),
+        jmkp: r(1, 0, 2),
+        jpkm: r(1, 2, 0),
+        jmkm: r(1, 0, 0),
+        ipkp: r(2, 1, 2),
+        imkp: r(0, 1, 2),
+        ipkm: r(2, 1, 0),
+        imkm: r(0, 1, 0),
+        im: r(0, 1, 1),
+        jm: r(1, 0, 1),
+        km: r(1, 1, 0),
+        c: r(1, 1, 1),
+        a0: coef(A0),
+        a1: coef(A1),
+        a2: coef(A2),
+        a3: coef(A3),
+        b0: coef(B0),
+        b1: coef(B1),
+        b2: coef(B2),
+        c0: coef(C0),
+        c1: coef(C1),
+        c2: coef(C2),
+        bnd: coef(BND),
+        wrk1: coef(WRK1),
+    };
     let out = &mut out[k0..k0 + m];
-
-    // The values of point `x` of every row, in `point`'s order.
-    // (The list is repeated at each use: macro hygiene binds the names
-    // where they are written, and the chunked views shadow the rows.)
-    macro_rules! gather {
-        ($x:expr; $($row:ident)*) => {
-            [$(&$row[$x]),*]
-        };
-    }
 
     // On a cache line of its own: the compiler keeps the partial sums on
     // the stack and zeroes them with one 64-byte store per row, which a
@@ -231,90 +503,168 @@ fn row_body<'a, S: Source<'a>, const PREFETCH: bool>(
     // 15% of the sweep (perf put 17% of the kernel's samples on it).
     let mut acc = Lanes([0.0f64; LANES]);
     let acc = &mut acc.0;
-    let n = m / LANES;
-    // Whole chunks of LANES points: each input row viewed as `[Chunk]`, all
-    // of length `n`, so that indexing by `ch < n` needs no bounds checks.
-    macro_rules! chunked {
-        ($($row:ident)*) => {
-            $(let $row: &[Chunk] = $row.as_chunks::<LANES>().0;
-              assert_eq!($row.len(), n);)*
-        };
+    // Whole steps of W points, then (when W is wider) whole chunks of
+    // LANES, then the last `m % LANES` points: points in increasing order,
+    // each into its lane, so the sums do not depend on W.
+    // Only rows already in the cache take the wide steps: from memory
+    // (with prefetch) they measured 3-7% slower than 8-point chunks at
+    // sizes M and L on one thread (notes/cpu-perf.md), as on Zen 4 before.
+    let wide = if W > LANES && !PREFETCH { m / W * W } else { 0 };
+    let whole = wide + (m - wide) / LANES * LANES;
+    if wide > 0 {
+        steps::<V, PREFETCH, W>(&set, 0..wide, omega, &mut out[..wide], acc);
     }
-    {
-        chunked!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm imkm
-                 im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
-        let out = out.as_chunks_mut::<LANES>().0;
-        assert_eq!(out.len(), n);
-        for ch in 0..n {
-            if PREFETCH && ch % 2 == 0 {
-                // Two distances: far into L2 so the line is on its way from
-                // memory, near into L1 so the loads find it there.
-                for row in [ipjp, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1] {
-                    prefetch::<L1>(row, ch + PREFETCH_CHUNKS);
-                    prefetch::<L2>(row, ch + PREFETCH_L2_CHUNKS);
-                }
-                prefetch::<L1>(out, ch + PREFETCH_CHUNKS);
-                prefetch::<L2>(out, ch + PREFETCH_L2_CHUNKS);
-            }
-            let chunk: [&Chunk; 31] = gather!(ch; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm
-                jmkm ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
-            let o = &mut out[ch];
-            for l in 0..LANES {
-                let v: [f32; 31] = std::array::from_fn(|f| chunk[f][l]);
-                let ss = point(&v);
-                acc[l] += f64::from(ss * ss);
-                o[l] = v[18] + omega * ss;
-            }
-        }
-    }
-    // The last `m % LANES` points. When the row has a whole chunk, they are
-    // computed as the row's last LANES points (overlapping the previous
-    // chunk: same operations per point, so the same values), and only the
-    // new ones are stored and summed; point x always goes to lane x % LANES.
-    let full = n * LANES;
-    if full < m && n > 0 {
-        let start = m - LANES;
-        macro_rules! last_chunk {
-            ($($row:ident)*) => {
-                [$($row.last_chunk::<LANES>().expect("m >= LANES")),*]
-            };
-        }
-        let w: [&Chunk; 31] = last_chunk!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm
-            ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
-        let mut ss = [0.0f32; LANES];
-        let mut res = [0.0f32; LANES];
-        for l in 0..LANES {
-            let v: [f32; 31] = std::array::from_fn(|f| w[f][l]);
-            ss[l] = point(&v);
-            res[l] = v[18] + omega * ss[l];
-        }
-        for x in full..m {
-            let l = x - start;
-            acc[x % LANES] += f64::from(ss[l] * ss[l]);
-            out[x] = res[l];
-        }
-    } else {
-        for x in full..m {
-            let v: [f32; 31] = gather!(x; ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm
-                ipkp imkp ipkm imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1)
-            .map(|v| *v);
-            let ss = point(&v);
-            acc[x % LANES] += f64::from(ss * ss);
-            out[x] = v[18] + omega * ss;
-        }
-    }
+    steps::<Vector<LANES>, PREFETCH, LANES>(&set, wide..whole, omega, &mut out[wide..whole], acc);
+    tail(&set, whole, omega, out, acc);
     // Lanes combined left to right: a fixed order.
     acc.iter().sum()
 }
 
-/// How far ahead, in chunks, the streams are prefetched into L1 (256 B).
-const PREFETCH_CHUNKS: usize = 8;
-/// How far ahead, in chunks, they are prefetched into L2 (1 KiB): far
+/// Updates points `x` of the rows in `set` in steps of `W` (`x.len()` a
+/// multiple of `W`, `out` the outputs of exactly those points), adding
+/// each point's squared residual to lane `x % LANES` of `acc`.
+#[inline(always)]
+fn steps<V: Step<W>, const PREFETCH: bool, const W: usize>(
+    set: &RowSet<'_>,
+    x: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+    acc: &mut [f64; LANES],
+) {
+    let n = x.len() / W;
+    // Every input row viewed as `[[f32; W]]` of length `n`, so that indexing
+    // by `ch < n` needs no bounds checks.
+    macro_rules! chunked {
+        ($($row:ident)*) => {
+            let Point { $($row),* } = *set;
+            $(let $row: &[[f32; W]] = $row[x.clone()].as_chunks::<W>().0;
+              assert_eq!($row.len(), n);)*
+        };
+    }
+    chunked!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm imkm
+             im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
+    let out = out.as_chunks_mut::<W>().0;
+    assert_eq!(out.len(), n);
+    // SAFETY (here and at the loads): `V` is a vector type of the copy's
+    // own instruction set (`per_isa!`), which runs only where detection
+    // found that set.
+    let omega = unsafe { V::splat(omega) };
+    // Steps per 64-byte line of every stream, each prefetched once.
+    let per_line = (16 / W).max(1);
+    for ch in 0..n {
+        if PREFETCH && ch % per_line == 0 {
+            // Two distances: far into L2 so the line is on its way from
+            // memory, near into L1 so the loads find it there.
+            let at = ch * W;
+            for row in [ipjp, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1] {
+                prefetch::<L1, W>(row, at + PREFETCH_AHEAD);
+                prefetch::<L2, W>(row, at + PREFETCH_L2_AHEAD);
+            }
+            prefetch::<L1, W>(out, at + PREFETCH_AHEAD);
+            prefetch::<L2, W>(out, at + PREFETCH_L2_AHEAD);
+        }
+        macro_rules! load {
+            ($($row:ident)*) => {
+                Point { $($row: unsafe { V::load(&$row[ch]) }),* }
+            };
+        }
+        let v = load!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm imkm
+                      im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
+        let ss = v.residual();
+        let sq = (ss * ss).values();
+        for half in 0..W / LANES {
+            for l in 0..LANES {
+                acc[l] += f64::from(sq[half * LANES + l]);
+            }
+        }
+        out[ch] = (v.c + omega * ss).values();
+    }
+}
+
+/// The points from `whole` to the end of the rows (fewer than [`LANES`]).
+/// When the row has a whole chunk, they are computed as the row's last
+/// LANES points (overlapping the previous chunk: same operations per point,
+/// so the same values), and only the new ones are stored and summed; point
+/// x always goes to lane x % LANES.
+#[inline(always)]
+fn tail(set: &RowSet<'_>, whole: usize, omega: f32, out: &mut [f32], acc: &mut [f64; LANES]) {
+    let m = out.len();
+    if whole == m {
+        return;
+    }
+    let Point {
+        ip,
+        jp,
+        kp,
+        ipjp,
+        ipjm,
+        imjp,
+        imjm,
+        jpkp,
+        jmkp,
+        jpkm,
+        jmkm,
+        ipkp,
+        imkp,
+        ipkm,
+        imkm,
+        im,
+        jm,
+        km,
+        c,
+        a0,
+        a1,
+        a2,
+        a3,
+        b0,
+        b1,
+        b2,
+        c0,
+        c1,
+        c2,
+        bnd,
+        wrk1,
+    } = *set;
+    if whole > 0 {
+        let start = m - LANES;
+        macro_rules! last_chunk {
+            ($($row:ident)*) => {
+                Point { $($row: Vector(*$row.last_chunk::<LANES>().expect("m >= LANES"))),* }
+            };
+        }
+        let v = last_chunk!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm
+            imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
+        let ss = v.residual();
+        let res = v.c + Vector([omega; LANES]) * ss;
+        for x in whole..m {
+            let l = x - start;
+            acc[x % LANES] += f64::from(ss.0[l] * ss.0[l]);
+            out[x] = res.0[l];
+        }
+    } else {
+        for x in whole..m {
+            macro_rules! at {
+                ($($row:ident)*) => {
+                    Point { $($row: $row[x]),* }
+                };
+            }
+            let v = at!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm imkm
+                im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
+            let ss = v.residual();
+            acc[x % LANES] += f64::from(ss * ss);
+            out[x] = v.c + omega * ss;
+        }
+    }
+}
+
+/// How far ahead, in values, the streams are prefetched into L1 (256 B).
+const PREFETCH_AHEAD: usize = 64;
+/// How far ahead, in values, they are prefetched into L2 (1 KiB): far
 /// enough to cover a memory latency, so that the L1 prefetch, which holds a
 /// miss buffer until its line arrives, finds the line in L2. Measured
 /// against one distance alone (notes/cpu-perf.md): 5-15% faster per thread
 /// at M and L; 512 B and 2 KiB were slower.
-const PREFETCH_L2_CHUNKS: usize = 32;
+const PREFETCH_L2_AHEAD: usize = 256;
 
 /// The `_mm_prefetch` hints used: into every cache level, or into L2 and
 /// below (`T1`; Zen 4 and recent Intel cores keep it out of L1).
@@ -327,41 +677,20 @@ const L1: i32 = 0;
 #[cfg(not(target_arch = "x86_64"))]
 const L2: i32 = 0;
 
-/// Asks for the line holding chunk `ch` of `row` (which may lie beyond the
+/// Asks for the line holding value `at` of `row` (which may lie beyond the
 /// row: a prefetch never faults, and the next row usually follows) with
 /// hint `HINT`.
 #[inline(always)]
-fn prefetch<const HINT: i32>(row: &[Chunk], ch: usize) {
+fn prefetch<const HINT: i32, const W: usize>(row: &[[f32; W]], at: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::_mm_prefetch;
-        let at = row.as_ptr().wrapping_add(ch).cast::<i8>();
+        let at = row.as_ptr().cast::<f32>().wrapping_add(at).cast::<i8>();
         // SAFETY: a prefetch is a hint; it reads nothing architecturally.
         unsafe { _mm_prefetch::<HINT>(at) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (row, ch);
-}
-
-/// The residual `ss` of one point from its 19 `p` values and 12
-/// coefficients, in the order of [`row_body`]'s `gather!`: `p` at `i+1, j+1,
-/// k+1, (i+1,j+1), (i+1,j-1), (i-1,j+1), (i-1,j-1), (j+1,k+1), (j-1,k+1),
-/// (j+1,k-1), (j-1,k-1), (i+1,k+1), (i-1,k+1), (i+1,k-1), (i-1,k-1), i-1,
-/// j-1, k-1`, the centre, then `a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1`.
-/// Evaluated left to right exactly as specified.
-#[inline(always)]
-fn point(v: &[f32; 31]) -> f32 {
-    let s0 = v[19] * v[0]
-        + v[20] * v[1]
-        + v[21] * v[2]
-        + v[23] * (v[3] - v[4] - v[5] + v[6])
-        + v[24] * (v[7] - v[8] - v[9] + v[10])
-        + v[25] * (v[11] - v[12] - v[13] + v[14])
-        + v[26] * v[15]
-        + v[27] * v[16]
-        + v[28] * v[17]
-        + v[30];
-    (s0 * v[22] - v[18]) * v[29]
+    let _ = (row, at);
 }
 
 #[cfg(test)]
@@ -374,67 +703,92 @@ mod tests {
     use crate::verify::reference_sweep;
 
     /// Every instruction-set variant, on rows whose length is and is not a
-    /// multiple of the lane count, gives bitwise the reference's field and
-    /// gosa within rounding of the summation order.
+    /// multiple of the step widths (8 and 16 points), gives bitwise the
+    /// reference's field and gosa within rounding of the summation order,
+    /// and the same gosa bits as the baseline copy.
     #[test]
     fn every_isa_matches_the_reference() {
-        for dims in [[5, 6, 21], [4, 5, 10], [6, 4, 3], [5, 5, 37]] {
-            let grid = Grid::new(dims).unwrap();
-            let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
-            let mut reference = Fields::initial(&grid, &block).unwrap();
-            // Perturb p so that every neighbour's coefficient matters.
-            for (n, v) in reference.p.iter_mut().enumerate() {
-                *v += (n % 7) as f32 * 0.01;
-            }
-            reference.next.assign(&reference.p);
-            let start = reference.clone();
-            let ref_gosa = reference_sweep(&mut reference);
-            for isa in Isa::all_supported() {
-                let mut f = start.clone();
-                let lay = Layout { dims };
-                let p = f.p.as_slice().unwrap();
-                let inp = Inputs {
-                    lay,
-                    p,
-                    coef: std::array::from_fn(|c| f.coef[c].as_slice().unwrap()),
-                    omega: OMEGA,
-                };
-                let mut pieces = f.next.clone();
-                let out = f.next.as_slice_mut().unwrap();
-                let mut gosa = 0.0;
-                let pieces_out = pieces.as_slice_mut().unwrap();
-                let nk = dims[2];
-                for i in 1..dims[0] - 1 {
-                    for j in 1..dims[1] - 1 {
-                        let at = lay.row(i, j);
-                        let row = &mut out[at..at + nk];
-                        gosa += sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, row);
-                        let mut cached = vec![0.0; nk];
-                        let g =
-                            sweep_row_cached(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached);
-                        assert_eq!(&cached[1..nk - 1], &row[1..nk - 1]);
-                        assert_eq!(
-                            g.to_bits(),
-                            sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached)
-                                .to_bits()
-                        );
-                        // The same row in up to three pieces (as the temporal
-                        // sweep splits its rows): the same values.
-                        let row = &mut pieces_out[at..at + nk];
-                        let cuts = [1, (nk / 3).max(1), (2 * nk / 3).max(1), nk - 1];
-                        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
-                            sweep_row(isa, &inp.rows(i, j), w[0]..w[1], OMEGA, row);
-                        }
+        for dims in [[5, 6, 21], [4, 5, 10], [6, 4, 3], [5, 5, 37], [4, 4, 52]] {
+            isas_match_the_reference(dims);
+        }
+    }
+
+    /// The same on every row length of 1 to 17 interior points: the 16-point
+    /// step, the 8-point chunk and the tail, alone and together.
+    #[test]
+    fn every_isa_matches_the_reference_on_short_rows() {
+        for m in 1..=17 {
+            isas_match_the_reference([4, 5, m + 2]);
+        }
+    }
+
+    fn isas_match_the_reference(dims: [usize; 3]) {
+        let grid = Grid::new(dims).unwrap();
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+        let mut reference = Fields::initial(&grid, &block).unwrap();
+        // Perturb p so that every neighbour's coefficient matters.
+        for (n, v) in reference.p.iter_mut().enumerate() {
+            *v += (n % 7) as f32 * 0.01;
+        }
+        reference.next.assign(&reference.p);
+        let start = reference.clone();
+        let ref_gosa = reference_sweep(&mut reference);
+        let mut baseline_gosa = None;
+        for isa in Isa::all_supported() {
+            let mut f = start.clone();
+            let lay = Layout { dims };
+            let p = f.p.as_slice().unwrap();
+            let inp = Inputs {
+                lay,
+                p,
+                coef: std::array::from_fn(|c| f.coef[c].as_slice().unwrap()),
+                omega: OMEGA,
+            };
+            let mut pieces = f.next.clone();
+            let mut at_field = f.next.clone();
+            let out = f.next.as_slice_mut().unwrap();
+            let (mut gosa, mut gosa_at) = (0.0, 0.0);
+            let pieces_out = pieces.as_slice_mut().unwrap();
+            let at_out = at_field.as_slice_mut().unwrap();
+            let nk = dims[2];
+            for i in 1..dims[0] - 1 {
+                for j in 1..dims[1] - 1 {
+                    let at = lay.row(i, j);
+                    let row = &mut out[at..at + nk];
+                    gosa += sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, row);
+                    let row_at = &mut at_out[at..at + nk];
+                    gosa_at += sweep_row_at(isa, &inp, i, j, 1..nk - 1, row_at);
+                    let mut cached = vec![0.0; nk];
+                    let g = sweep_row_cached(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached);
+                    assert_eq!(&cached[1..nk - 1], &row[1..nk - 1]);
+                    assert_eq!(
+                        g.to_bits(),
+                        sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached).to_bits()
+                    );
+                    // The same row in up to three pieces (as the temporal
+                    // sweep splits its rows): the same values.
+                    let row = &mut pieces_out[at..at + nk];
+                    let cuts = [1, (nk / 3).max(1), (2 * nk / 3).max(1), nk - 1];
+                    for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+                        sweep_row(isa, &inp.rows(i, j), w[0]..w[1], OMEGA, row);
                     }
                 }
-                assert_eq!(f.next, reference.p, "{dims:?} {}", isa.name());
-                assert_eq!(pieces, reference.p, "{dims:?} {} in pieces", isa.name());
-                assert!(
-                    crate::verify::gosa_agrees(gosa, ref_gosa),
-                    "{dims:?} {}: {gosa} vs {ref_gosa}",
-                    isa.name()
-                );
             }
+            let name = isa.name();
+            assert_eq!(f.next, reference.p, "{dims:?} {name}");
+            assert_eq!(at_field, reference.p, "{dims:?} {name} over the fields");
+            assert_eq!(pieces, reference.p, "{dims:?} {name} in pieces");
+            assert_eq!(gosa.to_bits(), gosa_at.to_bits(), "{dims:?} {name}");
+            assert!(
+                crate::verify::gosa_agrees(gosa, ref_gosa),
+                "{dims:?} {name}: {gosa} vs {ref_gosa}"
+            );
+            let want = *baseline_gosa.get_or_insert(gosa);
+            assert_eq!(
+                gosa.to_bits(),
+                want.to_bits(),
+                "{dims:?} {name} vs baseline"
+            );
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::config::{BackendKind, Stores};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face, split};
-use crate::grid::fields::{FIELDS, OMEGA, coefficient_values, p_initial};
+use crate::grid::fields::{COEFFICIENTS, FIELDS, OMEGA, coefficient_values, p_initial};
 use crate::machine::alloc;
 use crate::machine::cache::{LastLevel, PerCore};
 use crate::machine::huge::HugeBuffer;
@@ -181,6 +181,23 @@ pub fn footprint(block: &Block, opts: &CpuOptions) -> Footprint {
 
 /// One field's memory.
 type Field = HugeBuffer<f32>;
+
+/// Where `p`, `next` and the first coefficient sit in
+/// [`CpuBackend`]'s `fields` (the order of [`crate::grid::fields::NAMES`]).
+const P: usize = 0;
+/// See [`P`].
+const NEXT: usize = 1;
+/// See [`P`].
+const COEF: usize = 2;
+
+/// `p` and the coefficients to read and `next` to write, by name, from
+/// the backend's fields.
+fn named(fields: &mut [Field]) -> (&[f32], &mut [f32], [&[f32]; COEFFICIENTS]) {
+    let [p, next, coef @ ..] = fields else {
+        unreachable!("the backend holds all {FIELDS} fields")
+    };
+    (&p[..], &mut next[..], std::array::from_fn(|f| &coef[f][..]))
+}
 
 /// One rank's fields on the host, swept by a pool of threads.
 pub struct CpuBackend {
@@ -396,15 +413,14 @@ impl CpuBackend {
         let lay = self.lay;
         let nk = lay.dims[2];
         let isa = self.isa;
-        let (pn, coef) = self.fields.split_at_mut(2);
-        let (p, next) = pn.split_at_mut(1);
+        let (p, next, coef) = named(&mut self.fields);
         let inp = Inputs {
             lay,
-            p: &p[0][..],
-            coef: std::array::from_fn(|f| &coef[f][..]),
+            p,
+            coef,
             omega: OMEGA,
         };
-        let mut out_rest = &mut next[0][..];
+        let mut out_rest = next;
         let mut gosa_rest = &mut self.row_gosa[..];
         let mut work = Vec::with_capacity(self.parts.len());
         for part in &self.parts {
@@ -436,18 +452,16 @@ impl CpuBackend {
         let lay = self.lay;
         let isa = self.isa;
         let plan = wavefront::Plan::new(&self.block, levels, self.tile_rows);
-        let (pn, coef) = self.fields.split_at_mut(2);
-        let (p, next) = pn.split_at_mut(1);
+        let (p, next, coef) = named(&mut self.fields);
         let inp = Inputs {
             lay,
-            p: &p[0][..],
-            coef: std::array::from_fn(|f| &coef[f][..]),
+            p,
+            coef,
             omega: OMEGA,
         };
         let threads = self.scratch.len();
         let j0 = self.block.origin(1);
-        let mut next_rest =
-            Some(ArrayViewMut3::from_shape(lay.dims, &mut next[0][..]).expect("field shape"));
+        let mut next_rest = Some(ArrayViewMut3::from_shape(lay.dims, next).expect("field shape"));
         let mut gosa_rest = Some(self.level_gosa.view_mut());
         let mut offset = 0;
         let mut work = Vec::with_capacity(threads);
@@ -526,8 +540,8 @@ impl Backend for CpuBackend {
             for (n, row) in piece.chunks_exact_mut(dims[2]).enumerate() {
                 let li = (part.mem.start + n) / dims[1];
                 let v = match field {
-                    0 | 1 => p_initial(&grid, block.global(0, li)),
-                    f => values[f - 2],
+                    P | NEXT => p_initial(&grid, block.global(0, li)),
+                    f => values[f - COEF],
                 };
                 row.fill(v);
             }
@@ -565,7 +579,8 @@ impl Backend for CpuBackend {
     }
 
     fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
-        let next = ArrayView3::from_shape(self.lay.dims, &self.fields[1][..]).expect("field shape");
+        let next =
+            ArrayView3::from_shape(self.lay.dims, &self.fields[NEXT][..]).expect("field shape");
         for (face, buf) in faces {
             pack_plane(next.view(), *face, buf.as_mut_slice());
         }
@@ -573,8 +588,8 @@ impl Backend for CpuBackend {
     }
 
     fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64> {
-        let mut next =
-            ArrayViewMut3::from_shape(self.lay.dims, &mut self.fields[1][..]).expect("field shape");
+        let mut next = ArrayViewMut3::from_shape(self.lay.dims, &mut self.fields[NEXT][..])
+            .expect("field shape");
         for (face, buf) in faces {
             unpack_plane(next.view_mut(), *face, buf.as_slice());
         }
@@ -582,11 +597,11 @@ impl Backend for CpuBackend {
     }
 
     fn swap(&mut self) {
-        self.fields.swap(0, 1);
+        self.fields.swap(P, NEXT);
     }
 
     fn load_next(&mut self, field: &Array3<f32>) -> Result<()> {
-        let next = &mut self.fields[1][..];
+        let next = &mut self.fields[NEXT][..];
         match field.as_slice() {
             Some(values) if values.len() == next.len() => {
                 next.copy_from_slice(values);
@@ -602,7 +617,7 @@ impl Backend for CpuBackend {
 
     fn field(&mut self) -> Result<Array3<f32>> {
         let d = self.lay.dims;
-        let copy = alloc::copied(&self.fields[0][..], "the copy of p read back")?;
+        let copy = alloc::copied(&self.fields[P][..], "the copy of p read back")?;
         Array3::from_shape_vec((d[0], d[1], d[2]), copy)
             .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
@@ -629,6 +644,54 @@ mod tests {
                 for w in parts.windows(2) {
                     assert_eq!(w[0].mem.end, w[1].mem.start);
                     assert_eq!(w[0].rows.end, w[1].rows.start);
+                }
+            }
+        }
+    }
+
+    /// The backend's classic sweep with every kernel copy and 1 to 3
+    /// threads, on rows of odd lengths (1 to 17 points and longer), cached
+    /// and streaming stores: the reference's field bit for bit, and one
+    /// gosa, the same bits for every copy and thread count.
+    #[test]
+    fn every_isa_and_thread_count_sweeps_alike() {
+        use crate::grid::fields::Fields;
+        use crate::verify::reference_sweep;
+        let lengths = (1..=17).chain([31, 33, 35]);
+        for dims in lengths.map(|m| [5, 6, m + 2]) {
+            let grid = Grid::new(dims).unwrap();
+            let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+            let mut reference = Fields::initial(&grid, &block).unwrap();
+            let mut want_gosa = Vec::new();
+            let mut want_field = Vec::new();
+            for _ in 0..2 {
+                reference_sweep(&mut reference);
+                want_field.push(reference.p.clone());
+            }
+            for isa in Isa::all_supported() {
+                for threads in 1..=3 {
+                    for stores in [Stores::Cached, Stores::Streaming] {
+                        let opts = CpuOptions {
+                            threads,
+                            bind: Bind::None,
+                            stores,
+                            tile_rows: None,
+                        };
+                        let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
+                        cpu.isa = isa;
+                        let what = format!("{dims:?} {} {threads} threads {stores:?}", isa.name());
+                        for (s, field) in want_field.iter().enumerate() {
+                            let mut g = [0.0];
+                            cpu.sweeps_start(1).unwrap();
+                            cpu.sweeps_finish(&mut g).unwrap();
+                            cpu.swap();
+                            assert_eq!(&cpu.field().unwrap(), field, "{what} sweep {s}");
+                            if want_gosa.len() == s {
+                                want_gosa.push(g[0]);
+                            }
+                            assert_eq!(g[0].to_bits(), want_gosa[s].to_bits(), "{what} sweep {s}");
+                        }
+                    }
                 }
             }
         }

@@ -1,13 +1,15 @@
 //! The merged trace in the Chrome Trace Event format (JSON object form),
 //! which ui.perfetto.dev and chrome://tracing open: one process per rank
 //! (`pid` = rank, named "rank N", sorted by rank), one thread per track
-//! (`tid` 1 the driver's phases, 2 on each sweep thread's share), complete (`"X"`) events that never overlap on a track,
+//! (`tid` 1 the driver's phases, 2 on each sweep thread's share, and on
+//! GPU ranks one per stream, timed by device events), complete (`"X"`)
+//! events that never overlap on a track,
 //! all on one epoch. Perfetto's JSON importer takes no clock information,
 //! so the ranks' times are aligned here, before writing.
 
 use super::clock::Offset;
 use super::rank::RankTimeline;
-use crate::timeline::{Dropped, FIRST_THREAD_TRACK, MAIN_TRACK};
+use crate::timeline::{Dropped, FIRST_THREAD_TRACK, GPU_COMPUTE_TRACK, GPU_HALO_TRACK, MAIN_TRACK};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -118,6 +120,10 @@ pub fn render(
         for track in tracks {
             let name = if track == MAIN_TRACK {
                 "phases".to_string()
+            } else if track == GPU_COMPUTE_TRACK {
+                "gpu compute stream (device events)".to_string()
+            } else if track == GPU_HALO_TRACK {
+                "gpu halo stream (device events)".to_string()
             } else {
                 format!("sweep thread {}", track.saturating_sub(FIRST_THREAD_TRACK))
             };

@@ -251,6 +251,47 @@ mod tests {
     }
 
     #[test]
+    fn gpu_streams_are_named_tracks() {
+        let mut r = rank(0, "a", 0);
+        for (track, what) in [
+            (
+                GPU_COMPUTE_TRACK,
+                What::Gpu(crate::timeline::GpuWork::Sweep),
+            ),
+            (GPU_HALO_TRACK, What::Gpu(crate::timeline::GpuWork::ToHost)),
+        ] {
+            r.events.push(Event {
+                what,
+                track,
+                ..r.events[0]
+            });
+        }
+        let v: Value =
+            serde_json::from_str(&render(&[r], &[Offset::default()], json!({})).unwrap()).unwrap();
+        let ev = v["traceEvents"].as_array().unwrap();
+        let name = |tid: u32| {
+            ev.iter()
+                .find(|e| e["name"] == "thread_name" && e["tid"] == tid)
+                .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        };
+        assert_eq!(name(MAIN_TRACK).as_deref(), Some("phases"));
+        assert_eq!(
+            name(GPU_COMPUTE_TRACK).as_deref(),
+            Some("gpu compute stream (device events)")
+        );
+        assert_eq!(
+            name(GPU_HALO_TRACK).as_deref(),
+            Some("gpu halo stream (device events)")
+        );
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["compute", "gpu sweep", "gpu copy to host"]);
+    }
+
+    #[test]
     fn ranks_on_the_first_host_keep_their_clock() {
         let ranks = [rank(0, "a", 5_000), rank(1, "a", 4_000)];
         let offsets = [

@@ -10,6 +10,11 @@
 # after the loop is not in it (its size is shown). A tiny grid (--sizes
 # 3x3x3, one rank) shows the recorder's own cost per iteration, which the
 # presets' iterations hide in the noise of a shared machine.
+# The last columns are the deterministic side: the events a rank records
+# per timed iteration (the most of any rank, from the last trace) and the
+# bound they give with `himeno bench trace`'s cost of recording one event
+# (the worse of its two modes): events x cost / (best untraced wall_s per
+# iteration).
 #
 # Usage: scripts/bench-trace.sh [--sizes "M L 3x3x3"] [--ranks 4] [--repeats 5]
 #          [--iterations "M=100 L=20"] [--launcher mpirun|local]
@@ -78,7 +83,11 @@ run() {
     fi
 }
 
-printf '%-5s %5s %6s %12s %12s %13s %13s %9s %12s\n' size ranks iters off_best_s on_best_s best_on/off median_on/off overhead trace_bytes
+# The cost of recording one event, in ns (the worse of keep and ring).
+record_ns=$("$bin" bench trace | awk '/^recording_ns_per_event/ {
+    split($2, k, "="); split($3, r, "="); print (k[2] > r[2] ? k[2] : r[2]) }')
+echo "recording one event: $record_ns ns (himeno bench trace)"
+printf '%-5s %5s %6s %12s %12s %13s %13s %9s %12s %11s %9s\n' size ranks iters off_best_s on_best_s best_on/off median_on/off overhead trace_bytes events/iter bound
 for size in $sizes; do
     n=$(count "$size")
     ratios=()
@@ -109,13 +118,17 @@ print(off["wall_s"], on["wall_s"], on["wall_s"] / off["wall_s"])' "$work/off.jso
         ratios+=("$q")
     done
     python3 -c '
-import statistics, sys
-size, ranks, n, bytes_ = sys.argv[1:5]
-k = int(sys.argv[5])
-vals = [float(v) for v in sys.argv[6:]]
+import collections, json, statistics, sys
+size, ranks, n, bytes_, trace, record_ns = sys.argv[1:7]
+k = int(sys.argv[7])
+vals = [float(v) for v in sys.argv[8:]]
+timed = collections.Counter(e["pid"] for e in json.load(open(trace))["traceEvents"]
+                            if e.get("ph") == "X" and e.get("cat") == "timed")
+per_iter = max(timed.values()) / int(n)
 off, on, ratios = vals[:k], vals[k:2 * k], vals[2 * k:]
 med = statistics.median(ratios)
 best = min(on) / min(off)
-print(f"{size:<5} {ranks:>5} {n:>6} {min(off):>12.4f} {min(on):>12.4f} {best:>13.4f} {med:>13.4f} {100 * (med - 1):>8.2f}% {bytes_:>12}")
-' "$size" "$ranks" "$n" "$bytes" "$repeats" "${off[@]}" "${on[@]}" "${ratios[@]}"
+bound = per_iter * float(record_ns) * 1e-9 / (min(off) / int(n))
+print(f"{size:<5} {ranks:>5} {n:>6} {min(off):>12.4f} {min(on):>12.4f} {best:>13.4f} {med:>13.4f} {100 * (med - 1):>8.2f}% {bytes_:>12} {per_iter:>11.1f} {100 * bound:>8.4f}%")
+' "$size" "$ranks" "$n" "$bytes" "$work/t.json" "$record_ns" "$repeats" "${off[@]}" "${on[@]}" "${ratios[@]}"
 done

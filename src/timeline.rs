@@ -10,6 +10,10 @@
 //! per phase when none is. No signature between the driver and the halo
 //! schedule carries it.
 //!
+//! A GPU backend adds its streams' work as measured by device events
+//! ([`record_on`], on [`GPU_COMPUTE_TRACK`] and [`GPU_HALO_TRACK`]),
+//! already placed on this clock.
+//!
 //! Memory stays bounded: events of the rehearsal and of the first `keep`
 //! timed iterations are all kept, then only those of the last `keep`
 //! (a ring), and the recorder says which iterations it dropped.
@@ -27,6 +31,55 @@ pub const MAIN_TRACK: u32 = 1;
 /// on track `FIRST_THREAD_TRACK + t`.
 pub const FIRST_THREAD_TRACK: u32 = 2;
 
+/// The track of a GPU rank's compute stream (the sweep; the halo work
+/// too without `--overlap`, which runs it on the same stream), timed by
+/// device events. Far above the sweep threads' tracks.
+pub const GPU_COMPUTE_TRACK: u32 = 1 << 16;
+
+/// The track of a GPU rank's halo stream (under `--overlap`: the boundary
+/// slabs' sweep and the halo's pack, copies and unpack), timed by device
+/// events.
+pub const GPU_HALO_TRACK: u32 = GPU_COMPUTE_TRACK + 1;
+
+/// Work a GPU stream ran between two device events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuWork {
+    /// Sweep kernels.
+    Sweep,
+    /// Pack kernels gathering faces into their device buffers.
+    Pack,
+    /// Copies of faces from the device to host buffers.
+    ToHost,
+    /// Copies of received faces from host buffers to the device.
+    ToDevice,
+    /// Unpack kernels scattering faces into the ghost planes.
+    Unpack,
+}
+
+impl GpuWork {
+    /// Every kind, in the order of their codes in the gather encoding.
+    pub const ALL: [GpuWork; 5] = [
+        GpuWork::Sweep,
+        GpuWork::Pack,
+        GpuWork::ToHost,
+        GpuWork::ToDevice,
+        GpuWork::Unpack,
+    ];
+
+    /// The event's name in a trace: prefixed "gpu ", so that it is never
+    /// taken for a host phase of the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuWork::Sweep => "gpu sweep",
+            GpuWork::Pack => "gpu pack",
+            GpuWork::ToHost => "gpu copy to host",
+            GpuWork::ToDevice => "gpu copy to device",
+            GpuWork::Unpack => "gpu unpack",
+        }
+    }
+}
+
 /// What an event is: a phase of the report, or a barrier of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -38,6 +91,9 @@ pub enum What {
     /// One sweep thread's share of a sweep, on the thread's own track: the
     /// driver's compute event holds it, so it is no phase of the table.
     Sweep,
+    /// Work on a GPU stream, timed by device events, on a GPU track: the
+    /// host phases around it hold it, so it is no phase of the table.
+    Gpu(GpuWork),
 }
 
 impl What {
@@ -47,6 +103,7 @@ impl What {
             What::Phase(p) => p.name(),
             What::Barrier => "barrier",
             What::Sweep => "sweep",
+            What::Gpu(w) => w.name(),
         }
     }
 }
@@ -235,6 +292,12 @@ pub fn record_threads(spans: &[(Instant, Instant)]) {
             r.record(What::Sweep, FIRST_THREAD_TRACK + t as u32, start, end);
         }
     });
+}
+
+/// Records `what` between `start` and `end` on `track` (a GPU stream's),
+/// if this thread records.
+pub fn record_on(what: What, track: u32, start: Instant, end: Instant) {
+    with(|r| r.record(what, track, start, end));
 }
 
 /// Ends the clock's lap as `phase`: adds its seconds to `times` and records

@@ -1,10 +1,12 @@
 //! Evaluation tools that run beside the stencil benchmark
 //! (`himeno bench ...`): memory bandwidth (`stream`, with the solver's own
-//! threads and placement), MPI point-to-point (`pingpong`) and host<->device
-//! transfers (`transfer`). Each tool lives in its own module.
+//! threads and placement), MPI point-to-point (`pingpong`), host<->device
+//! transfers (`transfer`) and the cost of recording a `--trace` event
+//! (`trace`). Each tool lives in its own module.
 
 pub mod pingpong;
 pub mod stream;
+pub mod trace;
 pub mod transfer;
 
 use crate::comm::with_comm;
@@ -31,6 +33,10 @@ pub enum BenchCommand {
     /// Host<->device copy bandwidth and latency, pinned vs pageable host
     /// memory, and the device-to-device copy bandwidth (GPU builds).
     Transfer(transfer::TransferArgs),
+    /// The cost of recording one `--trace` event (a tight loop of the
+    /// solver's phase lap with and without a recorder), for the bound on
+    /// the trace's overhead.
+    Trace(trace::TraceBenchArgs),
 }
 
 /// Runs the benchmark `args` asks for and maps its outcome to the exit code
@@ -45,6 +51,11 @@ pub fn run(args: &BenchArgs) -> ExitCode {
         // output (see `comm::agree`).
         BenchCommand::Transfer(a) => error::exit(
             crate::output::check_stdout_open().and_then(|()| transfer::run(a)),
+            true,
+        ),
+        // One process measures its own thread.
+        BenchCommand::Trace(a) => error::exit(
+            crate::output::check_stdout_open().and_then(|()| trace::run(a)),
             true,
         ),
     }

@@ -1,13 +1,15 @@
 //! The merged trace in the Chrome Trace Event format (JSON object form),
 //! which ui.perfetto.dev and chrome://tracing open: one process per rank
 //! (`pid` = rank, named "rank N", sorted by rank), one thread per track
-//! (`tid` 1 the driver's phases, 2 on each sweep thread's share), complete (`"X"`) events that never overlap on a track,
+//! (`tid` 1 the driver's phases, 2 on each sweep thread's share, and on
+//! GPU ranks one per stream, timed by device events), complete (`"X"`)
+//! events that never overlap on a track,
 //! all on one epoch. Perfetto's JSON importer takes no clock information,
 //! so the ranks' times are aligned here, before writing.
 
 use super::clock::Offset;
 use super::rank::RankTimeline;
-use crate::timeline::{Dropped, FIRST_THREAD_TRACK, MAIN_TRACK};
+use crate::timeline::{Dropped, FIRST_THREAD_TRACK, GPU_COMPUTE_TRACK, GPU_HALO_TRACK, MAIN_TRACK};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -118,6 +120,10 @@ pub fn render(
         for track in tracks {
             let name = if track == MAIN_TRACK {
                 "phases".to_string()
+            } else if track == GPU_COMPUTE_TRACK {
+                "gpu compute stream (device events)".to_string()
+            } else if track == GPU_HALO_TRACK {
+                "gpu halo stream (device events)".to_string()
             } else {
                 format!("sweep thread {}", track.saturating_sub(FIRST_THREAD_TRACK))
             };
@@ -242,6 +248,47 @@ mod tests {
         assert_eq!(x[1]["ts"].as_f64(), Some(1.5));
         assert_eq!(v["otherData"]["clock"][1]["applied_offset_ns"], 1_000_000);
         assert_eq!(v["otherData"]["kept"], "every iteration");
+    }
+
+    #[test]
+    fn gpu_streams_are_named_tracks() {
+        let mut r = rank(0, "a", 0);
+        for (track, what) in [
+            (
+                GPU_COMPUTE_TRACK,
+                What::Gpu(crate::timeline::GpuWork::Sweep),
+            ),
+            (GPU_HALO_TRACK, What::Gpu(crate::timeline::GpuWork::ToHost)),
+        ] {
+            r.events.push(Event {
+                what,
+                track,
+                ..r.events[0]
+            });
+        }
+        let v: Value =
+            serde_json::from_str(&render(&[r], &[Offset::default()], json!({})).unwrap()).unwrap();
+        let ev = v["traceEvents"].as_array().unwrap();
+        let name = |tid: u32| {
+            ev.iter()
+                .find(|e| e["name"] == "thread_name" && e["tid"] == tid)
+                .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        };
+        assert_eq!(name(MAIN_TRACK).as_deref(), Some("phases"));
+        assert_eq!(
+            name(GPU_COMPUTE_TRACK).as_deref(),
+            Some("gpu compute stream (device events)")
+        );
+        assert_eq!(
+            name(GPU_HALO_TRACK).as_deref(),
+            Some("gpu halo stream (device events)")
+        );
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["compute", "gpu sweep", "gpu copy to host"]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the gather.
 
 use crate::error::{Error, Result};
-use crate::timeline::{Dropped, Event, Part, What};
+use crate::timeline::{Dropped, Event, GpuWork, Part, What};
 use crate::timing::Phase;
 use serde::{Deserialize, Serialize};
 
@@ -28,14 +28,33 @@ pub struct RankTimeline {
 const EVENT_BYTES: usize = 1 + 1 + 4 + 8 + 8 + 8;
 
 /// Code of an event's kind in the encoding: the phase's place in
-/// [`Phase::ALL`], then the barrier, then a sweep thread's share.
+/// [`Phase::ALL`], then the barrier, then a sweep thread's share, then
+/// the GPU work in the order of [`GpuWork::ALL`].
 fn what_code(w: What) -> u8 {
     let phases = Phase::ALL.len() as u8;
     match w {
         What::Phase(p) => Phase::ALL.iter().position(|&q| q == p).unwrap_or(0) as u8,
         What::Barrier => phases,
         What::Sweep => phases + 1,
+        What::Gpu(g) => phases + 2 + GpuWork::ALL.iter().position(|&q| q == g).unwrap_or(0) as u8,
     }
+}
+
+/// The kind of event whose code is `code` ([`what_code`]'s inverse).
+fn what_of(code: u8) -> Result<What> {
+    let phases = Phase::ALL.len();
+    let c = code as usize;
+    Ok(match c {
+        _ if c < phases => What::Phase(Phase::ALL[c]),
+        _ if c == phases => What::Barrier,
+        _ if c == phases + 1 => What::Sweep,
+        _ => GpuWork::ALL
+            .get(c - phases - 2)
+            .map(|&g| What::Gpu(g))
+            .ok_or_else(|| {
+                Error::runtime(format!("bad timeline from a rank: event kind {code}"))
+            })?,
+    })
 }
 
 /// Encodes `t` for the gather: its header as one JSON line, then every
@@ -73,11 +92,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankTimeline> {
     let u64_at =
         |c: &[u8], at: usize| u64::from_le_bytes(c[at..at + 8].try_into().expect("8 bytes"));
     for c in body.chunks_exact(EVENT_BYTES) {
-        let what = match c[0] as usize {
-            i if i < Phase::ALL.len() => What::Phase(Phase::ALL[i]),
-            i if i == Phase::ALL.len() => What::Barrier,
-            _ => What::Sweep,
-        };
+        let what = what_of(c[0])?;
         let part = match c[1] {
             0 => Part::Setup,
             1 => Part::Rehearsal,
@@ -128,6 +143,14 @@ mod tests {
                     dur_ns: 5,
                 },
                 Event {
+                    what: What::Gpu(GpuWork::ToDevice),
+                    part: Part::Rehearsal,
+                    iteration: 1,
+                    track: crate::timeline::GPU_HALO_TRACK,
+                    start_ns: 50,
+                    dur_ns: 3,
+                },
+                Event {
                     what: What::Barrier,
                     part: Part::Setup,
                     iteration: 0,
@@ -139,5 +162,9 @@ mod tests {
         };
         assert_eq!(decode(&encode(&t).unwrap()).unwrap(), t);
         assert!(decode(&encode(&t).unwrap()[..40]).is_err());
+        for w in GpuWork::ALL {
+            assert_eq!(what_of(what_code(What::Gpu(w))).unwrap(), What::Gpu(w));
+        }
+        assert!(what_of(200).is_err());
     }
 }

@@ -557,3 +557,182 @@ fn an_emulated_gpu_run_traces_its_transfers() {
         .count();
     assert!(transfers > 0, "no transfer on the GPU ranks' timeline");
 }
+
+/// How far a device event may lie outside the host span that launched and
+/// waited for its work: the first anchor's placement (half the host gap
+/// around one event record and wait, microseconds, more when the shared
+/// machine deschedules the rank then); 7 us was the largest seen.
+const ANCHOR_MARGIN_US: f64 = 1000.0;
+
+/// The complete events of rank `pid` in a trace, by track.
+fn rank_events(t: &serde_json::Value, pid: u64) -> Vec<&serde_json::Value> {
+    crate::trace::complete(t)
+        .into_iter()
+        .filter(|e| e["pid"] == pid)
+        .collect()
+}
+
+/// Start and end of an event, in microseconds.
+fn span_us(e: &serde_json::Value) -> (f64, f64) {
+    let ts = e["ts"].as_f64().unwrap();
+    (ts, ts + e["dur"].as_f64().unwrap())
+}
+
+/// Asserts the GPU streams' tracks of a traced emulated run of `np`
+/// ranks: device events on the compute stream's track (and on the halo
+/// stream's under `overlap`, else none there), inside the run's span (its
+/// recorded barriers) and, in the timed loop, inside the host's span of
+/// their own iteration from its first phase to the end of its compute; and
+/// without `overlap`, each sweep inside the compute event that launched and
+/// waited for it, so that the device sweep time adds up to at most the
+/// report's compute phase, and to a good part of it.
+fn assert_device_tracks(report: &serde_json::Value, t: &serde_json::Value, np: u64, overlap: bool) {
+    use crate::trace::GPU_TRACKS;
+    let (compute_track, halo_track) = (GPU_TRACKS, GPU_TRACKS + 1);
+    for pid in 0..np {
+        let ev = rank_events(t, pid);
+        let tracks: std::collections::BTreeSet<u64> = ev
+            .iter()
+            .map(|e| e["tid"].as_u64().unwrap())
+            .filter(|&tid| tid >= GPU_TRACKS)
+            .collect();
+        let want: Vec<u64> = if overlap {
+            vec![compute_track, halo_track]
+        } else {
+            vec![compute_track]
+        };
+        assert_eq!(tracks.into_iter().collect::<Vec<_>>(), want, "rank {pid}");
+        let device: Vec<_> = ev
+            .iter()
+            .filter(|e| e["tid"].as_u64().unwrap() >= GPU_TRACKS)
+            .collect();
+        for name in [
+            "gpu sweep",
+            "gpu pack",
+            "gpu copy to host",
+            "gpu copy to device",
+        ] {
+            assert!(
+                device
+                    .iter()
+                    .any(|e| e["name"] == name && e["cat"] == "timed"),
+                "rank {pid}: no timed {name}"
+            );
+        }
+        let barriers: Vec<(f64, f64)> = ev
+            .iter()
+            .filter(|e| e["name"] == "barrier")
+            .map(|e| span_us(e))
+            .collect();
+        let run_from = barriers.iter().map(|b| b.0).fold(f64::MAX, f64::min);
+        let run_to = barriers.iter().map(|b| b.1).fold(f64::MIN, f64::max);
+        for e in &device {
+            let (a, b) = span_us(e);
+            assert!(
+                a >= run_from - ANCHOR_MARGIN_US && b <= run_to + ANCHOR_MARGIN_US,
+                "rank {pid}: {e} outside the run [{run_from}, {run_to}]"
+            );
+        }
+        let host = |it: &serde_json::Value, name: Option<&str>| -> Vec<(f64, f64)> {
+            ev.iter()
+                .filter(|h| h["tid"] == 1 && h["cat"] == "timed" && h["args"]["iteration"] == *it)
+                .filter(|h| name.is_none_or(|n| h["name"] == n))
+                .map(|h| span_us(h))
+                .collect()
+        };
+        let mut sweep_s = 0.0;
+        for e in device.iter().filter(|e| e["cat"] == "timed") {
+            let (a, b) = span_us(e);
+            let computes = host(&e["args"]["iteration"], Some("compute"));
+            let from = host(&e["args"]["iteration"], None)
+                .iter()
+                .map(|h| h.0)
+                .fold(f64::MAX, f64::min);
+            let to = computes.iter().map(|h| h.1).fold(f64::MIN, f64::max);
+            assert!(
+                a >= from - ANCHOR_MARGIN_US && b <= to + ANCHOR_MARGIN_US,
+                "rank {pid}: {e} outside its iteration [{from}, {to}]"
+            );
+            if !overlap && e["name"] == "gpu sweep" {
+                // Launched and waited for in sweep_start: the iteration's
+                // first compute event.
+                let first = computes[0];
+                assert!(
+                    a >= first.0 - ANCHOR_MARGIN_US && b <= first.1 + ANCHOR_MARGIN_US,
+                    "rank {pid}: {e} outside its compute event {first:?}"
+                );
+                sweep_s += e["dur"].as_f64().unwrap() * 1e-6;
+            }
+        }
+        if !overlap {
+            let compute = report["per_rank"][pid as usize]["phases_s"]["compute"]
+                .as_f64()
+                .unwrap();
+            // At most the compute phase: every sweep lies in a compute
+            // event, and device and host read one clock in the emulator
+            // (1 % for the rounding of the trace's microseconds). At least
+            // a quarter: the host's compute phase holds, beside the sweep
+            // kernels, the emulated launches, the reduction, the gosa copy
+            // and the emulator's seeded pauses (0.54-0.67 of it measured).
+            assert!(
+                sweep_s <= compute * 1.01 + 1e-6 && sweep_s >= 0.25 * compute,
+                "rank {pid}: device sweeps {sweep_s} s, compute phase {compute} s: {report}"
+            );
+        }
+        // One stream's work never overlaps itself (also in
+        // assert_perfetto_shape); spans keep the stream's order.
+        for track in want {
+            let mut spans: Vec<(f64, f64)> = device
+                .iter()
+                .filter(|e| e["tid"] == track)
+                .map(|e| span_us(e))
+                .collect();
+            spans.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            for w in spans.windows(2) {
+                assert!(w[1].0 >= w[0].1 - 1e-3, "rank {pid} track {track}: {w:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_emulated_gpu_trace_has_its_streams_tracks_from_device_events() {
+    let Some(emu) = emulator("an_emulated_gpu_trace_has_its_streams_tracks_from_device_events")
+    else {
+        return;
+    };
+    let (grid, iters) = ("29x31x37", "10");
+    let cpu = cpu_reference(grid, iters);
+    let mpi = mpi_or_skip("an_emulated_gpu_trace_has_its_streams_tracks_from_device_events");
+    // Seed 1 runs stream work only when the host waits, seed 2 on two
+    // worker threads with seeded pauses.
+    for (seed, overlap) in [(1, false), (2, false), (1, true), (2, true)] {
+        for in_process in [true, false] {
+            if !in_process && !mpi {
+                continue;
+            }
+            let what = format!("seed {seed}, overlap {overlap}, in-process {in_process}");
+            let path = temp_file(
+                "emu-gpu-trace",
+                &format!("{seed}-{overlap}-{in_process}.json"),
+            );
+            let mut args = gpu_args(grid, iters);
+            args.extend(["--trace", path.to_str().unwrap()]);
+            if overlap {
+                args.push("--overlap");
+            }
+            let o = if in_process {
+                args.extend(["--local-ranks", "2"]);
+                emu.himeno(seed, &[], &args)
+            } else {
+                run(emu.wrap(mpirun(2, &args), seed, &[]))
+            };
+            assert_like_cpu(&o, &cpu, &what);
+            let report = json_ok(&o);
+            let t = crate::trace::load(&path);
+            crate::trace::assert_perfetto_shape(&t, 2);
+            crate::trace::assert_sums_match(&report, &t);
+            assert_device_tracks(&report, &t, 2, overlap);
+        }
+    }
+}

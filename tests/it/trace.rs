@@ -8,6 +8,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The first GPU stream's track (`himeno::timeline::GPU_COMPUTE_TRACK`).
+pub const GPU_TRACKS: u64 = himeno::timeline::GPU_COMPUTE_TRACK as u64;
+
 /// Reads and parses a trace file.
 pub fn load(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).expect("the trace was written");
@@ -88,11 +91,17 @@ pub fn assert_perfetto_shape(t: &Value, np: usize) {
     for r in 0..np as u64 {
         assert!(tracks.contains_key(&(r, 1)), "rank {r} has no phase track");
     }
-    // Beside the phases (tid 1) only the sweep threads' shares (tid 2..),
-    // each named in the metadata.
+    // Beside the phases (tid 1) only the sweep threads' shares (tid 2..)
+    // and a GPU rank's streams' work (from GPU_TRACKS on, named "gpu ..."),
+    // each track named in the metadata.
     for e in complete(t) {
-        let on_thread = e["tid"].as_u64().unwrap() > 1;
-        assert_eq!(on_thread, e["name"] == "sweep", "{e}");
+        let tid = e["tid"].as_u64().unwrap();
+        let name = e["name"].as_str().unwrap();
+        if tid >= GPU_TRACKS {
+            assert!(name.starts_with("gpu "), "{e}");
+        } else {
+            assert_eq!(tid > 1, name == "sweep", "{e}");
+        }
     }
     let named: std::collections::BTreeSet<(u64, u64)> = events
         .iter()

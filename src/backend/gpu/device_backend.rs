@@ -24,6 +24,9 @@
 //! above 1 is refused for it at the command line), so a face's message is
 //! one layer.
 //!
+//! Under `--trace`, `device_trace` records further events around the
+//! sweep and the face steps, whose spans become the streams' own tracks.
+//!
 //! Every launch's shape and arguments come from `launch`. The tests run
 //! this backend on the emulated CUDA driver (`scripts/cuda-emu.sh`), which
 //! executes the real kernels and checks every launch's arguments against
@@ -31,6 +34,7 @@
 
 use super::compile::Compiled;
 use super::connections;
+use super::device_trace::{self, DeviceTrace};
 use super::driver::{self, Device, Probe, cuda_err};
 use super::launch::{
     self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
@@ -45,6 +49,7 @@ use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
 use crate::grid::fields::{COEFFICIENTS, coefficient_values, p_initial};
+use crate::timeline;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
     PushKernelArg, result, sys,
@@ -124,6 +129,9 @@ pub struct GpuBackend {
     staging: Staging,
     /// Timing events around copies (created with timing enabled).
     ev: [CudaEvent; 2],
+    /// The streams' events for `--trace`, once this rank's thread records
+    /// a timeline.
+    trace: Option<DeviceTrace>,
     info: BackendInfo,
 }
 
@@ -273,6 +281,7 @@ impl GpuBackend {
             neighbours: block.halo_faces().next().is_some(),
             staging: cfg.staging,
             ev,
+            trace: None,
             info,
         };
         gpu.reset()?;
@@ -304,6 +313,27 @@ impl GpuBackend {
                 &sweep_args(&b, self.dims, l),
                 "launching the sweep",
             )?;
+        }
+        Ok(())
+    }
+
+    /// Queues the sweep launches that `which` picks from the plan on
+    /// `st`, between the trace's sweep events when tracing (`halo`: the
+    /// boundary slabs on the halo stream); `any` false: there are none.
+    fn traced_sweeps(
+        &mut self,
+        st: &CudaStream,
+        halo: bool,
+        any: bool,
+        which: impl Fn(&GpuBackend) -> &Vec<SweepLaunch>,
+    ) -> Result<()> {
+        let traced = any && self.trace.is_some();
+        if traced && let Some(t) = self.trace.as_mut() {
+            t.sweep_begins(st, halo)?;
+        }
+        self.launch_sweeps(st, which(self))?;
+        if traced && let Some(t) = &self.trace {
+            t.sweep_ends(st, halo)?;
         }
         Ok(())
     }
@@ -376,6 +406,9 @@ impl GpuBackend {
     /// pack kernels of the faces normal to j or k, a timing event, the
     /// copies of every face to its host buffer, a timing event.
     fn queue_pack(&self, st: &CudaStream, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<()> {
+        if let Some(t) = &self.trace {
+            t.pack_begins(st)?;
+        }
         for (face, buf) in faces.iter() {
             let c = self.face_copy(*face, buf.as_slice().len(), true)?;
             self.launch_face(st, &self.k.pack, *face, &c)?;
@@ -423,6 +456,32 @@ impl GpuBackend {
         for (face, buf) in faces {
             let c = self.face_copy(*face, buf.as_slice().len(), false)?;
             self.launch_face(st, &self.k.unpack, *face, &c)?;
+        }
+        if let Some(t) = &self.trace {
+            t.unpack_ends(st)?;
+        }
+        Ok(())
+    }
+
+    /// Whether any of `faces` needs a pack or unpack kernel (a face normal
+    /// to j or k), so that a trace shows that kernel work.
+    fn any_kernel(&self, mut faces: impl Iterator<Item = Face>) -> bool {
+        faces.any(|face| FaceCopy::of(face, self.dims, true).contiguous.is_none())
+    }
+
+    /// Starts the device events of a trace once this thread records a
+    /// timeline (the compute stream is idle between sweeps), and records
+    /// the sweep's anchor; stops them when it no longer records.
+    fn trace_sweep(&mut self) -> Result<()> {
+        if !timeline::recording() {
+            self.trace = None;
+            return Ok(());
+        }
+        if self.trace.is_none() {
+            self.trace = Some(DeviceTrace::start(&self.dev.ctx, &self.main)?);
+        }
+        if let Some(t) = self.trace.as_mut() {
+            t.anchor(&self.main)?;
         }
         Ok(())
     }
@@ -477,11 +536,13 @@ impl Backend for GpuBackend {
     }
 
     fn sweep_start(&mut self) -> Result<()> {
+        self.trace_sweep()?;
         if self.overlap {
             let halo = self.halo.clone();
-            self.launch_sweeps(&halo, &self.plan.boundary)?;
+            let boundary = !self.plan.boundary.is_empty();
+            self.traced_sweeps(&halo, true, boundary, |b| &b.plan.boundary)?;
             let main = self.main.clone();
-            self.launch_sweeps(&main, &self.plan.interior)?;
+            self.traced_sweeps(&main, false, true, |b| &b.plan.interior)?;
             // The planes the exchange sends are final; the interior runs on.
             if !self.plan.boundary.is_empty() {
                 halo.synchronize()
@@ -489,7 +550,7 @@ impl Backend for GpuBackend {
             }
         } else {
             let main = self.main.clone();
-            self.launch_sweeps(&main, &self.plan.whole)?;
+            self.traced_sweeps(&main, false, true, |b| &b.plan.whole)?;
             // The exchange packs `next` next: wait here so that its time is
             // the sweep's, not the packing's. Without neighbours nothing
             // waits before sweep_finish reads gosa.
@@ -520,6 +581,10 @@ impl Backend for GpuBackend {
         unsafe { result::memcpy_dtoh_async(self.gosa_host.values_mut(), out, st.cu_stream()) }
             .map_err(cuda_err("copying gosa"))?;
         st.synchronize().map_err(cuda_err("finishing the sweep"))?;
+        // The halo stream's boundary slabs were waited for in sweep_start.
+        if let Some(t) = self.trace.as_mut() {
+            t.sweep_done()?;
+        }
         Ok(self.gosa_host.values()[0])
     }
 
@@ -536,6 +601,11 @@ impl Backend for GpuBackend {
         // be writing a host buffer once this returns.
         let waited = st.synchronize().map_err(cuda_err("packing faces"));
         queued.and(waited)?;
+        if let Some(t) = &self.trace {
+            let kernels = self.any_kernel(faces.iter().map(|(f, _)| *f));
+            let track = device_trace::halo_track(self.overlap);
+            t.pack_done(track, kernels, [&self.ev[0], &self.ev[1]])?;
+        }
         self.event_seconds()
     }
 
@@ -550,6 +620,11 @@ impl Backend for GpuBackend {
         // returns.
         let waited = st.synchronize().map_err(cuda_err("unpacking faces"));
         queued.and(waited)?;
+        if let Some(t) = &self.trace {
+            let kernels = self.any_kernel(faces.iter().map(|(f, _)| *f));
+            let track = device_trace::halo_track(self.overlap);
+            t.unpack_done(track, kernels, [&self.ev[0], &self.ev[1]])?;
+        }
         self.event_seconds()
     }
 

@@ -26,6 +26,7 @@
 //! - `memcheck`: the device memory check of all ranks sharing a GPU;
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
+//! - `device_trace`: the streams' device events behind `--trace`;
 //! - `transfer`: host<->device copy measurements, returned as [`sample`]s.
 
 pub mod connections;
@@ -42,6 +43,8 @@ pub use options::GpuOptions;
 pub mod compile;
 #[cfg(feature = "cuda")]
 pub mod device_backend;
+#[cfg(feature = "cuda")]
+pub mod device_trace;
 #[cfg(feature = "cuda")]
 pub mod driver;
 #[cfg(feature = "cuda")]

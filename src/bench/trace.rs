@@ -1,0 +1,92 @@
+//! `himeno bench trace`: what recording one timeline event costs, for the
+//! bound on `--trace`'s overhead (notes/trace.md). A tight loop of the
+//! solver's own phase lap (`timeline::lap`: the clock read, the phase
+//! table's sum and, with a recorder, the event) is timed without a
+//! recorder, with one keeping every event (runs of up to twice
+//! `--trace-keep` iterations) and with one whose ring drops an event for
+//! every one it keeps (longer runs); the differences are the recording's
+//! cost. The modes take turns and the fastest of the repeats counts (a
+//! shared machine only ever slows a loop down).
+
+use crate::error::{Error, Result};
+use crate::timeline::{self, Part, Recorder};
+use crate::timing::{Lap, Phase, PhaseTimes};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Options of `himeno bench trace`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TraceBenchArgs {
+    /// Laps timed per measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub laps: u64,
+    /// Measurements per mode; the fastest counts.
+    #[arg(long, default_value_t = 7)]
+    pub repeats: u32,
+}
+
+/// Events per simulated iteration in the ring mode (a 2x1x2 rank's count).
+const EVENTS_PER_ITERATION: u64 = 13;
+
+/// How a measurement records.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// No recorder: the cost of a lap in a run without `--trace`.
+    Off,
+    /// A recorder that keeps every event.
+    Keep,
+    /// A recorder keeping one iteration, so that every event pushed to its
+    /// ring drops the oldest.
+    Ring,
+}
+
+/// Nanoseconds per lap of one measurement of `laps` laps in `mode`.
+fn measure(mode: Mode, laps: u64) -> f64 {
+    let keep = if mode == Mode::Ring { 1 } else { u64::MAX / 2 };
+    if mode != Mode::Off {
+        timeline::install(Recorder::new(Instant::now(), keep));
+    }
+    let mut times = PhaseTimes::default();
+    let mut clock = Lap::start();
+    let started = Instant::now();
+    for n in 0..laps {
+        if mode == Mode::Ring && n % EVENTS_PER_ITERATION == 0 {
+            timeline::mark(Part::Timed, 2 + n / EVENTS_PER_ITERATION);
+        }
+        timeline::lap(&mut clock, Phase::Compute, &mut times);
+    }
+    let ns = started.elapsed().as_nanos() as f64 / laps as f64;
+    std::hint::black_box(times.get(Phase::Compute));
+    drop(timeline::take());
+    ns
+}
+
+/// Runs the benchmark and prints its table and the recording's cost.
+pub fn run(args: &TraceBenchArgs) -> Result<ExitCode> {
+    if !(1000..=1_000_000_000).contains(&args.laps) || !(1..=1000).contains(&args.repeats) {
+        return Err(Error::usage(format!(
+            "--laps {} and --repeats {}: use 1000 to 1e9 laps and 1 to 1000 repeats",
+            args.laps, args.repeats
+        )));
+    }
+    let modes = [Mode::Off, Mode::Keep, Mode::Ring];
+    let mut best = [f64::MAX; 3];
+    for _ in 0..args.repeats {
+        for (b, &m) in best.iter_mut().zip(&modes) {
+            *b = b.min(measure(m, args.laps));
+        }
+    }
+    println!(
+        "mode        ns_per_lap  (fastest of {} x {} laps)",
+        args.repeats, args.laps
+    );
+    for (name, ns) in ["off", "keep", "ring"].iter().zip(best) {
+        println!("{name:<10} {ns:>11.2}");
+    }
+    println!(
+        "recording_ns_per_event keep={:.2} ring={:.2}",
+        best[1] - best[0],
+        best[2] - best[0]
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -358,7 +358,10 @@ mod tests {
     /// Validated for one rank on the backend the options fix (`auto`
     /// without probing: the CPU).
     fn validated(a: &RunArgs) -> Result<RunConfig> {
-        let backend = a.backend.fixed(a.temporal.fixed()).unwrap_or(BackendKind::Cpu);
+        let backend = a
+            .backend
+            .fixed(a.temporal.fixed())
+            .unwrap_or(BackendKind::Cpu);
         a.validate(1, 1, backend)
     }
 

@@ -93,7 +93,9 @@ fn token() -> impl Strategy<Value = String> {
 
 /// Where a run's ranks sweep when no rank has a GPU.
 fn without_probe(a: &RunArgs) -> BackendKind {
-    a.backend.fixed(a.temporal.fixed()).unwrap_or(BackendKind::Cpu)
+    a.backend
+        .fixed(a.temporal.fixed())
+        .unwrap_or(BackendKind::Cpu)
 }
 
 proptest! {

@@ -370,7 +370,7 @@ mod tests {
             gosa: 1.0,
             p_fingerprint: 1,
         };
-        let v = decide(&g, 2, &got, true, &stop).unwrap();
+        let v = verdict_of(&g, 2, &got, true, &stop).unwrap();
         assert_eq!(v.verified, None);
         assert!(v.interrupted(), "{v:?}");
     }

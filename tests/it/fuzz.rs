@@ -85,8 +85,8 @@ const VALUES: &[&str] = &[
 /// An argument: an option, an edge value, or arbitrary text.
 fn token() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => proptest::transfer_samples::select(OPTIONS).prop_map(str::to_string),
-        4 => proptest::transfer_samples::select(VALUES).prop_map(str::to_string),
+        4 => proptest::sample::select(OPTIONS).prop_map(str::to_string),
+        4 => proptest::sample::select(VALUES).prop_map(str::to_string),
         1 => proptest::collection::vec(any::<char>(), 0..12).prop_map(|v| v.into_iter().collect()),
     ]
 }

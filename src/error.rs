@@ -63,7 +63,7 @@ impl Error {
 /// A failure is ignored: `eprintln!` panics when stderr is closed or full
 /// (`2>/dev/full`), which would turn a clear error into a panic, or under
 /// MPI into an abort of the whole job. There is nowhere left to report it.
-pub fn tell(line: &str) {
+pub fn print_line(line: &str) {
     let mut text = String::with_capacity(line.len() + 1);
     text.push_str(line);
     text.push('\n');
@@ -75,7 +75,7 @@ pub fn tell(line: &str) {
 /// in-process ranks to fail). The caller has told what happened.
 pub fn exit_now(code: i32) -> ! {
     // Whatever is buffered on stdout was the report's, written whole by
-    // `output::emit` already; nothing else needs flushing.
+    // `output::print_report` already; nothing else needs flushing.
     std::process::exit(code)
 }
 
@@ -88,7 +88,7 @@ pub fn exit(outcome: Result<ExitCode>, speak: bool) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             if speak {
-                tell(&format!("himeno: {e}"));
+                print_line(&format!("himeno: {e}"));
             }
             e.to_exit_code()
         }

@@ -35,7 +35,7 @@ pub const VAR: &str = crate::environment::FAULT;
 
 /// What the faulty rank does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum Action {
     /// Panic.
     Panic,
     /// Return a runtime error.
@@ -72,7 +72,7 @@ pub struct Fault {
     /// The iteration of that loop (from 1) before which it fails.
     pub iteration: u64,
     /// How it fails.
-    pub kind: Kind,
+    pub action: Action,
 }
 
 impl Fault {
@@ -113,22 +113,22 @@ impl Fault {
             return Err(bad());
         }
         let kind = match kind {
-            "panic" => Kind::Panic,
-            "error" => Kind::Error,
-            "nan" => Kind::Nan,
-            "perturb" => Kind::Perturb,
-            "hang" => Kind::Hang,
-            "term" => Kind::Term,
+            "panic" => Action::Panic,
+            "error" => Action::Error,
+            "nan" => Action::Nan,
+            "perturb" => Action::Perturb,
+            "hang" => Action::Hang,
+            "term" => Action::Term,
             _ => return Err(bad()),
         };
-        if stage == Stage::Start && matches!(kind, Kind::Nan | Kind::Perturb) {
+        if stage == Stage::Start && matches!(kind, Action::Nan | Action::Perturb) {
             return Err(bad());
         }
         Ok(Fault {
             rank,
             stage,
             iteration,
-            kind,
+            action: kind,
         })
     }
 
@@ -138,8 +138,8 @@ impl Fault {
         if rank != self.rank || self.stage != Stage::Start {
             return Ok(());
         }
-        tracing::warn!(rank, kind = ?self.kind, "{VAR}: injecting a fault at the start");
-        self.strike(rank, "the start")
+        tracing::warn!(rank, action = ?self.action, "{VAR}: injecting a fault at the start");
+        self.fail(rank, "the start")
     }
 
     /// Strikes if `rank` is about to run iteration `iteration` of `stage`
@@ -154,41 +154,41 @@ impl Fault {
         if rank != self.rank || stage != self.stage || iteration != self.iteration {
             return Ok(());
         }
-        tracing::warn!(rank, ?stage, iteration, kind = ?self.kind, "{VAR}: injecting a fault");
+        tracing::warn!(rank, ?stage, iteration, action = ?self.action, "{VAR}: injecting a fault");
         let at = match stage {
             Stage::Rehearsal => format!("rehearsal iteration {iteration}"),
             Stage::Timed | Stage::Start => format!("iteration {iteration}"),
         };
-        match self.kind {
-            Kind::Nan => edit_low_i_ghost_plane(backend, |plane, _| plane.fill(f32::NAN)),
+        match self.action {
+            Action::Nan => edit_low_i_ghost_plane(backend, |plane, _| plane.fill(f32::NAN)),
             // The centre of the plane is a face ghost, read through a
             // non-zero coefficient (c0); edge ghosts meet only b-terms,
             // which are zero and would hide the change.
-            Kind::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
+            Action::Perturb => edit_low_i_ghost_plane(backend, |plane, [nj, nk]| {
                 plane[(nj / 2) * nk + nk / 2] += 0.25;
             }),
-            Kind::Panic | Kind::Error | Kind::Hang | Kind::Term => self.strike(rank, &at),
+            Action::Panic | Action::Error | Action::Hang | Action::Term => self.fail(rank, &at),
         }
     }
 
     /// Panics, errs, raises a stop signal or hangs on `rank` at `at`.
-    fn strike(&self, rank: usize, at: &str) -> Result<()> {
-        match self.kind {
-            Kind::Panic => panic!("{VAR}: injected panic on rank {rank} at {at}"),
-            Kind::Error => Err(Error::runtime(format!(
+    fn fail(&self, rank: usize, at: &str) -> Result<()> {
+        match self.action {
+            Action::Panic => panic!("{VAR}: injected panic on rank {rank} at {at}"),
+            Action::Error => Err(Error::runtime(format!(
                 "{VAR}: injected error on rank {rank} at {at}"
             ))),
-            Kind::Term => {
+            Action::Term => {
                 // Directed at this thread, so that the handler has run
                 // (the stop flag is up) when `raise` returns.
                 // SAFETY: raising a signal whose handler is installed.
                 unsafe { libc::raise(libc::SIGTERM) };
                 Ok(())
             }
-            Kind::Hang => loop {
+            Action::Hang => loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             },
-            Kind::Nan | Kind::Perturb => unreachable!("parse refuses them at the start"),
+            Action::Nan | Action::Perturb => unreachable!("parse refuses them at the start"),
         }
     }
 }
@@ -233,7 +233,7 @@ mod tests {
                 rank: 3,
                 stage: Stage::Timed,
                 iteration: 7,
-                kind: Kind::Nan
+                action: Action::Nan
             }
         );
         assert_eq!(
@@ -246,7 +246,7 @@ mod tests {
                 rank: 1,
                 stage: Stage::Start,
                 iteration: 0,
-                kind: Kind::Hang
+                action: Action::Hang
             }
         );
         for bad in [

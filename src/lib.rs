@@ -78,14 +78,14 @@ pub fn main_entry() -> ExitCode {
                 return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
             }
             if e.use_stderr() {
-                error::tell(&format!("himeno: {}", cli::one_line(&e)));
+                error::print_line(&format!("himeno: {}", cli::one_line(&e)));
                 return ExitCode::from(2);
             }
             // --help and --version: the text is the output, and a standard
             // output that cannot take it is an error like any report's.
             return error::exit(
                 output::check_stdout_open()
-                    .and_then(|()| output::emit(&e.render().to_string()))
+                    .and_then(|()| output::print_report(&e.render().to_string()))
                     .map(|()| ExitCode::SUCCESS),
                 true,
             );

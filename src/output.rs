@@ -1,6 +1,6 @@
 //! One output policy for every command: the report goes to standard output
 //! as text, JSON or CSV (`--format`), written in one piece; logs and errors
-//! go to standard error (`crate::error::tell`, which never panics).
+//! go to standard error (`crate::error::print_line`, which never panics).
 //!
 //! A standard output that cannot take the report (a closed pipe, as in
 //! `himeno | true`, or a full disk) is an error like any other: one
@@ -86,7 +86,7 @@ pub fn number(v: f64) -> String {
 }
 
 /// Writes `text` to standard output and flushes it.
-pub fn emit(text: &str) -> Result<()> {
+pub fn print_report(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())

@@ -121,7 +121,7 @@ impl Group {
 
 /// Decides, from every rank's report, whether `what` (e.g. "grid 9x9x9")
 /// fits; the error names the first process or node that does not.
-fn decide(what: &str, reports: &[RankReport]) -> Result<()> {
+fn judge_fit(what: &str, reports: &[RankReport]) -> Result<()> {
     let gib = |b: u128| b as f64 / GIB;
     let mut processes: BTreeMap<(&str, u32), Group> = BTreeMap::new();
     let mut nodes: BTreeMap<&str, Group> = BTreeMap::new();
@@ -220,7 +220,9 @@ pub fn check_checkpoint_dir(dir: &Path, comm: &dyn Comm) -> Result<()> {
 /// limits allow its ranks' needs together.
 pub fn check_need(what: &str, need: Footprint, comm: &dyn Comm) -> Result<()> {
     let mine = RankReport::mine(comm.host(), need);
-    comm::decide(comm, "the memory", &mine, |reports| decide(what, &reports))?;
+    comm::decide(comm, "the memory", &mine, |reports| {
+        judge_fit(what, &reports)
+    })?;
     tracing::info!(
         need_gib = need.resident as f64 / GIB,
         "memory preflight passed"
@@ -231,7 +233,7 @@ pub fn check_need(what: &str, need: Footprint, comm: &dyn Comm) -> Result<()> {
 /// Checks `need` for `what` in this process alone (a tool that runs
 /// outside the job's communicator).
 pub fn check_local(what: &str, need: Footprint) -> Result<()> {
-    decide(what, &[RankReport::mine(crate::comm::hostname(), need)])
+    judge_fit(what, &[RankReport::mine(crate::comm::hostname(), need)])
 }
 
 #[cfg(test)]
@@ -291,13 +293,13 @@ mod tests {
             report("a", 2, 40, Some(90), None),
             report("b", 3, 80, Some(100), None),
         ];
-        assert!(decide("grid 3x3x3", &fits).is_ok());
+        assert!(judge_fit("grid 3x3x3", &fits).is_ok());
         let too_much = [
             report("a", 1, 60, Some(100), None),
             report("a", 2, 60, Some(100), None),
             report("b", 3, 1, None, None),
         ];
-        let err = decide("grid 3x3x3", &too_much).unwrap_err();
+        let err = judge_fit("grid 3x3x3", &too_much).unwrap_err();
         assert!(
             matches!(&err, Error::Usage(m) if m.contains("grid 3x3x3 needs")
                 && m.contains("host a (2 rank(s))")),
@@ -309,13 +311,13 @@ mod tests {
     fn each_process_is_held_to_its_own_limits() {
         let gib = 1u128 << 30;
         let fine = [report("a", 1, gib, Some(100 * gib), Some(2 * gib))];
-        assert!(decide("x", &fine).is_ok());
+        assert!(judge_fit("x", &fine).is_ok());
         // The node has room, the second rank's ulimit does not.
         let limited = [
             report("a", 1, gib, Some(100 * gib), None),
             report("a", 2, 2 * gib, Some(100 * gib), Some(2 * gib)),
         ];
-        let err = decide("grid 9x9x9", &limited).unwrap_err();
+        let err = judge_fit("grid 9x9x9", &limited).unwrap_err();
         assert!(
             matches!(&err, Error::Usage(m) if m.contains("rank 1") && m.contains("ulimit")),
             "{err}"
@@ -325,7 +327,7 @@ mod tests {
         let shared: Vec<_> = (0..4)
             .map(|_| report("a", 7, gib / 2, Some(100 * gib), Some(gib)))
             .collect();
-        let err = decide("grid 9x9x9", &shared).unwrap_err();
+        let err = judge_fit("grid 9x9x9", &shared).unwrap_err();
         assert!(
             matches!(&err, Error::Usage(m) if m.contains("the 4 ranks of rank 0's process")),
             "{err}"

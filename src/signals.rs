@@ -19,7 +19,7 @@
 //! it ends (a block of `--temporal` sweeps) tells the watchdog how long it
 //! should take ([`StopFlag::busy_for`]), and the grace counts from then.
 
-use crate::error::{Error, Result, tell};
+use crate::error::{Error, Result, print_line};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -217,7 +217,7 @@ impl StopFlag {
                         _ => break,
                     }
                 }
-                tell(&format!(
+                print_line(&format!(
                     "himeno: error: still running {} s after a stop signal (a rank, a file \
                      or the network is blocked): exiting now; set {GRACE_VAR} to allow more",
                     ms as f64 / 1000.0

@@ -1,14 +1,15 @@
 //! The iteration loop: the only place that calls the sweep, the halo
 //! exchange and the global reduction, and times them.
 //!
-//! The loop runs in blocks of sweeps between two halo exchanges: one sweep
+//! The loop runs in rounds: the sweeps between two halo exchanges (a
+//! `Block` is a rank's part of the grid, never a round). One sweep
 //! each for the classic iteration, up to the block's halo depth `T` with
-//! temporal blocking (`--temporal T`). A block sweeps, exchanges the new
+//! temporal blocking (`--temporal T`). A round sweeps, exchanges the new
 //! field's ghost layers (all `T` of them, once), then reduces the gosa of
-//! every sweep of the block and the stop flag in one allreduce. The NaN
-//! check and the stop decision are therefore made once per block: a stop
-//! signal ends the run after the block it arrives in. An iteration count
-//! that is not a multiple of `T` ends with a shorter block. Redundant
+//! every sweep of the round and the stop flag in one allreduce. The NaN
+//! check and the stop decision are therefore made once per round: a stop
+//! signal ends the run after the round it arrives in. An iteration count
+//! that is not a multiple of `T` ends with a shorter round. Redundant
 //! updates of ghost layers count as compute, the exchange as comm.
 
 use crate::backend::{Backend, BackendInfo};
@@ -117,9 +118,9 @@ pub struct Outcome {
     pub checkpoints: Option<Written>,
 }
 
-/// Fails on the first sweep of a block whose gosa is not finite; the block
+/// Fails on the first sweep of a round whose gosa is not finite; the round
 /// starts after iteration `before`.
-fn check_block(gosa: &[f64], before: u64) -> Result<()> {
+fn check_round(gosa: &[f64], before: u64) -> Result<()> {
     for (n, &g) in gosa.iter().enumerate() {
         verify::check_finite(g, before + 1 + n as u64)?;
     }
@@ -156,19 +157,19 @@ pub struct Solver<'a> {
     pub checkpoint: Option<&'a mut Checkpointer>,
 }
 
-/// How many times the last block's time per sweep the watchdog allows a
-/// block in flight: room for a slower block (a busier node, a page fault
+/// How many times the last round's time per sweep the watchdog allows a
+/// round in flight: room for a slower round (a busier node, a page fault
 /// storm) without letting a hung one run on for long.
-const BLOCK_MARGIN: f64 = 3.0;
+const ROUND_MARGIN: f64 = 3.0;
 
 impl Solver<'_> {
-    /// [`Solver::block`], with the watchdog told how long it should take.
-    /// A block looks at the stop flag only when it ends; with `--temporal
+    /// [`Solver::round`], with the watchdog told how long it should take.
+    /// A round looks at the stop flag only when it ends; with `--temporal
     /// 32` on a large grid it can take longer than the stop grace, and the
     /// watchdog would end a healthy run with no record. From the second
-    /// block on the watchdog allows [`BLOCK_MARGIN`] times the last
-    /// block's time per sweep for it. `per_sweep` carries that time.
-    fn watched_block(
+    /// round on the watchdog allows [`ROUND_MARGIN`] times the last
+    /// round's time per sweep for it. `per_sweep` carries that time.
+    fn watched_round(
         &mut self,
         gosa: &mut [f64],
         times: &mut PhaseTimes,
@@ -176,21 +177,21 @@ impl Solver<'_> {
     ) -> Result<bool> {
         let levels = gosa.len() as f64;
         if let Some(s) = *per_sweep {
-            let expected = s * levels * BLOCK_MARGIN;
+            let expected = s * levels * ROUND_MARGIN;
             self.stop
                 .busy_for(Duration::try_from_secs_f64(expected).unwrap_or(Duration::ZERO));
         }
         let started = Instant::now();
-        let stop = self.block(gosa, times)?;
+        let stop = self.round(gosa, times)?;
         *per_sweep = Some(started.elapsed().as_secs_f64() / levels);
         Ok(stop)
     }
 
-    /// One block of `gosa.len()` sweeps: sweep into `next`, exchange its
+    /// One round of `gosa.len()` sweeps: sweep into `next`, exchange its
     /// ghosts (overlapping the rest of the sweeps where the backend can),
     /// swap, sum the gosa of every sweep. Writes the global gosa of each
     /// sweep into `gosa` and returns whether any rank was asked to stop.
-    fn block(&mut self, gosa: &mut [f64], times: &mut PhaseTimes) -> Result<bool> {
+    fn round(&mut self, gosa: &mut [f64], times: &mut PhaseTimes) -> Result<bool> {
         let levels = gosa.len();
         let mut clock = Lap::start();
         self.backend.sweeps_start(levels)?;
@@ -201,8 +202,8 @@ impl Solver<'_> {
         self.backend.swap();
         timeline::lap(&mut clock, Phase::Compute, times);
         // The stop request travels with gosa so that every rank leaves the
-        // loop after the same block (a signal may reach ranks at different
-        // times). One allreduce for the whole block.
+        // loop after the same round (a signal may reach ranks at different
+        // times). One allreduce for the whole round.
         let mut red = [0.0; MAX_DEPTH + 1];
         red[..levels].copy_from_slice(gosa);
         red[levels] = f64::from(u8::from(self.stop.raised()));
@@ -212,20 +213,20 @@ impl Solver<'_> {
         Ok(red[levels] > 0.0)
     }
 
-    /// One block of `gosa.len()` sweeps outside the timed loop, as the run
+    /// One round of `gosa.len()` sweeps outside the timed loop, as the run
     /// makes it: the slowest rank's seconds for it, and whether a rank was
     /// asked to stop. Collective (`--temporal auto`'s calibration).
-    pub fn timed_block(&mut self, gosa: &mut [f64]) -> Result<(f64, bool)> {
+    pub fn timed_round(&mut self, gosa: &mut [f64]) -> Result<(f64, bool)> {
         let mut scratch = PhaseTimes::default();
         let started = Instant::now();
-        let stop = self.block(gosa, &mut scratch)?;
+        let stop = self.round(gosa, &mut scratch)?;
         Ok((self.comm.max(started.elapsed().as_secs_f64()), stop))
     }
 
     /// Applies the injected fault, if any, meant for the `levels` iterations
-    /// after `done` of `stage`: one meant for an iteration inside the block
-    /// strikes before the block, since nothing runs between its sweeps.
-    fn strike(&mut self, stage: Stage, done: u64, levels: usize) -> Result<()> {
+    /// after `done` of `stage`: one meant for an iteration inside the round
+    /// strikes before the round, since nothing runs between its sweeps.
+    fn inject_fault(&mut self, stage: Stage, done: u64, levels: usize) -> Result<()> {
         if let Some(f) = &self.fault {
             for it in done + 1..=done + levels as u64 {
                 f.before_iteration(self.comm.rank(), stage, it, self.backend)?;
@@ -234,7 +235,7 @@ impl Solver<'_> {
         Ok(())
     }
 
-    /// Sweeps in the next block when `done` of `planned` iterations are
+    /// Sweeps in the next round when `done` of `planned` iterations are
     /// done: the halo depth, or fewer to end on `planned`.
     fn levels(&self, done: u64, planned: u64) -> usize {
         let depth = self.block.depth.min(MAX_DEPTH) as u64;
@@ -251,15 +252,15 @@ impl Solver<'_> {
         let mut stopped_in_rehearsal = false;
         let mut rehearsal_gosa = f64::NAN;
         let mut rehearsed = 0;
-        // Seconds per sweep of the last block, for the watchdog (see
-        // `Solver::timed_block`); none before the first.
+        // Seconds per sweep of the last round, for the watchdog (see
+        // `Solver::timed_round`); none before the first.
         let mut per_sweep = None;
         while rehearsed < cfg.warmup {
             let levels = self.levels(rehearsed, cfg.warmup);
-            self.strike(Stage::Rehearsal, rehearsed, levels)?;
+            self.inject_fault(Stage::Rehearsal, rehearsed, levels)?;
             timeline::mark(Part::Rehearsal, rehearsed + 1);
-            let stop = self.watched_block(&mut gosa[..levels], &mut scratch, &mut per_sweep)?;
-            check_block(&gosa[..levels], rehearsed)?;
+            let stop = self.watched_round(&mut gosa[..levels], &mut scratch, &mut per_sweep)?;
+            check_round(&gosa[..levels], rehearsed)?;
             rehearsed += levels as u64;
             rehearsal_gosa = gosa[levels - 1];
             // A signal during the rehearsal ends the run before anything is
@@ -300,7 +301,7 @@ impl Solver<'_> {
         }
         self.backend.reset()?;
         // A restart takes up the work where its checkpoint left it, on the
-        // block boundary the uninterrupted run had there.
+        // round boundary the uninterrupted run had there.
         let (start, mut last_gosa) = match self.checkpoint.as_mut() {
             Some(c) if !stopped_in_rehearsal => c.restore(self.backend, self.halo, self.comm)?,
             _ => (0, f64::NAN),
@@ -316,17 +317,17 @@ impl Solver<'_> {
         let mut clock = Lap::start();
         while done < planned {
             let levels = self.levels(done, planned);
-            self.strike(Stage::Timed, done, levels)?;
+            self.inject_fault(Stage::Timed, done, levels)?;
             timeline::mark(Part::Timed, done + 1);
-            let stop = self.watched_block(&mut gosa[..levels], &mut times, &mut per_sweep)?;
+            let stop = self.watched_round(&mut gosa[..levels], &mut times, &mut per_sweep)?;
             for (n, g) in gosa[..levels].iter().enumerate() {
                 tracing::debug!(iteration = done + 1 + n as u64, gosa = g, "gosa");
             }
-            check_block(&gosa[..levels], done)?;
+            check_round(&gosa[..levels], done)?;
             done += levels as u64;
             last_gosa = gosa[levels - 1];
-            if let Some(tell) = self.progress.as_mut() {
-                tell(done, planned);
+            if let Some(report_progress) = self.progress.as_mut() {
+                report_progress(done, planned);
             }
             if let Some(c) = self.checkpoint.as_mut()
                 && c.due(done, stop)
@@ -341,7 +342,7 @@ impl Solver<'_> {
             }
         }
         let loop_s = clock.lap() - saving_s;
-        // The blocks are over: a stop's grace counts from here.
+        // The rounds are over: a stop's grace counts from here.
         self.stop.busy_for(Duration::ZERO);
         let cpu_s = timing::process_cpu_s() - cpu_start;
         self.comm.barrier();

@@ -400,7 +400,7 @@ fn calibrate(solver: &mut Solver<'_>, candidates: &[usize]) -> Result<Option<Vec
     let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
     for round in 0..ROUNDS {
         for (c, &levels) in candidates.iter().enumerate() {
-            let (seconds, stop) = solver.timed_block(&mut gosa[..levels])?;
+            let (seconds, stop) = solver.timed_round(&mut gosa[..levels])?;
             if stop {
                 return Ok(None);
             }

@@ -242,7 +242,7 @@ pub fn compare(got: &Answer, want: &Answer, against: Against) -> Verdict {
 /// Decides the verdict of a complete run on rank 0: against a stored known
 /// answer when one exists, against a fresh reference run when `force` is
 /// set (unchecked when `stop` ends that run early), otherwise unchecked.
-pub fn decide(
+pub fn verdict_of(
     grid: &Grid,
     iterations: u64,
     got: &Answer,
@@ -370,7 +370,7 @@ mod tests {
             gosa: 1.0,
             p_fingerprint: 1,
         };
-        let v = decide(&g, 2, &got, true, &stop).unwrap();
+        let v = verdict_of(&g, 2, &got, true, &stop).unwrap();
         assert_eq!(v.verified, None);
         assert!(v.interrupted(), "{v:?}");
     }

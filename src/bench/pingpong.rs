@@ -427,7 +427,7 @@ fn print(r: &PingpongReport, format: Format) -> Result<()> {
             );
         }
     }
-    output::emit(&s)
+    output::print_report(&s)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! usage error. This module holds the options, the size list, the
 //! summaries and the rendering.
 
-use crate::backend::gpu::sample::{SERIES, Sample};
+use crate::backend::gpu::transfer_samples::{SERIES, Sample};
 use crate::error::{Error, Result};
 use crate::output::{self, Format};
 use serde::{Deserialize, Serialize};
@@ -225,7 +225,7 @@ pub fn run(args: &TransferArgs) -> Result<ExitCode> {
         measured.samples,
         measured.emulator,
     );
-    output::emit(&match args.format {
+    output::print_report(&match args.format {
         Format::Text => report.render_text(),
         Format::Json => output::json(&report)?,
         Format::Csv => report.render_csv(),

@@ -28,7 +28,7 @@ pub use manifest::{RestartedFrom, Segment};
 use crate::backend::Backend;
 use crate::comm::{self, Comm};
 use crate::config::{CheckpointConfig, Restart, RunConfig, RunLength};
-use crate::error::{Error, Result, tell};
+use crate::error::{Error, Result, print_line};
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
 use crate::timing::{Lap, PhaseTimes};
@@ -128,7 +128,7 @@ impl Checkpointer {
         together(comm, read)?;
         if comm.rank() == 0 {
             for n in notes {
-                tell(&format!("himeno: {n}"));
+                print_line(&format!("himeno: {n}"));
             }
         }
         Ok(Some(Checkpointer {

@@ -61,7 +61,7 @@ pub trait Comm {
     /// rank to fail speaks: the others, failing at the same moment for the
     /// same cause, would only repeat it.
     fn fail(&self, line: &str, code: i32) -> ! {
-        crate::error::tell(line);
+        crate::error::print_line(line);
         self.abort(code)
     }
     /// Name of the host this rank runs on.

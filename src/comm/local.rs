@@ -17,7 +17,7 @@
 //! instead of leaving the other waiting forever.
 
 use super::api::{Comm, Launch};
-use crate::error::{Error, Result, tell};
+use crate::error::{Error, Result, print_line};
 use std::collections::{HashMap, VecDeque};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,7 +96,7 @@ fn end_process(line: Option<&str>, code: i32) -> ! {
         }
     }
     if let Some(line) = line {
-        tell(line);
+        print_line(line);
     }
     crate::error::exit_now(code)
 }
@@ -114,7 +114,7 @@ pub fn install_exit_hook() {
         }
         let thread = std::thread::current();
         if let Some(rank) = thread.name().and_then(|n| n.strip_prefix("himeno-rank-")) {
-            tell(&format!("himeno: rank {rank} panicked; aborting all ranks"));
+            print_line(&format!("himeno: rank {rank} panicked; aborting all ranks"));
         }
         default(info);
         end_process(None, 2);

@@ -103,7 +103,7 @@ fn finish(comm: &dyn Comm, outcome: Result<ExitCode>) -> ExitCode {
             if comm.size() > 1 {
                 comm.fail(&line, i32::from(e.exit_code()));
             }
-            crate::error::tell(&line);
+            crate::error::print_line(&line);
             e.to_exit_code()
         }
         ok => crate::error::exit(ok, false),

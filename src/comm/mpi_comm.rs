@@ -49,7 +49,7 @@ pub extern "C" fn _exit(status: libc::c_int) -> ! {
     let status = if status != 0 && STARTING.load(Ordering::SeqCst) {
         // Every rank that gets here tells it: under mpirun the first rank
         // to fail has the others killed, and that need not be rank 0.
-        crate::error::tell(START_FAILED);
+        crate::error::print_line(START_FAILED);
         2
     } else {
         status
@@ -129,7 +129,7 @@ impl Drop for MpiComm {
 fn install_abort_hook(rank: i32) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        crate::error::tell(&format!("himeno: rank {rank} panicked; aborting all ranks"));
+        crate::error::print_line(&format!("himeno: rank {rank} panicked; aborting all ranks"));
         default(info);
         SimpleCommunicator::world().abort(2);
     }));

@@ -180,7 +180,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     }
     if outcome.iterations == 0 {
         if comm.rank() == 0 {
-            error::tell(
+            error::print_line(
                 "himeno: stopped by a signal during the rehearsal: no iteration was timed, \
                  so there is no report",
             );
@@ -196,7 +196,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 gosa: outcome.gosa,
                 p_fingerprint: outcome.fingerprint,
             };
-            let full = verify::decide(&grid, outcome.iterations, &got, cfg.verify, &stop)?;
+            let full = verify::verdict_of(&grid, outcome.iterations, &got, cfg.verify, &stop)?;
             // Without a full check of the timed iterations (a --seconds run,
             // a count with no stored answer), the checked rehearsal is the
             // verdict.
@@ -246,18 +246,18 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         );
         let printed = print_record(&record, cfg.format);
         if code == 1 {
-            error::tell(&format!(
+            error::print_line(&format!(
                 "himeno: verification FAILED: {}",
                 record.verification.detail
             ));
         }
         if code == 2 && record.verification.interrupted() {
-            error::tell(
+            error::print_line(
                 "himeno: stopped by a signal during the reference run: the run is complete \
                  but not verified",
             );
         } else if code == 2 {
-            error::tell(&format!(
+            error::print_line(&format!(
                 "himeno: stopped by a signal after {} of {} iterations; the report is marked incomplete",
                 record.iterations, record.planned_iterations
             ));
@@ -273,7 +273,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         // a wrong answer outranks a lost report) without aborting the job.
         let mut failed = false;
         for e in [printed.err(), appended.err()].into_iter().flatten() {
-            error::tell(&format!("himeno: {e}"));
+            error::print_line(&format!("himeno: {e}"));
             failed = true;
         }
         if failed && code != 1 {
@@ -318,5 +318,5 @@ fn print_record(record: &Record, format: Format) -> Result<()> {
         Format::Json => output::json(record)?,
         Format::Csv => format!("{}\n{}\n", report::csv::header(), report::csv::row(record)),
     };
-    output::emit(&text)
+    output::print_report(&text)
 }

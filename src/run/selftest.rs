@@ -46,7 +46,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
         let mut total = [checked as f64];
         comm.sum(&mut total);
         if comm.rank() == 0 {
-            output::emit(&format!(
+            output::print_report(&format!(
                 "halo self-test passed: grid {}, process grid {}, {} ghost values checked\n",
                 problem.grid, problem.procs, total[0]
             ))?;

@@ -90,7 +90,7 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
             args.timeline_from,
             args.timeline_count,
         )?;
-        output::emit(&summary)?;
+        output::print_report(&summary)?;
         return Ok(ExitCode::SUCCESS);
     }
     let loaded = records::load(&args.files)?;
@@ -98,7 +98,7 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         plot::prepare(dir)?;
     }
     for m in &loaded.malformed {
-        error::tell(&format!("himeno report: skipped {}: {}", m.source, m.why));
+        error::print_line(&format!("himeno report: skipped {}: {}", m.source, m.why));
     }
     let mut study = group::group(&loaded.records);
     let net = match (
@@ -116,7 +116,7 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     if let Some(net) = net {
         for g in &mut study.groups {
             if !attach_model(g, args.model_rate, &net) {
-                error::tell(&format!(
+                error::print_line(&format!(
                     "himeno report: no model for \"{}\": it has no 1-rank run; pass --model-rate MFLOPS",
                     g.title()
                 ));
@@ -141,10 +141,10 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         Format::Json => table::json(&study, &loaded.malformed)
             .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?,
     };
-    output::emit(&out)?;
+    output::print_report(&out)?;
     if let Some(dir) = &args.plot {
         let written = plot::write_all(&study.groups, dir)?;
-        error::tell(&format!(
+        error::print_line(&format!(
             "himeno report: wrote {} plot files into {}",
             written.len(),
             dir.display()
@@ -309,7 +309,7 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
             render_prediction(&grid, &size, &procs, rate, &rate_from, &net, &net_from, &p)
         }
     };
-    output::emit(&text)?;
+    output::print_report(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

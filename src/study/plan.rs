@@ -62,7 +62,7 @@ pub struct PlanArgs {
 /// What a study varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub enum Varies {
     /// One grid, more ranks.
     Strong,
     /// One block per rank, more ranks.
@@ -77,7 +77,7 @@ pub struct Study {
     /// Label of the study's runs.
     pub name: String,
     /// What it varies.
-    pub kind: Kind,
+    pub kind: Varies,
     /// Sizes: presets or `NIxNJxNK`.
     pub sizes: Vec<String>,
     /// Rank counts.
@@ -98,7 +98,7 @@ pub struct Run {
     /// The study's name (the run's `--label`).
     pub study: String,
     /// The study's kind.
-    pub kind: Kind,
+    pub kind: Varies,
     /// The size as the study names it (a weak study's per-rank block).
     pub size: String,
     /// Ranks.
@@ -136,7 +136,7 @@ pub fn plan(args: &PlanArgs) -> Result<ExitCode> {
             runs.push(run);
         }
     }
-    output::emit(&match args.format {
+    output::print_report(&match args.format {
         Format::Text => text(&runs),
         Format::Json => output::json(&runs)?,
         Format::Csv => csv(&runs),
@@ -159,7 +159,7 @@ impl Study {
     /// Parses a definition's text.
     pub fn parse(text: &str) -> Result<Study> {
         let mut name = None;
-        let mut kind = Kind::Strong;
+        let mut kind = Varies::Strong;
         let (mut sizes, mut ranks, mut procs) = (None, None, Vec::new());
         let (mut iterations, mut threads, mut temporal) = (100, 1, 1);
         // Where each key was set: a second setting is a mistake (which of
@@ -194,9 +194,9 @@ impl Study {
                 "NAME" => name = Some(label(value).map_err(at)?),
                 "KIND" => {
                     kind = match value {
-                        "strong" => Kind::Strong,
-                        "weak" => Kind::Weak,
-                        "shape" => Kind::Shape,
+                        "strong" => Varies::Strong,
+                        "weak" => Varies::Weak,
+                        "shape" => Varies::Shape,
                         k => return Err(at(format!("KIND '{k}' must be strong, weak or shape"))),
                     }
                 }
@@ -292,7 +292,7 @@ impl Study {
                  {MAX_RUNS} a plan holds: split it into several studies",
                 study.sizes.len(),
                 study.ranks.len(),
-                if study.procs.is_empty() || study.kind == Kind::Weak {
+                if study.procs.is_empty() || study.kind == Varies::Weak {
                     ""
                 } else {
                     " with their process grids"
@@ -309,7 +309,7 @@ impl Study {
         if self.procs.is_empty() {
             return Ok(());
         }
-        if self.kind == Kind::Weak {
+        if self.kind == Varies::Weak {
             return Err(Error::usage(
                 "PROCS is not used by a weak study (its process grids grow with the ranks): \
                  drop PROCS, or make the study strong",
@@ -331,7 +331,7 @@ impl Study {
 
     /// How many runs [`Study::runs`] makes, counted without making them.
     pub fn run_count(&self) -> usize {
-        let per_size: usize = if self.kind == Kind::Weak || self.procs.is_empty() {
+        let per_size: usize = if self.kind == Varies::Weak || self.procs.is_empty() {
             self.ranks.len()
         } else {
             let mut grids_of = std::collections::HashMap::new();
@@ -354,7 +354,7 @@ impl Study {
             let (base, _) = size_grid(size)?;
             for &np in &self.ranks {
                 let layouts: Vec<(Grid, Option<ProcGrid>)> = match self.kind {
-                    Kind::Weak => {
+                    Varies::Weak => {
                         let (g, p) = weak_layout(&base, np)?;
                         vec![(g, Some(p))]
                     }
@@ -381,7 +381,7 @@ impl Study {
                             e.message()
                         ))
                     })?;
-                    let grid_args = if self.kind != Kind::Weak && size.parse::<Preset>().is_ok() {
+                    let grid_args = if self.kind != Varies::Weak && size.parse::<Preset>().is_ok() {
                         ["--size".to_string(), size.to_ascii_uppercase()]
                     } else {
                         ["--grid".to_string(), problem.grid.to_string()]

@@ -1165,7 +1165,13 @@ fn the_memory_estimate_holds_what_the_buffers_take() {
         let estimate: f64 = ranks.iter().map(|x| mem(x, "estimated_bytes")).sum();
         let taken = mem(&ranks[0], "peak_bytes") - mem(&ranks[0], "baseline_bytes");
         let granted = ranks[0]["huge_pages"].as_f64().unwrap_or(0.0) >= 0.75;
-        let slack = 3.0 * MIB;
+        // Many in-process ranks allocate and free their small buffers from
+        // many threads at once, and glibc's per-thread arenas fragment:
+        // 64 ranks of 22^3 (16.1 MiB estimated) took 16.5-23 MiB in six
+        // concurrent runs on a loaded 2-core machine, once 32 MiB under a
+        // full test suite. The allocator's share is not the estimate's to
+        // model, so it gets a quarter MiB per rank beyond the first.
+        let slack = 3.0 * MIB + 0.25 * MIB * (ranks.len() - 1) as f64;
         assert!(
             taken <= 1.15 * estimate + slack,
             "{args:?}: took {:.1} MiB, estimated {:.1} MiB",

@@ -1,7 +1,7 @@
 //! Stand-in for the GPU backend in builds without the `cuda` feature.
 
 use super::options::GpuOptions;
-use super::sample::Measured;
+use super::transfer_samples::Measured;
 use crate::backend::api::Backend;
 use crate::comm::Comm;
 use crate::error::{Error, Result};

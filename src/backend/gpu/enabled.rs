@@ -39,10 +39,10 @@ pub fn create(
     block: &Block,
     comm: &dyn Comm,
 ) -> Result<Box<dyn Backend>> {
-    let (opened, plan) = agree(open(cfg, block, comm), comm)?;
+    let (opened, plan) = same_outcome_everywhere(open(cfg, block, comm), comm)?;
     // Every rank has opened its device and loaded its kernels (the step
     // above is collective), and none has allocated yet.
-    let (free, _total) = agree(opened.dev.memory(), comm)?;
+    let (free, _total) = same_outcome_everywhere(opened.dev.memory(), comm)?;
     let dims = block.local_dims();
     let faces: Vec<Face> = block.halo_faces().map(|(f, _)| f).collect();
     let mine = Report {
@@ -53,7 +53,7 @@ pub fn create(
         free,
     };
     memcheck::check(&mine, comm)?;
-    let gpu = agree(GpuBackend::new(opened, plan, grid, block, cfg), comm)?;
+    let gpu = same_outcome_everywhere(GpuBackend::new(opened, plan, grid, block, cfg), comm)?;
     Ok(Box::new(gpu))
 }
 
@@ -63,7 +63,7 @@ pub fn create(
 /// the rank when not every rank failed, so that one line tells the user and
 /// every rank ends without an abort (an abort may cut the launcher's
 /// forwarding of the lines already written).
-fn agree<T>(mine: Result<T>, comm: &dyn Comm) -> Result<T> {
+fn same_outcome_everywhere<T>(mine: Result<T>, comm: &dyn Comm) -> Result<T> {
     // Each rank's view: its failure's message, or none.
     let failure = mine.as_ref().err().map(|e| e.message().to_string());
     comm::decide(comm, "the GPU start", &failure, |all| first_failure(&all))?;

@@ -32,7 +32,7 @@ pub struct Report {
 
 /// Decides from every rank's report whether each device has room for the
 /// ranks that share it; the error names the first one that does not.
-pub fn decide(reports: &[Report]) -> std::result::Result<(), String> {
+pub fn room_on_each_device(reports: &[Report]) -> std::result::Result<(), String> {
     #[derive(Default)]
     struct Use<'a> {
         ranks: usize,
@@ -76,7 +76,7 @@ pub fn decide(reports: &[Report]) -> std::result::Result<(), String> {
 /// same verdict.
 pub fn check(mine: &Report, comm: &dyn Comm) -> Result<()> {
     comm::decide(comm, "the device memory", mine, |reports| {
-        decide(&reports).map_err(Error::usage)
+        room_on_each_device(&reports).map_err(Error::usage)
     })?;
     tracing::info!(
         need_gib = mine.need as f64 / GIB,
@@ -103,18 +103,20 @@ mod tests {
     fn ranks_sharing_a_gpu_are_summed() {
         // Four ranks on one 100-byte GPU: each fits alone, not together.
         let shared: Vec<Report> = (0..4).map(|_| report("a", "GPU-1", 30, 100)).collect();
-        let err = decide(&shared).unwrap_err();
+        let err = room_on_each_device(&shared).unwrap_err();
         assert!(err.contains("the 4 ranks sharing it need"), "{err}");
-        assert!(decide(&shared[..3]).is_ok());
+        assert!(room_on_each_device(&shared[..3]).is_ok());
         // The same GPU identity on another host is another GPU.
         let spread = [
             report("a", "GPU-1", 60, 100),
             report("b", "GPU-1", 60, 100),
             report("a", "GPU-2", 60, 100),
         ];
-        assert!(decide(&spread).is_ok());
+        assert!(room_on_each_device(&spread).is_ok());
         // The smallest free figure of a device counts.
-        assert!(decide(&[report("a", "g", 50, 100), report("a", "g", 40, 80)]).is_err());
+        assert!(
+            room_on_each_device(&[report("a", "g", 50, 100), report("a", "g", 40, 80)]).is_err()
+        );
     }
 
     #[test]

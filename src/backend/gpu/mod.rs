@@ -33,7 +33,7 @@ pub mod connections;
 pub mod env;
 pub mod launch;
 pub mod regions;
-pub mod sample;
+pub mod transfer_samples;
 
 pub mod options;
 

@@ -8,8 +8,8 @@
 //! end: that is the sustained bandwidth of device memory.
 
 use super::driver::{self, Device, cuda_err};
-use super::sample::{Measured, SERIES, Sample};
 use super::staging::PinnedBuffer;
+use super::transfer_samples::{Measured, SERIES, Sample};
 use crate::backend::api::HostBuffer;
 use crate::error::{Error, Result};
 use crate::machine::memory::GIB;

@@ -143,7 +143,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         kernels,
         per_rank,
     };
-    output::emit(&match args.format {
+    output::print_report(&match args.format {
         Format::Text => report::text(&report),
         Format::Json => output::json(&report)?,
         Format::Csv => report::csv(&report),

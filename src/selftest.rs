@@ -3,7 +3,7 @@
 //! the real communicator, and checks every ghost — faces, edges and corners.
 //! It catches wrong neighbours, offsets and missing dimensions.
 
-use crate::backend::{Backend, BackendInfo, HostBuffer, pack_plane, unpack_plane};
+use crate::backend::{Backend, BackendInfo, HostBuffer, one_sweep_only, pack_plane, unpack_plane};
 use crate::comm::Comm;
 use crate::config::BackendKind;
 use crate::error::{Error, Result};
@@ -43,11 +43,12 @@ impl Backend for PatternBackend {
     fn reset(&mut self) -> Result<()> {
         Ok(())
     }
-    fn sweep_start(&mut self) -> Result<()> {
-        Ok(())
+    fn sweeps_start(&mut self, levels: usize) -> Result<()> {
+        one_sweep_only(levels)
     }
-    fn sweep_finish(&mut self) -> Result<f64> {
-        Ok(0.0)
+    fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
+        gosa[0] = 0.0;
+        Ok(())
     }
     fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
         for (face, buf) in faces {

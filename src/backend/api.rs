@@ -103,6 +103,18 @@ pub struct GpuSoftware {
     pub nvrtc_library: String,
 }
 
+/// What a backend without temporal blocking answers when asked for
+/// `levels` sweeps between two exchanges: fine for one, an error otherwise.
+pub fn one_sweep_only(levels: usize) -> Result<()> {
+    if levels == 1 {
+        return Ok(());
+    }
+    Err(crate::error::Error::usage(format!(
+        "{levels} sweeps between halo exchanges need temporal blocking, which this backend \
+         does not do: use --temporal 1"
+    )))
+}
+
 /// Local work of one rank. Calls block until their work is complete, so the
 /// driver's host clock measures them.
 pub trait Backend {
@@ -110,33 +122,17 @@ pub trait Backend {
     fn info(&self) -> BackendInfo;
     /// Resets every field to its initial value.
     fn reset(&mut self) -> Result<()>;
-    /// Starts a sweep that reads `p` and writes the owned points of `next`.
-    /// When it returns, the owned planes next to every face of `next` are
-    /// final, so they may be packed while the rest of the sweep runs.
-    fn sweep_start(&mut self) -> Result<()>;
-    /// Completes the sweep and returns this rank's sum of squared residuals.
-    fn sweep_finish(&mut self) -> Result<f64>;
-    /// Starts `levels` successive sweeps (1 to the block's ghost depth), each
-    /// reading the previous one's field; `next` then holds the last. As
-    /// with [`Backend::sweep_start`], the owned planes next to every face
-    /// are final when it returns. The default runs the one sweep of a
-    /// classic backend.
-    fn sweeps_start(&mut self, levels: usize) -> Result<()> {
-        if levels != 1 {
-            return Err(crate::error::Error::usage(format!(
-                "{levels} sweeps between halo exchanges need temporal blocking, which this \
-                 backend does not do: use --temporal 1"
-            )));
-        }
-        self.sweep_start()
-    }
+    /// Starts `levels` successive sweeps (1 to the block's ghost depth):
+    /// the first reads `p`, each later one the previous one's field, and
+    /// `next` then holds the last one's owned points. When it returns, the
+    /// owned planes next to every face of `next` are final, so they may be
+    /// packed while the rest of the sweeps runs. A backend without
+    /// temporal blocking refuses more than one ([`one_sweep_only`]).
+    fn sweeps_start(&mut self, levels: usize) -> Result<()>;
     /// Completes the sweeps begun by [`Backend::sweeps_start`] and writes
     /// this rank's sum of squared residuals of each, in order, to `gosa`
     /// (one value per sweep).
-    fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
-        gosa[0] = self.sweep_finish()?;
-        Ok(())
-    }
+    fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()>;
     /// Copies the owned planes of `next` behind each face of `faces` into
     /// its buffer (as many as the buffer holds layers: the block's ghost
     /// depth). The halo schedule hands over the faces of one dimension

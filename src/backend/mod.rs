@@ -17,7 +17,9 @@ pub mod api;
 pub mod cpu;
 pub mod gpu;
 
-pub use api::{Backend, BackendInfo, GpuSoftware, HostBuffer, pack_plane, unpack_plane};
+pub use api::{
+    Backend, BackendInfo, GpuSoftware, HostBuffer, one_sweep_only, pack_plane, unpack_plane,
+};
 
 use crate::comm::{Comm, decide};
 use crate::config::{BackendKind, RunConfig};

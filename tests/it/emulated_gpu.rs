@@ -654,7 +654,7 @@ fn assert_device_tracks(report: &serde_json::Value, t: &serde_json::Value, np: u
                 "rank {pid}: {e} outside its iteration [{from}, {to}]"
             );
             if !overlap && e["name"] == "gpu sweep" {
-                // Launched and waited for in sweep_start: the iteration's
+                // Launched and waited for in sweeps_start: the iteration's
                 // first compute event.
                 let first = computes[0];
                 assert!(

@@ -550,14 +550,6 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn sweep_start(&mut self) -> Result<()> {
-        self.sweeps_start(1)
-    }
-
-    fn sweep_finish(&mut self) -> Result<f64> {
-        Ok(self.gosa[0])
-    }
-
     fn sweeps_start(&mut self, levels: usize) -> Result<()> {
         if levels == 0 || levels > self.block.depth {
             return Err(crate::error::Error::runtime(format!(

@@ -42,7 +42,7 @@ use super::launch::{
 };
 use super::options::GpuOptions;
 use super::staging::{Pinned, PinnedBuffer};
-use crate::backend::api::{Backend, BackendInfo, GpuSoftware, HostBuffer};
+use crate::backend::api::{Backend, BackendInfo, GpuSoftware, HostBuffer, one_sweep_only};
 use crate::config::BackendKind;
 use crate::config::Staging;
 use crate::error::{Error, Result};
@@ -535,7 +535,8 @@ impl Backend for GpuBackend {
         self.fill_all()
     }
 
-    fn sweep_start(&mut self) -> Result<()> {
+    fn sweeps_start(&mut self, levels: usize) -> Result<()> {
+        one_sweep_only(levels)?;
         self.trace_sweep()?;
         if self.overlap {
             let halo = self.halo.clone();
@@ -553,7 +554,7 @@ impl Backend for GpuBackend {
             self.traced_sweeps(&main, false, true, |b| &b.plan.whole)?;
             // The exchange packs `next` next: wait here so that its time is
             // the sweep's, not the packing's. Without neighbours nothing
-            // waits before sweep_finish reads gosa.
+            // waits before sweeps_finish reads gosa.
             if self.neighbours {
                 main.synchronize().map_err(cuda_err("sweeping"))?;
             }
@@ -561,12 +562,12 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    fn sweep_finish(&mut self) -> Result<f64> {
+    fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
         let st = self.main.clone();
         let partial = addr(&self.partial, &st);
         let out = addr(&self.gosa, &st);
         // Boundary partials (under overlap) were written on `halo` before
-        // the host synchronised in sweep_start; interior ones earlier on
+        // the host synchronised in sweeps_start; interior ones earlier on
         // this stream.
         let args = reduce_args(partial, self.plan.used(self.overlap), out);
         launch(
@@ -581,11 +582,12 @@ impl Backend for GpuBackend {
         unsafe { result::memcpy_dtoh_async(self.gosa_host.values_mut(), out, st.cu_stream()) }
             .map_err(cuda_err("copying gosa"))?;
         st.synchronize().map_err(cuda_err("finishing the sweep"))?;
-        // The halo stream's boundary slabs were waited for in sweep_start.
+        // The halo stream's boundary slabs were waited for in sweeps_start.
         if let Some(t) = self.trace.as_mut() {
             t.sweep_done()?;
         }
-        Ok(self.gosa_host.values()[0])
+        gosa[0] = self.gosa_host.values()[0];
+        Ok(())
     }
 
     fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {

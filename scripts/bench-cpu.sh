@@ -77,10 +77,10 @@ if [[ ! -x "$bin" ]]; then
     cargo build --release --quiet
 fi
 
-# The number after `"field":` in a JSON report (the first occurrence).
-field() { sed -n "s/^ *\"$1\": *\([-0-9.eE+]*\),*$/\1/p" | head -n 1; }
-# The word after `"field":` in a JSON report (true, false, null).
-word() { sed -n "s/^ *\"$1\": *\([a-z]*\),*$/\1/p" | head -n 1; }
+# A top-level field of the JSON report on standard input (numbers as
+# written, true/false/null as words), read by scripts/json-get.
+json_get=$(dirname "${BASH_SOURCE[0]}")/json-get
+field() { "$json_get" "$1"; }
 # The larger of two numbers (empty counts as nothing).
 best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b + 0 > a + 0) print b; else print a }'; }
 # 100 * a / b, with one decimal.
@@ -129,7 +129,7 @@ for t in $threads; do
                     "${length[@]}" "${extra[@]}" "${tiles[@]}" --format json)
                 m=$(field mflops <<<"$out")
                 g=$(field gbytes_per_s <<<"$out")
-                v=$(word verified <<<"$out")
+                v=$(field verified <<<"$out")
                 if [[ "$tt" == auto ]]; then
                     c=$(field temporal <<<"$out")
                     chosen[$key]+="${chosen[$key]:+,}$c"

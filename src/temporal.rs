@@ -51,7 +51,7 @@ const CALIBRATION_S: f64 = 1.5;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TemporalChoice {
     /// What was asked: `auto` or the number given.
-    pub asked: String,
+    pub asked: Asked,
     /// Sweeps per halo exchange the run made.
     pub sweeps: usize,
     /// Why, in one sentence (for an explicit T, the warning that its
@@ -61,6 +61,39 @@ pub struct TemporalChoice {
     /// rank's best round); empty when the model decided.
     #[serde(default)]
     pub trials: Vec<Trial>,
+}
+
+/// What `--temporal` asked for; in the record the text `auto` or the
+/// number, as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// `--temporal auto`.
+    Auto,
+    /// `--temporal T`.
+    Fixed(usize),
+}
+
+impl Serialize for Asked {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Asked::Auto => s.serialize_str("auto"),
+            Asked::Fixed(t) => s.serialize_str(&t.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Asked {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Asked, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "auto" {
+            return Ok(Asked::Auto);
+        }
+        text.parse().map(Asked::Fixed).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "temporal asked '{text}' is neither auto nor a number"
+            ))
+        })
+    }
 }
 
 /// One candidate's calibration.
@@ -225,7 +258,7 @@ impl Plan {
             return Ok(Plan {
                 candidates: vec![cfg.temporal],
                 decided: warning.map(|reason| TemporalChoice {
-                    asked: cfg.temporal.to_string(),
+                    asked: Asked::Fixed(cfg.temporal),
                     sweeps: cfg.temporal,
                     reason,
                     trials: Vec::new(),
@@ -245,7 +278,7 @@ impl Plan {
                 .filter(|t| all.iter().all(|v| v.candidates.contains(t)))
                 .collect();
             let decided = (candidates.len() == 1).then(|| TemporalChoice {
-                asked: "auto".into(),
+                asked: Asked::Auto,
                 sweeps: 1,
                 reason: format!(
                     "T=1 from the model: {}",
@@ -324,7 +357,7 @@ impl Plan {
         Ok((
             built,
             Some(TemporalChoice {
-                asked: "auto".into(),
+                asked: Asked::Auto,
                 sweeps: chosen,
                 reason,
                 trials,

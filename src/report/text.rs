@@ -3,6 +3,7 @@
 
 use super::Record;
 use crate::comm::Launch;
+use crate::temporal::Asked;
 use crate::timing::Phase;
 use std::fmt::Write;
 
@@ -55,7 +56,7 @@ pub fn render(r: &Record) -> String {
         );
     }
     if let Some(c) = &r.temporal_choice {
-        let _ = if c.asked == "auto" {
+        let _ = if c.asked == Asked::Auto {
             writeln!(
                 s,
                 "Temporal auto: {} sweep(s) per halo exchange; {}",

@@ -214,8 +214,8 @@ pub struct CpuBackend {
     parts: Vec<Part>,
     /// Whether `next` is written with streaming (non-temporal) stores.
     streaming: bool,
-    /// Whether the classic sweep's row kernel prefetches: only when the
-    /// node's fields do not fit the last-level cache.
+    /// Whether the classic sweep's row kernel prefetches: unless the
+    /// node's fields take at most half the last-level cache.
     prefetch: bool,
     /// The classic sweep's residual sums, per owned row.
     row_gosa: Vec<f64>,
@@ -254,7 +254,9 @@ impl CpuBackend {
         let field_bytes = points
             .saturating_mul(FIELDS)
             .saturating_mul(size_of::<f32>());
-        let over_cache = field_bytes.saturating_mul(node_ranks) > LastLevel::detect().node_bytes;
+        let node_fields = field_bytes.saturating_mul(node_ranks);
+        let llc = LastLevel::detect().node_bytes;
+        let over_cache = node_fields > llc;
         let streaming = match opts.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
@@ -274,10 +276,14 @@ impl CpuBackend {
             isa: Isa::detect(),
             parts,
             streaming,
-            // In the cache the prefetches only compete with the loads: the
-            // kernel without them measured 8% faster from L2 and L3, and
-            // 30-50% slower from memory (notes/cpu-perf.md).
-            prefetch: over_cache,
+            // Well inside the cache the prefetches only compete with the
+            // loads: without them the sweep measured 1.08-1.4x faster with
+            // fields of 1-16.5 MB in a 32 MiB L3, but 0.85x at 22.5 MB and
+            // 0.72-0.78x at size S (28 MiB), which the L3 (a victim cache,
+            // shared) no longer holds from one sweep to the next; hence
+            // half the cache, not the whole of it as for the stores
+            // (notes/cpu-perf.md).
+            prefetch: node_fields > llc / 2,
             row_gosa: alloc::zeroed(owned_rows, "the per-row residuals")?,
             level_gosa: Array3::from_shape_vec(
                 level_shape,
@@ -376,7 +382,8 @@ fn part_rows(block: &Block, part: &Part) -> impl Iterator<Item = (usize, usize)>
 }
 
 /// The classic sweep's row kernel: [`kernel::sweep_row_at`] (with
-/// prefetch) or [`kernel::sweep_row_at_cached`] (without).
+/// prefetch) or [`kernel::sweep_row_at_cached`] (without, for fields well
+/// inside the cache).
 type RowAt = fn(Isa, &Inputs<'_>, usize, usize, Range<usize>, &mut [f32]) -> f64;
 
 /// Sweeps `part`'s rows straight into its memory `out` of `next` with
@@ -796,9 +803,9 @@ mod tests {
         }
     }
 
-    /// The classic sweep prefetches only when the node's fields do not fit
-    /// the last-level cache (here made so by a node of a million ranks),
-    /// and the report says which kernel ran.
+    /// The classic sweep prefetches unless the node's fields take at most
+    /// half the last-level cache (here exceeded by a node of a million
+    /// ranks), and the report says which kernel ran.
     #[test]
     fn the_classic_sweep_prefetches_only_fields_beyond_the_cache() {
         let grid = Grid::new([6, 6, 6]).unwrap();

@@ -3,6 +3,13 @@
 //! (which a launcher such as `mpirun --bind-to` may have narrowed), where
 //! thread `t` always runs the `t`-th part of a static partition. Using one
 //! pool for both makes the stream bandwidth comparable with the solver's.
+//!
+//! A pool of one thread that would run where the caller runs anyway (unbound,
+//! or pinned to the one CPU the caller may use) spawns no thread: its work
+//! runs on the calling thread, because waking a worker and waiting for it
+//! took about a third of an iteration on grids that live in the L2
+//! (notes/cpu-perf.md). The caller then first-touches and sweeps the fields,
+//! as the worker would have.
 
 use crate::error::{Error, Result};
 use rayon::{ThreadPool, ThreadPoolBuilder};
@@ -39,7 +46,10 @@ pub const MAX_THREADS_PER_CPU: usize = 8;
 
 /// A fixed pool of worker threads with a known placement.
 pub struct Pool {
-    pool: ThreadPool,
+    /// The workers; `None` when the one part runs on the calling thread.
+    pool: Option<ThreadPool>,
+    /// Number of parts (threads), whether spawned or the caller.
+    threads: usize,
     bind: Bind,
     /// CPUs this process may run on, as the launcher left them.
     allowed: Vec<usize>,
@@ -92,9 +102,25 @@ impl Pool {
     /// CPUs). When the allowed set is the whole node, which the node's
     /// ranks share, rank `r`'s threads start at its `r * threads`-th CPU,
     /// so that ranks do not pin their threads onto the same CPUs.
+    ///
+    /// One thread that would run where the caller may run anyway
+    /// ([`Bind::None`], or [`Bind::Cores`] onto the only CPU the caller is
+    /// allowed) is the calling thread itself: see [`Pool::spawned`].
     pub fn new(threads: usize, bind: Bind, node_rank: usize) -> Result<Pool> {
         let threads = threads.max(1);
         let allowed = affinity::allowed()?;
+        if spawns(threads, bind, &allowed) == 0 {
+            return Ok(Pool {
+                pool: None,
+                threads,
+                bind,
+                pinned: match bind {
+                    Bind::Cores => allowed.clone(),
+                    Bind::None => Vec::new(),
+                },
+                allowed,
+            });
+        }
         let pool = ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|t| format!("himeno-worker-{t}"))
@@ -122,7 +148,7 @@ impl Pool {
             pinned = (0..threads)
                 .map(|t| allowed[first.wrapping_add(t) % allowed.len()])
                 .collect();
-            let outcomes = broadcast_on(&pool, |t| affinity::pin(pinned[t]));
+            let outcomes = broadcast_on(Some(&pool), |t| affinity::pin(pinned[t]));
             for (t, r) in outcomes.into_iter().enumerate() {
                 r.map_err(|e| {
                     Error::runtime(format!("cannot pin thread {t} to cpu {}: {e}", pinned[t]))
@@ -130,22 +156,33 @@ impl Pool {
             }
         }
         Ok(Pool {
-            pool,
+            pool: Some(pool),
+            threads,
             bind,
             allowed,
             pinned,
         })
     }
 
-    /// Number of worker threads.
+    /// Threads [`Pool::new`] would spawn for `threads` parts under `bind`
+    /// when called from this thread: none for one part that runs on the
+    /// caller, else one per part.
+    pub fn spawned(threads: usize, bind: Bind) -> usize {
+        affinity::allowed().map_or(threads.max(1), |allowed| {
+            spawns(threads.max(1), bind, &allowed)
+        })
+    }
+
+    /// Number of worker threads (parts), the caller counted when it runs
+    /// the one part.
     pub fn threads(&self) -> usize {
-        self.pool.current_num_threads()
+        self.threads
     }
 
     /// Runs `f(t)` once on every worker `t` and returns the results in
     /// thread order. Blocks until all are done.
     pub fn broadcast<R: Send>(&self, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-        broadcast_on(&self.pool, f)
+        broadcast_on(self.pool.as_ref(), f)
     }
 
     /// Hands `items[t]` to worker `t` and runs `f(t, items[t])` there, one
@@ -263,8 +300,27 @@ impl std::str::FromStr for ThreadCpus {
     }
 }
 
-fn broadcast_on<R: Send>(pool: &ThreadPool, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    pool.broadcast(|ctx| f(ctx.index()))
+/// Threads to spawn for `threads` parts under `bind` for a caller allowed
+/// on `allowed`. One unbound part, or one pinned to the caller's only CPU,
+/// runs on the caller (0): it would run where the caller may anyway, and a
+/// worker costs a wake-up and a wait per call. One part pinned onto one of
+/// several allowed CPUs keeps its worker, so the caller's own affinity
+/// (which the threads it starts later inherit) stays as the launcher set it.
+fn spawns(threads: usize, bind: Bind, allowed: &[usize]) -> usize {
+    let caller = threads == 1
+        && match bind {
+            Bind::None => true,
+            Bind::Cores => allowed.len() == 1,
+        };
+    if caller { 0 } else { threads }
+}
+
+/// `f(t)` for every thread of `pool`, or `f(0)` on the caller without one.
+fn broadcast_on<R: Send>(pool: Option<&ThreadPool>, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    match pool {
+        Some(pool) => pool.broadcast(|ctx| f(ctx.index())),
+        None => vec![f(0)],
+    }
 }
 
 /// CPU affinity through the Linux system calls (`sched_getaffinity`,
@@ -347,6 +403,41 @@ mod tests {
             assert_eq!(seen, want);
             assert!(pool.describe().starts_with("bind cores: threads on cpus"));
         }
+    }
+
+    /// One unbound part runs on the caller; one pinned part keeps its own
+    /// worker unless the caller may only use that one CPU, so pinning it
+    /// never narrows the caller's affinity.
+    #[test]
+    fn one_part_runs_on_the_caller_only_where_it_would_run_anyway() {
+        let me = std::thread::current().id();
+        let on = |pool: &Pool| pool.broadcast(|_| std::thread::current().id()) == vec![me];
+        let unbound = Pool::new(1, Bind::None, 0).unwrap();
+        assert!(on(&unbound));
+        assert_eq!(Pool::spawned(1, Bind::None), 0);
+        assert_eq!(unbound.threads(), 1);
+        assert!(
+            unbound
+                .describe()
+                .starts_with("bind none: threads seen on cpus")
+        );
+        assert!(!on(&Pool::new(2, Bind::None, 0).unwrap()));
+        assert_eq!(Pool::spawned(2, Bind::None), 2);
+        if cfg!(target_os = "linux") {
+            let allowed = affinity::allowed().unwrap();
+            let pinned = Pool::new(1, Bind::Cores, 0).unwrap();
+            assert_eq!(on(&pinned), allowed.len() == 1);
+            assert_eq!(
+                Pool::spawned(1, Bind::Cores),
+                usize::from(allowed.len() > 1)
+            );
+            assert_eq!(affinity::allowed().unwrap(), allowed, "the caller's CPUs");
+            let seen = pinned.broadcast(|_| affinity::current_cpu());
+            assert_eq!(seen, vec![Some(pinned.pinned[0])]);
+        }
+        assert_eq!(spawns(1, Bind::Cores, &[3]), 0);
+        assert_eq!(spawns(1, Bind::Cores, &[0, 1]), 1);
+        assert_eq!(spawns(3, Bind::None, &[0]), 3);
     }
 
     #[test]

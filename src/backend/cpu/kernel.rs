@@ -147,6 +147,14 @@ per_isa!(
     pub fn sweep_row_at(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at
 );
 
+per_isa!(
+    /// As [`sweep_row_at`], without software prefetch and with the wide
+    /// steps of [`sweep_row_cached`]: the classic sweep of fields that take
+    /// at most half the last-level cache, where it measured 1.08-1.4x
+    /// faster than with prefetch (notes/cpu-perf.md).
+    pub fn sweep_row_at_cached(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at_cached
+);
+
 /// Where a row update finds the rows it reads, as slices of the `m`
 /// values it updates from `k0`.
 trait Source<'a> {
@@ -207,6 +215,22 @@ fn row_at<V: Step<W>, const W: usize>(
         at: inp.lay.row(i, j),
     };
     row_body::<_, V, true, W>(&src, k, inp.omega, out)
+}
+
+/// [`row_at`] without prefetch.
+#[inline(always)]
+fn row_at_cached<V: Step<W>, const W: usize>(
+    inp: &Inputs<'_>,
+    i: usize,
+    j: usize,
+    k: Range<usize>,
+    out: &mut [f32],
+) -> f64 {
+    let src = Around {
+        inp,
+        at: inp.lay.row(i, j),
+    };
+    row_body::<_, V, false, W>(&src, k, inp.omega, out)
 }
 
 /// A row's partial sums of squared residuals, one per lane, aligned to a
@@ -765,6 +789,10 @@ mod tests {
                         g.to_bits(),
                         sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached).to_bits()
                     );
+                    let mut at_cached = vec![0.0; nk];
+                    let g_at = sweep_row_at_cached(isa, &inp, i, j, 1..nk - 1, &mut at_cached);
+                    assert_eq!(&at_cached[1..nk - 1], &row[1..nk - 1]);
+                    assert_eq!(g_at.to_bits(), g.to_bits());
                     // The same row in up to three pieces (as the temporal
                     // sweep splits its rows): the same values.
                     let row = &mut pieces_out[at..at + nk];

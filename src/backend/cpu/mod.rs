@@ -115,6 +115,8 @@ fn field_shift(n: usize, k0: usize) -> usize {
 struct Sizes {
     /// Sweep threads.
     threads: usize,
+    /// Threads the pool spawns for them (none when the caller sweeps).
+    spawned: usize,
     /// Values per field (owned points and ghost layers).
     points: usize,
     /// The block's first owned k (the fields' row alignment).
@@ -134,6 +136,7 @@ impl Sizes {
         let depth = block.depth;
         Sizes {
             threads: opts.threads.max(1),
+            spawned: Pool::spawned(opts.threads, opts.bind),
             points: dims.iter().product(),
             k0: block.origin(2),
             owned_rows: block.n[0] * block.n[1],
@@ -157,7 +160,7 @@ impl Sizes {
             + Footprint::vec::<f64>(self.levels * self.owned_rows)
             + Footprint::vec::<f32>(scratch_len(block, self.threads, self.tile_rows))
                 .times(self.threads)
-            + Footprint::threads(self.threads)
+            + Footprint::threads(self.spawned)
     }
 }
 
@@ -211,6 +214,9 @@ pub struct CpuBackend {
     parts: Vec<Part>,
     /// Whether `next` is written with streaming (non-temporal) stores.
     streaming: bool,
+    /// Whether the classic sweep's row kernel prefetches: unless the
+    /// node's fields take at most half the last-level cache.
+    prefetch: bool,
     /// The classic sweep's residual sums, per owned row.
     row_gosa: Vec<f64>,
     /// The wavefront's residual sums: `[level, i, j]` over owned rows.
@@ -248,13 +254,16 @@ impl CpuBackend {
         let field_bytes = points
             .saturating_mul(FIELDS)
             .saturating_mul(size_of::<f32>());
+        let node_fields = field_bytes.saturating_mul(node_ranks);
+        let llc = LastLevel::detect().node_bytes;
+        let over_cache = node_fields > llc;
         let streaming = match opts.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
             // Streaming measured up to 7% faster at sizes M and L, whose
             // fields come from memory every sweep, and 9% slower at S,
             // whose fields fit in a 32 MiB L3 (notes/cpu-perf.md).
-            Stores::Auto => field_bytes.saturating_mul(node_ranks) > LastLevel::detect().node_bytes,
+            Stores::Auto => over_cache,
         };
         let mut cpu = CpuBackend {
             grid: *grid,
@@ -267,6 +276,14 @@ impl CpuBackend {
             isa: Isa::detect(),
             parts,
             streaming,
+            // Well inside the cache the prefetches only compete with the
+            // loads: without them the sweep measured 1.08-1.4x faster with
+            // fields of 1-16.5 MB in a 32 MiB L3, but 0.85x at 22.5 MB and
+            // 0.72-0.78x at size S (28 MiB), which the L3 (a victim cache,
+            // shared) no longer holds from one sweep to the next; hence
+            // half the cache, not the whole of it as for the stores
+            // (notes/cpu-perf.md).
+            prefetch: node_fields > llc / 2,
             row_gosa: alloc::zeroed(owned_rows, "the per-row residuals")?,
             level_gosa: Array3::from_shape_vec(
                 level_shape,
@@ -364,10 +381,16 @@ fn part_rows(block: &Block, part: &Part) -> impl Iterator<Item = (usize, usize)>
     part.rows.clone().map(move |q| (q / nj + i0, q % nj + j0))
 }
 
-/// Sweeps `part`'s rows straight into its memory `out` of `next` (the
-/// kernel prefetches each line of `next` before writing it), storing each
-/// row's residual sum in `gosa`.
+/// The classic sweep's row kernel: [`kernel::sweep_row_at`] (with
+/// prefetch) or [`kernel::sweep_row_at_cached`] (without, for fields well
+/// inside the cache).
+type RowAt = fn(Isa, &Inputs<'_>, usize, usize, Range<usize>, &mut [f32]) -> f64;
+
+/// Sweeps `part`'s rows straight into its memory `out` of `next` with
+/// `row_at` (the prefetching kernel prefetches each line of `next` before
+/// writing it), storing each row's residual sum in `gosa`.
 fn sweep_part_cached(
+    row_at: RowAt,
     isa: Isa,
     inp: &Inputs<'_>,
     block: &Block,
@@ -380,13 +403,14 @@ fn sweep_part_cached(
     let k = block.owned(2);
     for ((i, j), g) in part_rows(block, part).zip(gosa) {
         let row = &mut out[inp.lay.row(i, j) - start..][..nk];
-        *g = kernel::sweep_row_at(isa, inp, i, j, k.clone(), row);
+        *g = row_at(isa, inp, i, j, k.clone(), row);
     }
 }
 
 /// As [`sweep_part_cached`], but each row is computed into a buffer that
 /// stays in L1 and written out by a [`LineWriter`] with streaming stores.
 fn sweep_part_streaming(
+    row_at: RowAt,
     isa: Isa,
     inp: &Inputs<'_>,
     block: &Block,
@@ -402,7 +426,7 @@ fn sweep_part_streaming(
     for ((i, j), g) in part_rows(block, part).zip(gosa) {
         let at = inp.lay.row(i, j);
         let row = buf.with_ends(&inp.p[at..at + nk], &k);
-        *g = kernel::sweep_row_at(isa, inp, i, j, k.clone(), row);
+        *g = row_at(isa, inp, i, j, k.clone(), row);
         writer.write(at - start, row);
     }
 }
@@ -432,13 +456,18 @@ impl CpuBackend {
         }
         let (parts, block) = (&self.parts, &self.block);
         let streaming = self.streaming;
+        let row_at: RowAt = if self.prefetch {
+            kernel::sweep_row_at
+        } else {
+            kernel::sweep_row_at_cached
+        };
         // Each thread's span, for a timeline (two clock reads per thread).
         let spans = self.pool.scatter(work, |t, (out, g)| {
             let start = Instant::now();
             if streaming {
-                sweep_part_streaming(isa, &inp, block, &parts[t], out, g);
+                sweep_part_streaming(row_at, isa, &inp, block, &parts[t], out, g);
             } else {
-                sweep_part_cached(isa, &inp, block, &parts[t], out, g);
+                sweep_part_cached(row_at, isa, &inp, block, &parts[t], out, g);
             }
             (start, Instant::now())
         });
@@ -519,8 +548,14 @@ impl Backend for CpuBackend {
             threads: self.parts.len(),
             device: None,
             detail: Some(format!(
-                "kernel {}; {} stores{temporal}",
+                "kernel {}{}; {} stores{temporal}",
                 self.isa.name(),
+                // The wavefront's first level prefetches whatever the fit.
+                if self.prefetch || self.block.depth > 1 {
+                    ""
+                } else {
+                    " (no prefetch)"
+                },
                 if self.streaming {
                     "streaming"
                 } else {
@@ -641,10 +676,11 @@ mod tests {
         }
     }
 
-    /// The backend's classic sweep with every kernel copy and 1 to 3
-    /// threads, on rows of odd lengths (1 to 17 points and longer), cached
-    /// and streaming stores: the reference's field bit for bit, and one
-    /// gosa, the same bits for every copy and thread count.
+    /// The backend's classic sweep with every kernel copy, with and
+    /// without prefetch, and 1 to 3 threads, on rows of odd lengths (1 to
+    /// 17 points and longer), cached and streaming stores: the reference's
+    /// field bit for bit, and one gosa, the same bits for every copy and
+    /// thread count.
     #[test]
     fn every_isa_and_thread_count_sweeps_alike() {
         use crate::grid::fields::Fields;
@@ -662,7 +698,10 @@ mod tests {
             }
             for isa in Isa::all_supported() {
                 for threads in 1..=3 {
-                    for stores in [Stores::Cached, Stores::Streaming] {
+                    for (stores, prefetch) in [Stores::Cached, Stores::Streaming]
+                        .into_iter()
+                        .flat_map(|s| [(s, false), (s, true)])
+                    {
                         let opts = CpuOptions {
                             threads,
                             bind: Bind::None,
@@ -670,8 +709,13 @@ mod tests {
                             tile_rows: None,
                         };
                         let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
+                        assert!(!cpu.prefetch, "{dims:?}: small fields fit the cache");
                         cpu.isa = isa;
-                        let what = format!("{dims:?} {} {threads} threads {stores:?}", isa.name());
+                        cpu.prefetch = prefetch;
+                        let what = format!(
+                            "{dims:?} {} {threads} threads {stores:?} prefetch {prefetch}",
+                            isa.name()
+                        );
                         for (s, field) in want_field.iter().enumerate() {
                             let mut g = [0.0];
                             cpu.sweeps_start(1).unwrap();
@@ -749,6 +793,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The classic sweep prefetches unless the node's fields take at most
+    /// half the last-level cache (here exceeded by a node of a million
+    /// ranks), and the report says which kernel ran.
+    #[test]
+    fn the_classic_sweep_prefetches_only_fields_beyond_the_cache() {
+        let grid = Grid::new([6, 6, 6]).unwrap();
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+        let opts = CpuOptions {
+            threads: 1,
+            bind: Bind::None,
+            stores: Stores::Cached,
+            tile_rows: None,
+        };
+        let detail = |cpu: &CpuBackend| cpu.info().detail.unwrap();
+        let cached = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
+        assert!(!cached.prefetch);
+        assert!(detail(&cached).contains(" (no prefetch); cached stores"));
+        let beyond = CpuBackend::new(&grid, &block, &opts, [0, 1 << 20]).unwrap();
+        assert!(beyond.prefetch);
+        assert!(!detail(&beyond).contains("prefetch"), "{}", detail(&beyond));
+        let deep = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(2);
+        let wavefront = CpuBackend::new(&grid, &deep, &opts, [0, 1]).unwrap();
+        assert!(!detail(&wavefront).contains("prefetch"));
     }
 
     #[test]

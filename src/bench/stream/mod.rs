@@ -90,7 +90,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         &format!("bench stream with {elements} elements per array"),
         Footprint::rank_thread()
             + arrays::footprint(elements, sum13_elements)
-            + Footprint::threads(threads),
+            + Footprint::threads(Pool::spawned(threads, args.bind)),
         comm,
     )?;
     let pool = Pool::new(threads, args.bind, comm.node_rank())?;

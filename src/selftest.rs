@@ -43,8 +43,8 @@ impl Backend for PatternBackend {
     fn reset(&mut self) -> Result<()> {
         Ok(())
     }
-    fn sweeps_start(&mut self, levels: usize) -> Result<()> {
-        one_sweep_only(levels)
+    fn sweeps_start(&mut self, sweeps: usize) -> Result<()> {
+        one_sweep_only(sweeps)
     }
     fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
         gosa[0] = 0.0;

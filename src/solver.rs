@@ -175,15 +175,15 @@ impl Solver<'_> {
         times: &mut PhaseTimes,
         per_sweep: &mut Option<f64>,
     ) -> Result<bool> {
-        let levels = gosa.len() as f64;
+        let sweeps = gosa.len() as f64;
         if let Some(s) = *per_sweep {
-            let expected = s * levels * ROUND_MARGIN;
+            let expected = s * sweeps * ROUND_MARGIN;
             self.stop
                 .busy_for(Duration::try_from_secs_f64(expected).unwrap_or(Duration::ZERO));
         }
         let started = Instant::now();
         let stop = self.round(gosa, times)?;
-        *per_sweep = Some(started.elapsed().as_secs_f64() / levels);
+        *per_sweep = Some(started.elapsed().as_secs_f64() / sweeps);
         Ok(stop)
     }
 
@@ -192,9 +192,9 @@ impl Solver<'_> {
     /// swap, sum the gosa of every sweep. Writes the global gosa of each
     /// sweep into `gosa` and returns whether any rank was asked to stop.
     fn round(&mut self, gosa: &mut [f64], times: &mut PhaseTimes) -> Result<bool> {
-        let levels = gosa.len();
+        let sweeps = gosa.len();
         let mut clock = Lap::start();
-        self.backend.sweeps_start(levels)?;
+        self.backend.sweeps_start(sweeps)?;
         timeline::lap(&mut clock, Phase::Compute, times);
         self.halo.exchange(self.backend, self.comm, times)?;
         clock.lap();
@@ -205,12 +205,12 @@ impl Solver<'_> {
         // loop after the same round (a signal may reach ranks at different
         // times). One allreduce for the whole round.
         let mut red = [0.0; MAX_DEPTH + 1];
-        red[..levels].copy_from_slice(gosa);
-        red[levels] = f64::from(u8::from(self.stop.raised()));
-        self.comm.sum(&mut red[..=levels]);
-        gosa.copy_from_slice(&red[..levels]);
+        red[..sweeps].copy_from_slice(gosa);
+        red[sweeps] = f64::from(u8::from(self.stop.raised()));
+        self.comm.sum(&mut red[..=sweeps]);
+        gosa.copy_from_slice(&red[..sweeps]);
         timeline::lap(&mut clock, Phase::Allreduce, times);
-        Ok(red[levels] > 0.0)
+        Ok(red[sweeps] > 0.0)
     }
 
     /// One round of `gosa.len()` sweeps outside the timed loop, as the run
@@ -223,12 +223,12 @@ impl Solver<'_> {
         Ok((self.comm.max(started.elapsed().as_secs_f64()), stop))
     }
 
-    /// Applies the injected fault, if any, meant for the `levels` iterations
+    /// Applies the injected fault, if any, meant for the `sweeps` iterations
     /// after `done` of `stage`: one meant for an iteration inside the round
     /// strikes before the round, since nothing runs between its sweeps.
-    fn inject_fault(&mut self, stage: Stage, done: u64, levels: usize) -> Result<()> {
+    fn inject_fault(&mut self, stage: Stage, done: u64, sweeps: usize) -> Result<()> {
         if let Some(f) = &self.fault {
-            for it in done + 1..=done + levels as u64 {
+            for it in done + 1..=done + sweeps as u64 {
                 f.before_iteration(self.comm.rank(), stage, it, self.backend)?;
             }
         }
@@ -237,7 +237,7 @@ impl Solver<'_> {
 
     /// Sweeps in the next round when `done` of `planned` iterations are
     /// done: the halo depth, or fewer to end on `planned`.
-    fn levels(&self, done: u64, planned: u64) -> usize {
+    fn sweeps(&self, done: u64, planned: u64) -> usize {
         let depth = self.block.depth.min(MAX_DEPTH) as u64;
         depth.min(planned - done) as usize
     }
@@ -256,13 +256,13 @@ impl Solver<'_> {
         // `Solver::timed_round`); none before the first.
         let mut per_sweep = None;
         while rehearsed < cfg.warmup {
-            let levels = self.levels(rehearsed, cfg.warmup);
-            self.inject_fault(Stage::Rehearsal, rehearsed, levels)?;
+            let sweeps = self.sweeps(rehearsed, cfg.warmup);
+            self.inject_fault(Stage::Rehearsal, rehearsed, sweeps)?;
             timeline::mark(Part::Rehearsal, rehearsed + 1);
-            let stop = self.watched_round(&mut gosa[..levels], &mut scratch, &mut per_sweep)?;
-            check_round(&gosa[..levels], rehearsed)?;
-            rehearsed += levels as u64;
-            rehearsal_gosa = gosa[levels - 1];
+            let stop = self.watched_round(&mut gosa[..sweeps], &mut scratch, &mut per_sweep)?;
+            check_round(&gosa[..sweeps], rehearsed)?;
+            rehearsed += sweeps as u64;
+            rehearsal_gosa = gosa[sweeps - 1];
             // A signal during the rehearsal ends the run before anything is
             // timed (the decision is collective, like any stop).
             if stop {
@@ -316,16 +316,16 @@ impl Solver<'_> {
         let cpu_start = timing::process_cpu_s();
         let mut clock = Lap::start();
         while done < planned {
-            let levels = self.levels(done, planned);
-            self.inject_fault(Stage::Timed, done, levels)?;
+            let sweeps = self.sweeps(done, planned);
+            self.inject_fault(Stage::Timed, done, sweeps)?;
             timeline::mark(Part::Timed, done + 1);
-            let stop = self.watched_round(&mut gosa[..levels], &mut times, &mut per_sweep)?;
-            for (n, g) in gosa[..levels].iter().enumerate() {
+            let stop = self.watched_round(&mut gosa[..sweeps], &mut times, &mut per_sweep)?;
+            for (n, g) in gosa[..sweeps].iter().enumerate() {
                 tracing::debug!(iteration = done + 1 + n as u64, gosa = g, "gosa");
             }
-            check_round(&gosa[..levels], done)?;
-            done += levels as u64;
-            last_gosa = gosa[levels - 1];
+            check_round(&gosa[..sweeps], done)?;
+            done += sweeps as u64;
+            last_gosa = gosa[sweeps - 1];
             if let Some(report_progress) = self.progress.as_mut() {
                 report_progress(done, planned);
             }

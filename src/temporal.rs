@@ -114,11 +114,11 @@ struct View {
     reason: String,
 }
 
-/// Bytes of the wavefront's working set per thread for `levels` sweeps of
+/// Bytes of the wavefront's working set per thread for `sweeps` sweeps of
 /// tiles of `rows` rows of `nk` values: the coefficients' and `p`'s rows
-/// of the `levels` planes in flight (as `wavefront::tile_rows` counts).
-fn working_set(nk: usize, levels: usize, rows: usize) -> usize {
-    rows.saturating_mul(nk * 4 * 13 * levels)
+/// of the `sweeps` planes in flight (as `wavefront::tile_rows` counts).
+fn working_set(nk: usize, sweeps: usize, rows: usize) -> usize {
+    rows.saturating_mul(nk * 4 * 13 * sweeps)
 }
 
 /// MiB, for messages.
@@ -148,23 +148,23 @@ impl Machine {
         }
     }
 
-    /// Whether `levels` sweeps' tiles fit one thread's cache share.
-    fn fits(&self, levels: usize) -> bool {
-        working_set(self.nk, levels, self.rows) <= self.budget
+    /// Whether `sweeps` sweeps' tiles fit one thread's cache share.
+    fn fits(&self, sweeps: usize) -> bool {
+        working_set(self.nk, sweeps, self.rows) <= self.budget
     }
 
-    /// The one-line warning for an explicit `levels` that does not fit.
-    fn warning(&self, levels: usize, allowed: usize) -> Option<String> {
-        if levels < 2 || self.fits(levels) {
+    /// The one-line warning for an explicit `sweeps` that does not fit.
+    fn warning(&self, sweeps: usize, allowed: usize) -> Option<String> {
+        if sweeps < 2 || self.fits(sweeps) {
             return None;
         }
-        let largest = (1..levels).rev().find(|&t| t <= allowed && self.fits(t));
+        let largest = (1..sweeps).rev().find(|&t| t <= allowed && self.fits(t));
         Some(format!(
-            "--temporal {levels}: the wavefront's tiles of {} rows need {:.1} MiB of cache per \
+            "--temporal {sweeps}: the wavefront's tiles of {} rows need {:.1} MiB of cache per \
              thread, more than a thread's {:.1} MiB share of this machine's cache, so its \
              sweeps come from memory and it may run slower than --temporal 1; {}",
             self.rows,
-            mib(working_set(self.nk, levels, self.rows)),
+            mib(working_set(self.nk, sweeps, self.rows)),
             mib(self.budget),
             match largest {
                 _ if self.given => "give fewer --tile-rows, or use --temporal auto".to_string(),
@@ -432,12 +432,12 @@ fn calibrate(solver: &mut Solver<'_>, candidates: &[usize]) -> Result<Option<Vec
     let started = Instant::now();
     let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
     for round in 0..ROUNDS {
-        for (c, &levels) in candidates.iter().enumerate() {
-            let (seconds, stop) = solver.timed_round(&mut gosa[..levels])?;
+        for (c, &sweeps) in candidates.iter().enumerate() {
+            let (seconds, stop) = solver.timed_round(&mut gosa[..sweeps])?;
             if stop {
                 return Ok(None);
             }
-            best[c] = best[c].min(seconds / levels as f64);
+            best[c] = best[c].min(seconds / sweeps as f64);
         }
         if round >= 1 && solver.comm.max(started.elapsed().as_secs_f64()) > CALIBRATION_S {
             break;
@@ -467,7 +467,7 @@ mod tests {
         assert!(!m.fits(5));
         assert_eq!(m.warning(4, 32), None);
         assert_eq!(m.warning(1, 32), None);
-        let w = m.warning(8, 32).expect("8 levels do not fit 1 MiB");
+        let w = m.warning(8, 32).expect("8 sweeps do not fit 1 MiB");
         assert!(w.contains("--temporal 4 fits"), "{w}");
         assert!(!w.contains('\n'), "{w}");
         // Nothing above 1 fits: the advice is T=1 or auto.

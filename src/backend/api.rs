@@ -104,13 +104,13 @@ pub struct GpuSoftware {
 }
 
 /// What a backend without temporal blocking answers when asked for
-/// `levels` sweeps between two exchanges: fine for one, an error otherwise.
-pub fn one_sweep_only(levels: usize) -> Result<()> {
-    if levels == 1 {
+/// `sweeps` sweeps between two exchanges: fine for one, an error otherwise.
+pub fn one_sweep_only(sweeps: usize) -> Result<()> {
+    if sweeps == 1 {
         return Ok(());
     }
     Err(crate::error::Error::usage(format!(
-        "{levels} sweeps between halo exchanges need temporal blocking, which this backend \
+        "{sweeps} sweeps between halo exchanges need temporal blocking, which this backend \
          does not do: use --temporal 1"
     )))
 }
@@ -122,13 +122,13 @@ pub trait Backend {
     fn info(&self) -> BackendInfo;
     /// Resets every field to its initial value.
     fn reset(&mut self) -> Result<()>;
-    /// Starts `levels` successive sweeps (1 to the block's ghost depth):
+    /// Starts `sweeps` successive sweeps (1 to the block's ghost depth):
     /// the first reads `p`, each later one the previous one's field, and
     /// `next` then holds the last one's owned points. When it returns, the
     /// owned planes next to every face of `next` are final, so they may be
     /// packed while the rest of the sweeps runs. A backend without
     /// temporal blocking refuses more than one ([`one_sweep_only`]).
-    fn sweeps_start(&mut self, levels: usize) -> Result<()>;
+    fn sweeps_start(&mut self, sweeps: usize) -> Result<()>;
     /// Completes the sweeps begun by [`Backend::sweeps_start`] and writes
     /// this rank's sum of squared residuals of each, in order, to `gosa`
     /// (one value per sweep).

@@ -125,7 +125,7 @@ struct Sizes {
     owned_rows: usize,
     /// Sweeps per call with a per-level residual set (0 for the classic
     /// sweep).
-    levels: usize,
+    sweeps: usize,
     /// Rows per wavefront tile.
     tile_rows: usize,
 }
@@ -140,7 +140,7 @@ impl Sizes {
             points: dims.iter().product(),
             k0: block.origin(2),
             owned_rows: block.n[0] * block.n[1],
-            levels: if depth > 1 { depth } else { 0 },
+            sweeps: if depth > 1 { depth } else { 0 },
             tile_rows: opts
                 .tile_rows
                 .unwrap_or_else(|| {
@@ -157,7 +157,7 @@ impl Sizes {
             .sum();
         fields
             + Footprint::vec::<f64>(self.owned_rows)
-            + Footprint::vec::<f64>(self.levels * self.owned_rows)
+            + Footprint::vec::<f64>(self.sweeps * self.owned_rows)
             + Footprint::vec::<f32>(scratch_len(block, self.threads, self.tile_rows))
                 .times(self.threads)
             + Footprint::threads(self.spawned)
@@ -249,7 +249,7 @@ impl CpuBackend {
         let parts = partition(block, threads);
         let owned_rows = sizes.owned_rows;
         let depth = block.depth;
-        let level_shape = (sizes.levels, block.n[0], block.n[1]);
+        let level_shape = (sizes.sweeps, block.n[0], block.n[1]);
         let points = sizes.points;
         let field_bytes = points
             .saturating_mul(FIELDS)
@@ -476,11 +476,11 @@ impl CpuBackend {
         self.gosa[0] = self.row_gosa.iter().sum();
     }
 
-    /// `levels` sweeps as a wavefront: each thread a band of owned j rows.
-    fn sweep_wavefront(&mut self, levels: usize) {
+    /// `sweeps` sweeps as a wavefront: each thread a band of owned j rows.
+    fn sweep_wavefront(&mut self, sweeps: usize) {
         let lay = self.lay;
         let isa = self.isa;
-        let plan = wavefront::Plan::new(&self.block, levels, self.tile_rows);
+        let plan = wavefront::Plan::new(&self.block, sweeps, self.tile_rows);
         let (p, next, coef) = named(&mut self.fields);
         let inp = Inputs {
             lay,
@@ -527,7 +527,7 @@ impl CpuBackend {
         });
         timeline::record_threads(&spans);
         // Each level summed in row order, as the classic sweep sums.
-        for (s, g) in self.gosa[..levels].iter_mut().enumerate() {
+        for (s, g) in self.gosa[..sweeps].iter_mut().enumerate() {
             *g = self.level_gosa.index_axis(Axis(0), s).iter().sum();
         }
     }
@@ -585,17 +585,17 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn sweeps_start(&mut self, levels: usize) -> Result<()> {
-        if levels == 0 || levels > self.block.depth {
+    fn sweeps_start(&mut self, sweeps: usize) -> Result<()> {
+        if sweeps == 0 || sweeps > self.block.depth {
             return Err(crate::error::Error::runtime(format!(
-                "{levels} sweeps asked of a block with {} ghost layers",
+                "{sweeps} sweeps asked of a block with {} ghost layers",
                 self.block.depth
             )));
         }
-        if levels == 1 {
+        if sweeps == 1 {
             self.sweep_rows();
         } else {
-            self.sweep_wavefront(levels);
+            self.sweep_wavefront(sweeps);
         }
         Ok(())
     }
@@ -744,7 +744,7 @@ mod tests {
         CpuBackend::new(grid, &block, &opts, [0, 1]).unwrap()
     }
 
-    /// Blocks of `levels` wavefront sweeps leave bitwise the field of as
+    /// Blocks of `sweeps` wavefront sweeps leave bitwise the field of as
     /// many classic sweeps and give each sweep's gosa bit for bit, for
     /// every tile height (down to one row, where the redundant rows of
     /// neighbouring tiles overlap most), thread count and store kind.
@@ -771,9 +771,9 @@ mod tests {
                 cpu.set_tile_rows(rows).unwrap();
                 let mut done = 0;
                 while done < want.len() {
-                    let levels = depth.min(want.len() - done);
-                    let mut g = vec![0.0; levels];
-                    cpu.sweeps_start(levels).unwrap();
+                    let sweeps = depth.min(want.len() - done);
+                    let mut g = vec![0.0; sweeps];
+                    cpu.sweeps_start(sweeps).unwrap();
                     cpu.sweeps_finish(&mut g).unwrap();
                     cpu.swap();
                     for (s, g) in g.iter().enumerate() {
@@ -784,7 +784,7 @@ mod tests {
                             done + s + 1
                         );
                     }
-                    done += levels;
+                    done += sweeps;
                     assert_eq!(
                         cpu.field().unwrap(),
                         want[done - 1].1,

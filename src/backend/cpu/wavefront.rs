@@ -1,7 +1,8 @@
 //! Temporal blocking on the CPU: `L` successive sweeps of a block between
 //! two halo exchanges, as a cache-blocked wavefront, so that the
 //! coefficients and `p` come from memory once per `L` iterations instead of
-//! once per iteration.
+//! once per iteration. Level `s` (1 to `L`) is the wavefront's `s`-th
+//! sweep; `sweeps` counts them.
 //!
 //! The block's owned rows are split along j into one band per thread and
 //! each band into tiles of a few rows. A tile walks the whole i extent of
@@ -9,7 +10,7 @@
 //! field in memory, level 2 plane `w-1` from level 1's planes, and so on, so
 //! the planes each level needs were made one, two and three steps before
 //! and are still in the cache, and the coefficients level 1 loads are read
-//! again by the later levels while they are. Only level `L` writes the new
+//! again by the later sweeps while they are. Only level `L` writes the new
 //! field; the others live in buffers private to the thread.
 //!
 //! Tiles are skewed: level `s` of a tile covers its rows shifted down by
@@ -26,7 +27,7 @@
 //! updates repeat arithmetic that another thread or rank also does, with
 //! the same inputs and so the same bits; only the band's own rows are
 //! stored or counted in gosa. The same holds along i and k, whose ranges
-//! grow by `L-s` towards each neighbour. At the grid's edge the levels stop
+//! grow by `L-s` towards each neighbour. At the grid's edge the sweeps stop
 //! at the fixed boundary, whose values are read from `p` itself.
 //!
 //! Every level's gosa is kept per owned row, with the row kernel's lane
@@ -48,11 +49,11 @@ const SLOTS: usize = 3;
 const PAGE_FLOATS: usize = 1024;
 /// Where a level's rows sit modulo 4 KiB relative to the same row of the
 /// fields, in values: past the fourteen fields' own staggers (256 B apart,
-/// see the backend), alternating between levels so that a level's output
+/// see the backend), alternating between sweeps so that a level's output
 /// never shares its address bits with its input rows of the same plane.
 const LEVEL_STAGGER: [usize; 2] = [14 * 64, 15 * 64];
 
-/// The geometry of one block's wavefront with `levels` sweeps.
+/// The geometry of one block's wavefront with `sweeps` sweeps.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Local extents of the block's arrays.
@@ -63,7 +64,7 @@ pub struct Plan {
     /// that the redundant updates extend into).
     pub open: [[bool; 2]; 3],
     /// Sweeps in this call.
-    pub levels: usize,
+    pub sweeps: usize,
     /// Most sweeps of any call (the halo depth): the scratch space is laid
     /// out for them, so that calls with fewer reuse the same pages.
     pub depth: usize,
@@ -72,24 +73,24 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan for `levels` sweeps over `block`, tiles of `tile_rows`.
-    pub fn new(block: &Block, levels: usize, tile_rows: usize) -> Plan {
+    /// The plan for `sweeps` sweeps over `block`, tiles of `tile_rows`.
+    pub fn new(block: &Block, sweeps: usize, tile_rows: usize) -> Plan {
         Plan {
             dims: block.local_dims(),
             owned: std::array::from_fn(|d| block.owned(d)),
             open: std::array::from_fn(|d| {
                 std::array::from_fn(|side| block.neighbours[d][side].is_some())
             }),
-            levels,
-            depth: block.depth.max(levels),
+            sweeps,
+            depth: block.depth.max(sweeps),
             tile_rows: tile_rows.max(1),
         }
     }
 
     /// Local indices level `s` (1-based) updates along dimension `d`: the
-    /// owned ones and `levels - s` more into each side with a neighbour.
+    /// owned ones and `sweeps - s` more into each side with a neighbour.
     fn range(&self, d: usize, s: usize) -> Range<usize> {
-        let e = self.levels - s;
+        let e = self.sweeps - s;
         let own = &self.owned[d];
         let lo = if self.open[d][0] {
             own.start - e
@@ -105,8 +106,8 @@ impl Plan {
     }
 
     /// Where the tiles of a band of `rows` rows start, from 0: tiles of at
-    /// least `tile_rows` rows (and two), the first of at least `levels`
-    /// (its levels start at the band's start, not skewed, and must still
+    /// least `tile_rows` rows (and two), the first of at least `sweeps`
+    /// (its sweeps start at the band's start, not skewed, and must still
     /// leave two rows for the next tile), one tile when the band is short.
     fn tile_starts(&self, rows: usize) -> Vec<usize> {
         let (first, rest) = (self.first_tile(), self.rest_tile());
@@ -121,7 +122,7 @@ impl Plan {
 
     /// Fewest rows of the first tile of a band of several.
     fn first_tile(&self) -> usize {
-        self.rest_tile().max(self.levels)
+        self.rest_tile().max(self.sweeps)
     }
 
     /// Fewest rows of the other tiles (they have fewer than twice as many).
@@ -131,8 +132,8 @@ impl Plan {
 
     /// Most rows of a level of a tile kept in its ring: a tile has fewer
     /// than `first_tile + rest_tile` rows (or is its band's only one), and
-    /// a level reaches `levels - 1` rows beyond the band at each end; with
-    /// `depth` for `levels`, whatever the call.
+    /// a level reaches `sweeps - 1` rows beyond the band at each end; with
+    /// `depth` for `sweeps`, whatever the call.
     fn ring_rows(&self, band_rows: usize) -> usize {
         let first = self.rest_tile().max(self.depth);
         (first + self.rest_tile()).min(band_rows.max(1)) + 2 * self.depth
@@ -157,7 +158,7 @@ impl Plan {
         2 * self.dims[2] + PAGE_FLOATS
     }
 
-    /// Distance between the buffers of consecutive levels: three slots
+    /// Distance between the buffers of consecutive sweeps: three slots
     /// and two edge buffers of every plane.
     fn level_stride(&self, band_rows: usize) -> usize {
         SLOTS * self.slot_stride(band_rows) + 2 * self.dims[0] * self.edge_plane()
@@ -172,12 +173,12 @@ impl Plan {
 /// fall out of the L2 and L3 share.
 const TILE_ROWS: usize = 32;
 
-/// Chooses the rows per tile for `levels` sweeps of rows `nk` values long:
-/// [`TILE_ROWS`], or fewer if the thirteen arrays' rows of the `levels`
+/// Chooses the rows per tile for `sweeps` sweeps of rows `nk` values long:
+/// [`TILE_ROWS`], or fewer if the thirteen arrays' rows of the `sweeps`
 /// planes in flight would not fit in `budget` bytes (the core's share of
 /// the last-level cache), at least 2.
-pub fn tile_rows(nk: usize, levels: usize, budget: usize) -> usize {
-    let fit = budget / (nk * 4 * 13 * levels).max(1);
+pub fn tile_rows(nk: usize, sweeps: usize, budget: usize) -> usize {
+    let fit = budget / (nk * 4 * 13 * sweeps).max(1);
     TILE_ROWS.min(fit).max(2)
 }
 
@@ -211,7 +212,7 @@ pub fn sweep_band(
     if rows.is_empty() {
         return;
     }
-    let levels = plan.levels;
+    let sweeps = plan.sweeps;
     // The scratch space starts on 4 KiB, so that a row placed at an offset
     // with the same residue as its field row has that row's address bits.
     let to_page = (scratch.as_ptr() as usize % 4096) / 4;
@@ -222,12 +223,12 @@ pub fn sweep_band(
     // tile t+1 starts; lo[tiles] is the band's end).
     let lo: Vec<Vec<usize>> = (0..=tiles)
         .map(|t| {
-            (0..=levels)
+            (0..=sweeps)
                 .map(|s| {
                     let s = s.max(1);
                     let range = plan.range(1, s);
-                    let first = range.start.max(rows.start.saturating_sub(levels - s));
-                    let end = range.end.min(rows.end + levels - s);
+                    let first = range.start.max(rows.start.saturating_sub(sweeps - s));
+                    let end = range.end.min(rows.end + sweeps - s);
                     if t == 0 {
                         first
                     } else if t == tiles {
@@ -322,17 +323,17 @@ fn sweep_tile(
     scratch: &mut [f32],
     streaming: bool,
 ) {
-    let levels = plan.levels;
+    let sweeps = plan.sweeps;
     let nk = plan.dims[2];
-    let i_range: Vec<Range<usize>> = (0..=levels).map(|s| plan.range(0, s.max(1))).collect();
+    let i_range: Vec<Range<usize>> = (0..=sweeps).map(|s| plan.range(0, s.max(1))).collect();
     let k_own = plan.owned[2].clone();
     let i_own = plan.owned[0].clone();
     let band_rows = band.rows.clone();
     let mut row_buf = streaming.then(|| RowBuffer::new(nk, k_own.start));
     let first = i_range[1].start;
-    let last = i_range[1].end + levels - 1;
+    let last = i_range[1].end + sweeps - 1;
     for w in first..last {
-        for s in 1..=levels {
+        for s in 1..=sweeps {
             let Some(q) = (w + 1).checked_sub(s) else {
                 continue;
             };
@@ -342,7 +343,7 @@ fn sweep_tile(
             let k = plan.range(2, s);
             let prev = s - 1;
             // Levels below s are read, level s (and above) written.
-            let split = if s < levels {
+            let split = if s < sweeps {
                 (s - 1) * at.level
             } else {
                 scratch.len()
@@ -410,7 +411,7 @@ fn sweep_tile(
             if rows.is_empty() {
                 continue;
             }
-            if s < levels {
+            if s < sweeps {
                 for j in rows {
                     let nb = rows_of(j);
                     let o = place(j) - split;

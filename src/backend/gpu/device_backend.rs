@@ -535,8 +535,8 @@ impl Backend for GpuBackend {
         self.fill_all()
     }
 
-    fn sweeps_start(&mut self, levels: usize) -> Result<()> {
-        one_sweep_only(levels)?;
+    fn sweeps_start(&mut self, sweeps: usize) -> Result<()> {
+        one_sweep_only(sweeps)?;
         self.trace_sweep()?;
         if self.overlap {
             let halo = self.halo.clone();

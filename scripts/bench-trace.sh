@@ -52,7 +52,7 @@ done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats '$repeats' is not a whole number above 0"
 case $launcher in mpirun|local) ;; *) die "--launcher '$launcher': use mpirun or local" ;; esac
 cd "$(dirname "$0")/.."
-[[ $launcher == mpirun ]] && mapfile -t mpirun < <(scripts/mpirun-for "$ranks")
+[[ $launcher == mpirun ]] && mapfile -t mpirun < <(HIMENO_MPIRUN=mpirun scripts/mpirun-for "$ranks")
 if [[ ! -x $bin ]]; then
     cargo build --release --features mpi
 fi

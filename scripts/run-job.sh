@@ -38,7 +38,9 @@ if ! $names_problem; then
     args=(run --size L "${args[@]:1}")
   fi
 fi
-mapfile -t launcher < <(scripts/mpirun-for "$np")
+# Open MPI's mpirun, which the build above links against (HIMENO_MPIRUN
+# names the tests' launcher, not this job's).
+mapfile -t launcher < <(HIMENO_MPIRUN=mpirun scripts/mpirun-for "$np")
 ((${#launcher[@]})) || exit 2
 if [[ $dry_run == 1 ]]; then
   echo "${launcher[*]} target/release/himeno ${args[*]}"

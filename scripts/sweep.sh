@@ -98,7 +98,9 @@ launcher_for() {
   elif [[ -n $launcher ]]; then
     read -r -a words <<< "${launcher//%n/$np}"
   else
-    mapfile -t words < <("$here/mpirun-for" "$np")
+    # Open MPI's mpirun unless --launcher says otherwise (HIMENO_MPIRUN
+    # names the tests' launcher).
+    mapfile -t words < <(HIMENO_MPIRUN=mpirun "$here/mpirun-for" "$np")
   fi
   printf '%s\n' "${words[@]}"
 }

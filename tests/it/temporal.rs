@@ -319,40 +319,25 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
     assert!(reason.contains("fit in its last-level cache"), "{reason}");
     assert_eq!(r["temporal_choice"]["trials"], serde_json::json!([]));
     let text = stdout_ok(&run(himeno(&small)));
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("Temporal auto:"))
-        .collect();
+    let lines = lines_starting(&text, "Temporal auto:");
     assert_eq!(lines.len(), 1, "{text}");
     assert!(
         lines[0].contains("1 sweep(s) per halo exchange; T=1 from the model"),
         "{text}"
     );
-    // Tiles of 4096 rows of 34 values, 8 levels: 58 MiB per thread.
-    let deep = [
-        "--grid",
-        "18x18x34",
-        "--iterations",
-        "8",
-        "--temporal",
-        "8",
-        "--tile-rows",
-        "4096",
-    ];
-    let text = stdout_ok(&run(himeno(&deep)));
-    let warnings: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("Warning: --temporal 8"))
-        .collect();
+    // Tiles of 4096 rows of 34 values, 8 sweeps: 58 MiB per thread.
+    let fitting = ["--grid", "18x18x34", "--iterations", "8", "--temporal", "8"];
+    let text = stdout_ok(&run(himeno(
+        &[&fitting[..], &["--tile-rows", "4096"]].concat(),
+    )));
+    let warnings = lines_starting(&text, "Warning: --temporal 8");
     assert_eq!(warnings.len(), 1, "{text}");
     assert!(warnings[0].contains("give fewer --tile-rows"), "{text}");
-    let fits = stdout_ok(&run(himeno(&[
-        "--grid",
-        "18x18x34",
-        "--iterations",
-        "8",
-        "--temporal",
-        "8",
-    ])));
+    let fits = stdout_ok(&run(himeno(&fitting)));
     assert!(!fits.contains("Warning"), "{fits}");
+}
+
+/// The lines of a report that start with `head`.
+fn lines_starting<'a>(text: &'a str, head: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(head)).collect()
 }

@@ -92,24 +92,24 @@ const WIDE: usize = 16;
 /// Defines `$name(isa, args..)`, the row kernel `$body` compiled once per
 /// instruction set as [`multiversion!`] does, each copy with its own step
 /// width: [`WIDE`] points where the registers hold them (AVX-512), else
-/// [`LANES`].
+/// [`LANES`]. `prefetch` is the body's `PREFETCH` parameter.
 macro_rules! per_isa {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:ident) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:ident, prefetch = $pf:literal) => {
         $(#[$meta])*
         #[inline]
         $vis fn $name(isa: Isa, $($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2")]
             fn avx2($($arg: $ty),*) -> $ret {
-                $body::<Vector<LANES>, LANES>($($arg),*)
+                $body::<Vector<LANES>, LANES, $pf>($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,avx512f,avx512vl")]
             fn avx512($($arg: $ty),*) -> $ret {
-                $body::<zmm::Zmm, WIDE>($($arg),*)
+                $body::<zmm::Zmm, WIDE, $pf>($($arg),*)
             }
             match isa.set() {
-                Set::Baseline => $body::<Vector<LANES>, LANES>($($arg),*),
+                Set::Baseline => $body::<Vector<LANES>, LANES, $pf>($($arg),*),
                 // SAFETY: an `Isa` naming AVX2 or AVX-512 is only made after
                 // run-time detection found those features on this CPU.
                 #[cfg(target_arch = "x86_64")]
@@ -127,7 +127,7 @@ per_isa!(
     /// whole row of the new field) and returns the sum of their squared
     /// residuals, point `k.start + x` in lane `x % LANES`. For rows that
     /// stream from memory: every input is prefetched ahead.
-    pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_streamed
+    pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row, prefetch = true
 );
 
 per_isa!(
@@ -136,7 +136,7 @@ per_isa!(
     /// prefetch instructions only compete with the loads: an L2-resident
     /// row measured about 25% faster without them, a row from memory
     /// 30-50% slower (notes/cpu-perf.md).
-    pub fn sweep_row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row_cached
+    pub fn sweep_row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row, prefetch = false
 );
 
 per_isa!(
@@ -144,7 +144,7 @@ per_isa!(
     /// classic sweep): the same kernel, with every row found at its offset
     /// from the one field, which the compiler turns into fewer live
     /// pointers than nine separate rows (measured 7% faster at size M).
-    pub fn sweep_row_at(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at
+    pub fn sweep_row_at(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at, prefetch = true
 );
 
 per_isa!(
@@ -152,7 +152,7 @@ per_isa!(
     /// steps of [`sweep_row_cached`]: the classic sweep of fields that take
     /// at most half the last-level cache, where it measured 1.08-1.4x
     /// faster than with prefetch (notes/cpu-perf.md).
-    pub fn sweep_row_at_cached(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at_cached
+    pub fn sweep_row_at_cached(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at, prefetch = false
 );
 
 /// Where a row update finds the rows it reads, as slices of the `m`
@@ -201,9 +201,9 @@ impl<'a> Source<'a> for Around<'a, '_> {
     }
 }
 
-/// [`row_body`] over the fields, with prefetch.
+/// [`row_body`] over the fields, with prefetch or without.
 #[inline(always)]
-fn row_at<V: Step<W>, const W: usize>(
+fn row_at<V: Step<W>, const W: usize, const PREFETCH: bool>(
     inp: &Inputs<'_>,
     i: usize,
     j: usize,
@@ -214,23 +214,7 @@ fn row_at<V: Step<W>, const W: usize>(
         inp,
         at: inp.lay.row(i, j),
     };
-    row_body::<_, V, true, W>(&src, k, inp.omega, out)
-}
-
-/// [`row_at`] without prefetch.
-#[inline(always)]
-fn row_at_cached<V: Step<W>, const W: usize>(
-    inp: &Inputs<'_>,
-    i: usize,
-    j: usize,
-    k: Range<usize>,
-    out: &mut [f32],
-) -> f64 {
-    let src = Around {
-        inp,
-        at: inp.lay.row(i, j),
-    };
-    row_body::<_, V, false, W>(&src, k, inp.omega, out)
+    row_body::<_, V, PREFETCH, W>(&src, k, inp.omega, out)
 }
 
 /// A row's partial sums of squared residuals, one per lane, aligned to a
@@ -238,26 +222,15 @@ fn row_at_cached<V: Step<W>, const W: usize>(
 #[repr(C, align(64))]
 struct Lanes([f64; LANES]);
 
-/// [`row_body`] with prefetch.
+/// [`row_body`] over nine separate rows, with prefetch or without.
 #[inline(always)]
-fn row_streamed<V: Step<W>, const W: usize>(
+fn row<V: Step<W>, const W: usize, const PREFETCH: bool>(
     rows: &Rows<'_>,
     k: Range<usize>,
     omega: f32,
     out: &mut [f32],
 ) -> f64 {
-    row_body::<_, V, true, W>(rows, k, omega, out)
-}
-
-/// [`row_body`] without prefetch.
-#[inline(always)]
-fn row_cached<V: Step<W>, const W: usize>(
-    rows: &Rows<'_>,
-    k: Range<usize>,
-    omega: f32,
-    out: &mut [f32],
-) -> f64 {
-    row_body::<_, V, false, W>(rows, k, omega, out)
+    row_body::<_, V, PREFETCH, W>(rows, k, omega, out)
 }
 
 /// The values one point's update reads, named as in the specification:
@@ -332,41 +305,26 @@ impl<T: Value> Point<T> {
 #[derive(Clone, Copy)]
 struct Vector<const W: usize>([f32; W]);
 
-impl<const W: usize> Add for Vector<W> {
-    type Output = Self;
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        let mut r = self.0;
-        for (r, o) in r.iter_mut().zip(o.0) {
-            *r += o;
+/// `impl Op for Vector<W>`, lane by lane with the compound operator `op`.
+macro_rules! lanewise {
+    ($trait:ident, $method:ident, $op:tt) => {
+        impl<const W: usize> $trait for Vector<W> {
+            type Output = Self;
+            #[inline(always)]
+            fn $method(self, o: Self) -> Self {
+                let mut r = self.0;
+                for (r, o) in r.iter_mut().zip(o.0) {
+                    *r $op o;
+                }
+                Vector(r)
+            }
         }
-        Vector(r)
-    }
+    };
 }
 
-impl<const W: usize> Sub for Vector<W> {
-    type Output = Self;
-    #[inline(always)]
-    fn sub(self, o: Self) -> Self {
-        let mut r = self.0;
-        for (r, o) in r.iter_mut().zip(o.0) {
-            *r -= o;
-        }
-        Vector(r)
-    }
-}
-
-impl<const W: usize> Mul for Vector<W> {
-    type Output = Self;
-    #[inline(always)]
-    fn mul(self, o: Self) -> Self {
-        let mut r = self.0;
-        for (r, o) in r.iter_mut().zip(o.0) {
-            *r *= o;
-        }
-        Vector(r)
-    }
-}
+lanewise!(Add, add, +=);
+lanewise!(Sub, sub, -=);
+lanewise!(Mul, mul, *=);
 
 /// A vector of `W` values that a row step loads, computes with lane by
 /// lane ([`Value`]) and stores.

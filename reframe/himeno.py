@@ -85,9 +85,17 @@ class himeno_base(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def verified(self):
+        # In order: the job ran to its end, himeno's status (1 is a wrong
+        # answer, 2 an error, said on its stderr), the verdict.
+        status = r'^himeno exit status: (\d+)$'
         return sn.all([
-            sn.assert_found(r'^himeno exit status: 0$', self.stdout,
-                            msg='himeno did not exit with status 0'),
+            sn.assert_found(status, self.stdout,
+                            msg='no exit status in the job\'s output: the job '
+                                'was killed, or the scheduler said it ended '
+                                'while it ran'),
+            sn.assert_eq(sn.extractsingle(status, self.stdout, 1, int), 0,
+                         msg='himeno exited with status {0}, not 0 '
+                             '(its stderr says why)'),
             sn.assert_found(r'\n  "verified": true', self.stdout,
                             msg='the run did not verify its answer'),
         ])

@@ -963,6 +963,68 @@ fn the_reframe_checks_pass_on_the_cluster() {
 }
 
 #[test]
+fn a_failed_squeue_does_not_end_a_reframe_check_early() {
+    let Some(c) = cluster() else { return };
+    let Some(rf) = crate::reframe::reframe() else {
+        return;
+    };
+    // An squeue first on PATH that fails every other call, as squeue does
+    // when the controller of a loaded machine is slow to answer ("Socket
+    // timed out"). ReFrame's own `squeue` scheduler takes the job of a
+    // failed query as completed and reads the output of a job still
+    // running; the site configuration's scheduler asks again.
+    let dir = scratch("squeue");
+    let count = dir.join("calls");
+    let wrapper = dir.join("squeue");
+    write_executable(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\n\
+             n=$(cat '{count}' 2>/dev/null || echo 0)\n\
+             echo $((n + 1)) > '{count}'\n\
+             if [ $((n % 2)) -eq 1 ]; then\n\
+             echo 'slurm_load_jobs error: Socket timed out on send/recv operation' >&2; exit 1\n\
+             fi\n\
+             PATH=${{PATH#*:}} exec squeue \"$@\"\n",
+            count = count.display()
+        ),
+    );
+    // The wrapper's folder first; it takes itself off PATH to run the real one.
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap());
+    let conf = c.dir.join("slurm.conf");
+    // Long enough (a few seconds) that a failed poll comes while it runs.
+    let (o, report) = crate::reframe::run_checks(
+        rf,
+        "vcluster",
+        "vcluster-squeue",
+        &[
+            "-n",
+            "himeno_check%ranks=4%variant=classic",
+            "-S",
+            "iterations=1500",
+        ],
+        &[
+            ("SLURM_CONF", conf.to_str().unwrap()),
+            ("PATH", &path),
+            ("OMPI_MCA_mpi_yield_when_idle", "1"),
+        ],
+    );
+    crate::reframe::assert_all_passed(&o, &report, 1);
+    let calls: u32 = std::fs::read_to_string(&count)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(calls >= 2, "squeue failed no poll ({calls} calls)");
+    assert!(
+        stdout(&o).contains("squeue failed (exit 1), asking again"),
+        "{}",
+        stdout(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_long_run_warned_before_its_limit_requeues_itself_and_ends_with_the_uninterrupted_answer() {
     let Some(c) = cluster() else { return };
     let dir = scratch("requeue");

@@ -159,6 +159,14 @@ pub fn ranks(launcher: Launcher, np: usize, args: &[&str]) -> Command {
     }
 }
 
+/// Writes `text` to `path` as an executable script (mode 755): the stand-in
+/// programs tests put first on PATH.
+pub fn write_executable(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// A fresh path `name` in a folder of this test process, for results files
 /// and plots (`tag` keeps the areas' files apart).
 pub fn temp_file(tag: &str, name: &str) -> PathBuf {

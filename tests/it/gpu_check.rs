@@ -117,10 +117,7 @@ impl Stubs {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
         for (file, text) in [("bin/himeno", STUB_HIMENO), ("bin/nvidia-smi", STUB_SMI)] {
-            let p = dir.join(file);
-            std::fs::write(&p, text).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            write_executable(&dir.join(file), text);
         }
         for f in files {
             let p = dir.join("root").join(f);

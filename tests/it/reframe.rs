@@ -108,9 +108,12 @@ pub fn assert_all_passed(o: &Output, report: &Value, n: usize) {
     assert_eq!(cs.len(), n, "{}", stdout(o));
     for c in &cs {
         assert_eq!(
-            c["result"], "pass",
-            "{}: {}",
-            c["display_name"], c["fail_reason"]
+            c["result"],
+            "pass",
+            "{}: {}\n{}",
+            c["display_name"],
+            c["fail_reason"],
+            job_output(c)
         );
         let perf = c["perfvalues"].as_object().unwrap();
         for m in ["mflops", "gbytes_per_s", "comm_fraction"] {
@@ -118,6 +121,21 @@ pub fn assert_all_passed(o: &Output, report: &Value, n: usize) {
         }
     }
     assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
+}
+
+/// What a check's job wrote to stdout and stderr, read from its stage
+/// folder (ReFrame keeps a failed check's), so that a failure shows why.
+fn job_output(case: &Value) -> String {
+    let stage = Path::new(case["stagedir"].as_str().unwrap_or(""));
+    ["job_stdout", "job_stderr"]
+        .iter()
+        .map(|k| {
+            let file = stage.join(case[k].as_str().unwrap_or(""));
+            let text =
+                std::fs::read_to_string(&file).unwrap_or_else(|e| format!("(unreadable: {e})"));
+            format!("--- {}:\n{text}", file.display())
+        })
+        .collect()
 }
 
 /// The one check the failure tests run.
@@ -209,4 +227,7 @@ fn a_wrong_answer_fails_the_sanity_check() {
     let c = cases(&report)[0];
     assert_eq!(c["result"], "fail");
     assert_eq!(c["fail_phase"], "sanity", "{}", c["fail_reason"]);
+    // The wrong answer's exit status, named.
+    let reason = c["fail_reason"].as_str().unwrap();
+    assert!(reason.contains("exited with status 1, not 0"), "{reason}");
 }

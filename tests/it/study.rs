@@ -3,6 +3,7 @@
 
 use crate::common::{
     BIN, MPI, himeno, hydra, json_ok, launcher, launchers, ranks, run, stderr, stdout, stdout_ok,
+    write_executable,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -656,14 +657,10 @@ fn every_script_prints_its_whole_header_for_help_and_does_nothing_else() {
                     slurmctld slurmd nsenter unshare numactl rustup nproc dd mktemp";
     for p in programs.split_whitespace() {
         let f = bin.join(p);
-        std::fs::write(
+        write_executable(
             &f,
-            format!("#!/bin/sh\necho {p} >> '{}'\nexit 97\n", mark.display()),
-        )
-        .unwrap();
-        let mut perm = std::fs::metadata(&f).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-        std::fs::set_permissions(&f, perm).unwrap();
+            &format!("#!/bin/sh\necho {p} >> '{}'\nexit 97\n", mark.display()),
+        );
     }
     let cwd = dir.join("cwd");
     std::fs::create_dir_all(&cwd).unwrap();
@@ -932,9 +929,9 @@ fn pbs_template_submits_itself_with_every_setting_intact() {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let qsub = bin.join("qsub");
-    std::fs::write(
+    write_executable(
         &qsub,
-        format!(
+        &format!(
             "#!/bin/bash\nvars=()\nwhile (($# > 1)); do\n  case $1 in\n    \
              -v) IFS=, read -r -a list <<< \"$2\"; vars+=(\"${{list[@]}}\"); shift 2 ;;\n    \
              -N) shift 2 ;;\n    *) shift ;;\n  esac\ndone\n\
@@ -942,11 +939,7 @@ fn pbs_template_submits_itself_with_every_setting_intact() {
              \"${{vars[@]}}\" bash \"$1\"\n",
             root().display()
         ),
-    )
-    .unwrap();
-    let mut perm = std::fs::metadata(&qsub).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&qsub, perm).unwrap();
+    );
     let results = dir.join("r,1 'x'.jsonl");
     let settings = [
         ("STUDY", "inputs/studies/weak-M.env"),
@@ -1005,18 +998,14 @@ fn a_crashed_run_is_a_failure_of_the_sweep_not_a_stop() {
     // ranks it then stops may say they were stopped: the sweep goes on.
     let dir = scratch("crash");
     let fake = dir.join("himeno");
-    std::fs::write(
+    write_executable(
         &fake,
-        format!(
+        &format!(
             "#!/bin/bash\nfor a in \"$@\"; do\n  if [[ $a == S ]]; then\n    \
              echo 'himeno: stopped by a signal after 1 of 2 iterations' >&2\n    exit 139\n  \
              fi\ndone\nexec '{BIN}' \"$@\"\n"
         ),
-    )
-    .unwrap();
-    let mut perm = std::fs::metadata(&fake).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&fake, perm).unwrap();
+    );
     let study = dir.join("two.env");
     std::fs::write(
         &study,

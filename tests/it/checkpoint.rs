@@ -448,6 +448,67 @@ fn the_long_run_template_restarts_from_latest_once_requeued() {
     assert!(stderr(&o).contains("SLURM_RESTART_COUNT"), "{}", stderr(&o));
 }
 
+/// The long-run template, warned while its run goes, with stand-ins for
+/// srun (a run the warning stops) and for an scontrol that fails its
+/// first `failures` calls: the exit status, stderr and the scontrol calls.
+fn warned_long_run(failures: u32) -> (Output, u32) {
+    let dir = temp_file("ckpt", &format!("requeue-{failures}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let calls = dir.join("scontrol-calls");
+    // The warning comes to the batch shell, again until the shell has
+    // passed it on to the run (it may come before the shell knows the
+    // run's pid), which then stops as a warned run does.
+    write_executable(
+        &bin.join("srun"),
+        "#!/bin/sh\ntrap 'exit 2' USR1\nwhile :; do kill -USR1 $PPID; sleep 0.2; done\n",
+    );
+    write_executable(
+        &bin.join("scontrol"),
+        &format!(
+            "#!/bin/sh\nn=$(cat '{c}' 2>/dev/null || echo 0)\necho $((n + 1)) > '{c}'\n\
+             [ \"$1 $2\" = 'requeue 7' ] || exit 3\n\
+             if [ $n -lt {failures} ]; then\n\
+             echo 'slurm_requeue error: Socket timed out on send/recv operation' >&2; exit 1\nfi\n",
+            c = calls.display()
+        ),
+    );
+    let mut c = script("scripts/slurm/long-run.sbatch");
+    c.env_remove("DRY_RUN")
+        .env("SLURM_JOB_ID", "7")
+        .env("CKPT_DIR", dir.join("ck"))
+        .env("RESULTS", dir.join("r.jsonl"))
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        );
+    let o = run(c);
+    let n = std::fs::read_to_string(&calls).map_or(0, |t| t.trim().parse().unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    (o, n)
+}
+
+#[test]
+fn the_long_run_template_asks_again_when_a_requeue_fails() {
+    // Two failed requeues, then one that is taken: the segment ends as
+    // requeued (exit 0).
+    let (o, calls) = warned_long_run(2);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(calls, 3, "{}", stderr(&o));
+    assert!(stderr(&o).contains("requeueing job 7"), "{}", stderr(&o));
+    // A controller that never takes it: the job fails, saying so, instead
+    // of ending as if its run were done.
+    let (o, calls) = warned_long_run(u32::MAX);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(calls, 4, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("scontrol requeue failed 4 times: job 7 is not requeued"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn the_sweep_gives_every_run_a_checkpoint_folder_of_its_own() {
     let mut c = script("scripts/sweep.sh");

@@ -25,10 +25,16 @@
 # --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
 # beside the presets: "S M L 34x66x130".
 #
+# --base BIN runs a second binary (a build of another commit, another
+# compiler) right after each run of --bin, with the same options: the
+# table gains its best MFLOPS and the speed-up (MFLOPS / base MFLOPS), so
+# that the two are compared on the same machine state. A T that the base
+# does not know (e.g. auto in a build before it) shows "-".
+#
 # Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
 #          [--temporal "1 2 4 8 auto"] [--seconds 0.5 | --iterations N]
 #          [--repeats 5] [--bind none|cores] [--tile-rows R] [--verify]
-#          [--bin target/release/himeno]
+#          [--bin target/release/himeno] [--base BIN]
 # Needs the release binary: cargo build --release (it is built if missing).
 set -euo pipefail
 
@@ -42,6 +48,7 @@ iterations=""
 repeats=5
 bind=none
 bin=target/release/himeno
+base=""
 
 die() { echo "bench-cpu.sh: $*" >&2; exit 2; }
 # The comment block at the top of this file, without its '#'s.
@@ -50,7 +57,7 @@ usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exi
 value() { if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs a value (see --help)"; fi; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --sizes|--threads|--temporal|--tile-rows|--seconds|--iterations|--repeats|--bind|--bin)
+        --sizes|--threads|--temporal|--tile-rows|--seconds|--iterations|--repeats|--bind|--bin|--base)
             value "$@" ;;&
         --sizes) sizes="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
@@ -62,6 +69,7 @@ while [[ $# -gt 0 ]]; do
         --repeats) repeats="$2"; shift 2 ;;
         --bind) bind="$2"; shift 2 ;;
         --bin) bin="$2"; shift 2 ;;
+        --base) base="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -76,6 +84,7 @@ fi
 if [[ ! -x "$bin" ]]; then
     cargo build --release --quiet
 fi
+[[ -z $base || -x $base ]] || die "--base '$base' is not an executable file"
 
 # A top-level field of the JSON report on standard input (numbers as
 # written, true/false/null as words), read by scripts/json-get.
@@ -98,10 +107,13 @@ echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $r
 echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]} ${tile[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
 echo "# sum13: the solver's 56 bytes/point as 14 plain streams, no arithmetic (himeno bench stream)"
 echo "# paired: median over repeats of GB/s / triad (sum13) of the same repeat; T: sweeps per halo exchange (--temporal)"
-printf "%-10s %7s %4s %12s %10s %12s %8s %8s %12s %8s %8s %6s %s\n" size threads T MFLOPS GB/s \
-    triad_GB/s %triad paired sum13_GB/s %sum13 paired valid chosen
+[[ -z $base ]] || echo "# base: $("$base" --version) ($base), run after each run of the binary above; speedup = MFLOPS / base"
+printf "%-10s %7s %4s %12s %10s %12s %8s %8s %12s %8s %8s %6s" size threads T MFLOPS GB/s \
+    triad_GB/s %triad paired sum13_GB/s %sum13 paired valid
+[[ -z $base ]] || printf " %12s %8s" base_MFLOPS speedup
+printf ' chosen\n'
 for t in $threads; do
-    declare -A mf=() gb=() pairs=() pairs13=() valid=() chosen=()
+    declare -A mf=() gb=() pairs=() pairs13=() valid=() chosen=() basemf=()
     triad=""
     sum13=""
     # Interleaved, so that stream and solver see the same machine state.
@@ -138,6 +150,17 @@ for t in $threads; do
                 if [[ "${valid[$key]:-true}" != false ]]; then
                     valid[$key]=$v
                 fi
+                # The base, same options, on the same machine state; a T
+                # it refuses is no figure.
+                if [[ -n $base ]]; then
+                    if out=$("$base" "${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt" \
+                        "${length[@]}" "${extra[@]}" "${tiles[@]}" --format json 2> /dev/null); then
+                        basemf[$key]=$(best "${basemf[$key]:-}" "$(field mflops <<<"$out")")
+                        if [[ "$(field verified <<<"$out")" == false ]]; then
+                            valid[$key]=false
+                        fi
+                    fi
+                fi
                 pairs[$key]+=" $(pct "$g" "$triad_r")"
                 pairs13[$key]+=" $(pct "$g" "$sum13_r")"
                 if [[ -z "${mf[$key]:-}" ]] || awk -v a="$m" -v b="${mf[$key]}" 'BEGIN { exit !(a > b) }'; then
@@ -151,10 +174,17 @@ for t in $threads; do
         for tt in $temporal; do
             key="$s/$tt"
             # shellcheck disable=SC2086 # the lists split into their numbers
-            printf "%-10s %7s %4s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s %6s %s\n" "$s" "$t" "$tt" \
+            printf "%-10s %7s %4s %12.1f %10.2f %12.2f %8s %8s %12.2f %8s %8s %6s" "$s" "$t" "$tt" \
                 "${mf[$key]}" "${gb[$key]}" "$triad" "$(pct "${gb[$key]}" "$triad")" \
                 "$(median ${pairs[$key]})" "$sum13" "$(pct "${gb[$key]}" "$sum13")" \
-                "$(median ${pairs13[$key]})" "${valid[$key]}" "${chosen[$key]:--}"
+                "$(median ${pairs13[$key]})" "${valid[$key]}"
+            if [[ -n ${basemf[$key]:-} ]]; then
+                printf " %12.1f %8s" "${basemf[$key]}" \
+                    "$(awk -v a="${mf[$key]}" -v b="${basemf[$key]}" 'BEGIN { printf "%.2f", a / b }')"
+            elif [[ -n $base ]]; then
+                printf " %12s %8s" - -
+            fi
+            printf ' %s\n' "${chosen[$key]:--}"
         done
     done
 done

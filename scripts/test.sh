@@ -60,6 +60,12 @@ if ((EUID == 0)); then
   if ! scripts/local-cluster.sh status > /dev/null 2>&1; then
     trap 'scripts/local-cluster.sh down' EXIT
     scripts/local-cluster.sh up
+  elif ! scripts/local-cluster.sh exec node1 "test -f $(printf %q "$PWD/Cargo.toml")"; then
+    # Each host has its own /tmp: one brought up from another checkout
+    # does not show this one if it lives there, and every test on it
+    # would fail for that alone.
+    echo "test.sh: the virtual cluster at $HIMENO_CLUSTER_DIR does not show this checkout ($PWD) to its hosts: it was brought up from another; take it down (scripts/local-cluster.sh down) or set HIMENO_CLUSTER_DIR to a free path" >&2
+    exit 2
   fi
   took "bringing the virtual cluster up"
 fi

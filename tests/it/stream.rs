@@ -283,3 +283,57 @@ fn bench_cpu_script_prints_the_table() {
         assert!((paired13 - pct13).abs() <= 0.1, "{out}");
     }
 }
+
+/// `scripts/bench-cpu.sh --base`: a second build run after each run gets
+/// its MFLOPS and the speed-up beside them, and a T that the base refuses
+/// (here a stand-in that refuses `auto`, as builds before it did) is "-".
+#[test]
+fn bench_cpu_script_compares_a_base_build() {
+    let dir = temp_file("bench-cpu", "base");
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("himeno-base");
+    write_executable(
+        &base,
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = auto ] && \
+             {{ echo 'himeno: invalid value auto' >&2; exit 2; }}; done\nexec '{BIN}' \"$@\"\n"
+        ),
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["scripts/bench-cpu.sh", "--sizes", "XS", "--threads", "1"])
+        .args([
+            "--repeats",
+            "1",
+            "--temporal",
+            "1 auto",
+            "--seconds",
+            "0.05",
+        ])
+        .args(["--bin", BIN, "--base"])
+        .arg(&base);
+    let o = run(cmd);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let table: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(table.len(), 3, "{out}");
+    assert_eq!(
+        table[0][12..],
+        ["base_MFLOPS", "speedup", "chosen"],
+        "{out}"
+    );
+    let (t1, auto) = (&table[1], &table[2]);
+    assert_eq!((t1[2], auto[2]), ("1", "auto"), "{out}");
+    let mflops: f64 = t1[3].parse().unwrap();
+    let base_mflops: f64 = t1[12].parse().unwrap();
+    let speedup: f64 = t1[13].parse().unwrap();
+    assert!(base_mflops > 0.0, "{out}");
+    // Printed with one and two decimals.
+    assert!((speedup - mflops / base_mflops).abs() <= 0.006, "{out}");
+    assert_eq!(auto[12..14], ["-", "-"], "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

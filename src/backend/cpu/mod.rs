@@ -386,48 +386,45 @@ fn part_rows(block: &Block, part: &Part) -> impl Iterator<Item = (usize, usize)>
 /// inside the cache).
 type RowAt = fn(Isa, &Inputs<'_>, usize, usize, Range<usize>, &mut [f32]) -> f64;
 
-/// Sweeps `part`'s rows straight into its memory `out` of `next` with
-/// `row_at` (the prefetching kernel prefetches each line of `next` before
-/// writing it), storing each row's residual sum in `gosa`.
-fn sweep_part_cached(
+/// One thread's share of a classic sweep: its rows, the row kernel and
+/// the fields it reads.
+struct PartSweep<'a> {
     row_at: RowAt,
     isa: Isa,
-    inp: &Inputs<'_>,
-    block: &Block,
-    part: &Part,
-    out: &mut [f32],
-    gosa: &mut [f64],
-) {
-    let nk = inp.lay.dims[2];
-    let start = part.mem.start * nk;
-    let k = block.owned(2);
-    for ((i, j), g) in part_rows(block, part).zip(gosa) {
-        let row = &mut out[inp.lay.row(i, j) - start..][..nk];
-        *g = row_at(isa, inp, i, j, k.clone(), row);
-    }
+    inp: &'a Inputs<'a>,
+    block: &'a Block,
+    part: &'a Part,
 }
 
-/// As [`sweep_part_cached`], but each row is computed into a buffer that
-/// stays in L1 and written out by a [`LineWriter`] with streaming stores.
-fn sweep_part_streaming(
-    row_at: RowAt,
-    isa: Isa,
-    inp: &Inputs<'_>,
-    block: &Block,
-    part: &Part,
-    out: &mut [f32],
-    gosa: &mut [f64],
-) {
-    let nk = inp.lay.dims[2];
-    let start = part.mem.start * nk;
-    let k = block.owned(2);
-    let mut buf = RowBuffer::new(nk, k.start);
-    let mut writer = LineWriter::new(out);
-    for ((i, j), g) in part_rows(block, part).zip(gosa) {
-        let at = inp.lay.row(i, j);
-        let row = buf.with_ends(&inp.p[at..at + nk], &k);
-        *g = row_at(isa, inp, i, j, k.clone(), row);
-        writer.write(at - start, row);
+impl PartSweep<'_> {
+    /// Sweeps the rows straight into the part's memory `out` of `next`
+    /// (the prefetching kernel prefetches each line of `next` before
+    /// writing it), storing each row's residual sum in `gosa`.
+    fn cached(&self, out: &mut [f32], gosa: &mut [f64]) {
+        let nk = self.inp.lay.dims[2];
+        let start = self.part.mem.start * nk;
+        let k = self.block.owned(2);
+        for ((i, j), g) in part_rows(self.block, self.part).zip(gosa) {
+            let row = &mut out[self.inp.lay.row(i, j) - start..][..nk];
+            *g = (self.row_at)(self.isa, self.inp, i, j, k.clone(), row);
+        }
+    }
+
+    /// As [`PartSweep::cached`], but each row is computed into a buffer
+    /// that stays in L1 and written out by a [`LineWriter`] with streaming
+    /// stores.
+    fn streaming(&self, out: &mut [f32], gosa: &mut [f64]) {
+        let nk = self.inp.lay.dims[2];
+        let start = self.part.mem.start * nk;
+        let k = self.block.owned(2);
+        let mut buf = RowBuffer::new(nk, k.start);
+        let mut writer = LineWriter::new(out);
+        for ((i, j), g) in part_rows(self.block, self.part).zip(gosa) {
+            let at = self.inp.lay.row(i, j);
+            let row = buf.with_ends(&self.inp.p[at..at + nk], &k);
+            *g = (self.row_at)(self.isa, self.inp, i, j, k.clone(), row);
+            writer.write(at - start, row);
+        }
     }
 }
 
@@ -464,10 +461,17 @@ impl CpuBackend {
         // Each thread's span, for a timeline (two clock reads per thread).
         let spans = self.pool.scatter(work, |t, (out, g)| {
             let start = Instant::now();
+            let sweep = PartSweep {
+                row_at,
+                isa,
+                inp: &inp,
+                block,
+                part: &parts[t],
+            };
             if streaming {
-                sweep_part_streaming(row_at, isa, &inp, block, &parts[t], out, g);
+                sweep.streaming(out, g);
             } else {
-                sweep_part_cached(row_at, isa, &inp, block, &parts[t], out, g);
+                sweep.cached(out, g);
             }
             (start, Instant::now())
         });

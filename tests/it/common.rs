@@ -201,6 +201,28 @@ pub fn wait_or_kill(
     }
 }
 
+/// [`wait_or_kill`] for a child whose stderr a thread reads into a `T`
+/// (bytes or text): the status and what the thread read, which is also
+/// the failure's message when the child has to be killed.
+pub fn wait_or_kill_reading<T: Default + AsRef<[u8]>>(
+    child: &mut Child,
+    limit: Duration,
+    what: &dyn std::fmt::Debug,
+    stderr: std::thread::JoinHandle<T>,
+) -> (ExitStatus, T) {
+    let mut reader = Some(stderr);
+    let mut read = || {
+        reader
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    };
+    let status = wait_or_kill(child, limit, what, || {
+        String::from_utf8_lossy(read().as_ref()).into_owned()
+    });
+    (status, read())
+}
+
 /// Runs `cmd` to completion, killing it after `limit`; a run that has to be
 /// killed fails the test (a hang is a bug).
 pub fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
@@ -222,23 +244,11 @@ pub fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
         let _ = err_pipe.read_to_end(&mut v);
         v
     });
-    // The reader is taken by whichever needs it: the failure's message
-    // (after the kill) or the output.
-    let err_reader = std::cell::RefCell::new(Some(err_reader));
-    let take_err = || {
-        err_reader
-            .borrow_mut()
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
-    };
-    let status = wait_or_kill(&mut child, limit, &cmd, || {
-        String::from_utf8_lossy(&take_err()).into_owned()
-    });
+    let (status, stderr) = wait_or_kill_reading(&mut child, limit, &cmd, err_reader);
     Output {
         status,
         stdout: out_reader.join().unwrap_or_default(),
-        stderr: take_err(),
+        stderr,
     }
 }
 

@@ -101,24 +101,16 @@ impl Running {
             stdout,
             ..
         } = self;
-        let stderr = std::cell::RefCell::new(Some(stderr));
-        let take = || {
-            stderr
-                .borrow_mut()
-                .take()
-                .and_then(|h| h.join().ok())
-                .unwrap_or_default()
-        };
-        let status = wait_or_kill(
+        let (status, stderr) = wait_or_kill_reading(
             &mut child,
             Duration::from_secs(60),
             &"the signalled run",
-            take,
+            stderr,
         );
         Ended {
             status,
             stdout: stdout.join().unwrap(),
-            stderr: take(),
+            stderr,
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::args::{LaunchArgs, ProblemArgs, number, whole};
 use crate::config::{MAX_ITERATIONS, Occupancy, Staging, Stores, StreamMeasure};
 use crate::machine::threads::Bind;
 use crate::output::Format;
-use crate::trace::TraceArgs;
+use crate::trace::DEFAULT_KEEP;
 use clap::{Args, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -204,4 +204,20 @@ fn temporal(s: &str) -> std::result::Result<Temporal, String> {
     whole(s)
         .map(Temporal::Sweeps)
         .map_err(|e| format!("{e}, or auto"))
+}
+
+/// Options of `--trace`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TraceArgs {
+    /// Write a timeline of every rank's phases to FILE, merged into one
+    /// Chrome Trace Event JSON (open it in ui.perfetto.dev; `himeno report
+    /// --timeline FILE --plot DIR` draws it).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Timed iterations a trace keeps at each end of the run: runs of up
+    /// to twice N are traced whole, longer ones keep the first and last N
+    /// (the file says which were dropped).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_KEEP, requires = "trace",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub trace_keep: u64,
 }

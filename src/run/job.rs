@@ -149,7 +149,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         Ok(())
     };
     let known_rehearsal = verify::known_answer(&grid, cfg.warmup).is_some();
-    let trace = trace::Session::start(&args.trace, comm);
+    let trace = (args.trace.trace.as_deref())
+        .map(|path| trace::Session::start(path, args.trace.trace_keep, comm));
     let outcome = Solver {
         comm,
         backend: backend.as_mut(),

@@ -15,7 +15,6 @@ pub mod rank;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::timeline::{self, Part, Recorder, What};
-use clap::Args;
 use rank::RankTimeline;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -23,22 +22,6 @@ use std::time::Instant;
 /// Default `--trace-keep`: runs up to twice this many iterations are
 /// traced whole.
 pub const DEFAULT_KEEP: u64 = 500;
-
-/// Options of `--trace`.
-#[derive(Debug, Args, Clone, Default)]
-pub struct TraceArgs {
-    /// Write a timeline of every rank's phases to FILE, merged into one
-    /// Chrome Trace Event JSON (open it in ui.perfetto.dev; `himeno report
-    /// --timeline FILE --plot DIR` draws it).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Timed iterations a trace keeps at each end of the run: runs of up
-    /// to twice N are traced whole, longer ones keep the first and last N
-    /// (the file says which were dropped).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_KEEP, requires = "trace",
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub trace_keep: u64,
-}
 
 /// Checks, before any work, that the trace file can be written (rank 0
 /// writes it); a missing file is not left behind.
@@ -83,21 +66,22 @@ pub struct Session {
 }
 
 impl Session {
-    /// Starts recording when `args` ask for a trace (collective): the
-    /// clock offsets, then a recorded barrier.
-    pub fn start(args: &TraceArgs, comm: &dyn Comm) -> Option<Session> {
-        let path = args.trace.clone()?;
+    /// Starts recording a trace for `path`, keeping `keep` timed
+    /// iterations at each end (collective): the clock offsets, then a
+    /// recorded barrier.
+    pub fn start(path: &Path, keep: u64, comm: &dyn Comm) -> Session {
+        let path = path.to_path_buf();
         comm.barrier();
         let offsets = clock::estimate(comm);
         let origin = Instant::now();
         let origin_ns = timeline::monotonic_ns();
-        timeline::install(Recorder::new(origin, args.trace_keep));
+        timeline::install(Recorder::new(origin, keep));
         recorded_barrier(comm);
-        Some(Session {
+        Session {
             path,
             origin_ns,
             offsets,
-        })
+        }
     }
 
     /// Stops recording after a recorded closing barrier, gathers every

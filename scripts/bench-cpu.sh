@@ -137,8 +137,9 @@ for t in $threads; do
                 if [[ "$tt" != 1 && "$tt" != auto ]]; then
                     tiles=("${tile[@]}")
                 fi
-                out=$("$bin" "${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt" \
+                opts=("${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt"
                     "${length[@]}" "${extra[@]}" "${tiles[@]}" --format json)
+                out=$("$bin" "${opts[@]}")
                 m=$(field mflops <<<"$out")
                 g=$(field gbytes_per_s <<<"$out")
                 v=$(field verified <<<"$out")
@@ -153,8 +154,7 @@ for t in $threads; do
                 # The base, same options, on the same machine state; a T
                 # it refuses is no figure.
                 if [[ -n $base ]]; then
-                    if out=$("$base" "${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt" \
-                        "${length[@]}" "${extra[@]}" "${tiles[@]}" --format json 2> /dev/null); then
+                    if out=$("$base" "${opts[@]}" 2> /dev/null); then
                         basemf[$key]=$(best "${basemf[$key]:-}" "$(field mflops <<<"$out")")
                         if [[ "$(field verified <<<"$out")" == false ]]; then
                             valid[$key]=false

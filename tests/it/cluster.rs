@@ -18,9 +18,10 @@
 
 use crate::common::*;
 use serde_json::Value;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 /// Default state folder of `scripts/local-cluster.sh`.
@@ -61,8 +62,50 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The cluster, or `None` (with the reason printed) where none can exist.
-fn cluster() -> Option<&'static Cluster> {
+/// The cluster's CPUs as the tests of this process hold them: a test
+/// that needs them all to itself (two jobs that must run at the same
+/// time) takes them whole; the others share them, and Slurm queues
+/// their jobs as it would anyone's.
+static CPUS: RwLock<()> = RwLock::new(());
+
+/// The cluster, held by one test for as long as it runs: `G` is its hold
+/// on the CPUs, given back when the test ends.
+struct Held<G> {
+    cluster: &'static Cluster,
+    _cpus: G,
+}
+
+impl<G> Deref for Held<G> {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        self.cluster
+    }
+}
+
+/// The cluster, shared with the other tests, or `None` (with the reason
+/// printed) where none can exist.
+fn cluster() -> Option<Held<RwLockReadGuard<'static, ()>>> {
+    let cluster = up()?;
+    // A failed test poisons the lock; the CPUs are free again all the same.
+    let cpus = CPUS.read().unwrap_or_else(|e| e.into_inner());
+    Some(Held {
+        cluster,
+        _cpus: cpus,
+    })
+}
+
+/// The cluster with no other test's job on it while the caller runs.
+fn whole_cluster() -> Option<Held<RwLockWriteGuard<'static, ()>>> {
+    let cluster = up()?;
+    let cpus = CPUS.write().unwrap_or_else(|e| e.into_inner());
+    Some(Held {
+        cluster,
+        _cpus: cpus,
+    })
+}
+
+/// The cluster brought up once per test process, or `None`.
+fn up() -> Option<&'static Cluster> {
     static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
     CLUSTER.get_or_init(bring_up).as_ref()
 }
@@ -515,7 +558,8 @@ fn a_job_warned_before_its_time_limit_leaves_an_incomplete_record_and_a_report()
 
 #[test]
 fn two_jobs_append_to_one_results_file_concurrently() {
-    let Some(c) = cluster() else { return };
+    // No other test's job on the cluster: both of these start at once.
+    let Some(c) = whole_cluster() else { return };
     let dir = scratch("concurrent");
     // Six runs per job, each on both hosts, one CPU per host per job: the
     // two jobs fit on the cluster together and append at the same time.

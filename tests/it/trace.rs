@@ -166,8 +166,9 @@ pub fn assert_sums_match(report: &Value, t: &Value) {
 
 /// Asserts the clock alignment of ranks of one host: every estimated
 /// offset is within half its round trip of zero (the shared kernel clock
-/// is the truth there), none is applied, and the ranks leave the
-/// recorded barriers together.
+/// is the truth there), none is applied, and the recorded barriers keep
+/// their order across ranks: no rank leaves one before every rank has
+/// entered it.
 fn assert_one_host_clock(t: &Value, np: usize) {
     let clock = t["otherData"]["clock"].as_array().unwrap();
     assert_eq!(clock.len(), np);
@@ -180,25 +181,58 @@ fn assert_one_host_clock(t: &Value, np: usize) {
         );
         assert_eq!(c["applied_offset_ns"], 0, "{c}");
     }
-    let mut ends: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    assert_barriers_in_order(t, np);
+}
+
+/// Asserts that on the trace's common clock every rank leaves each
+/// recorded barrier after the last rank entered it. On one clock this
+/// holds however the ranks are scheduled: a rank descheduled around the
+/// barrier reads its clock earlier before it and later after it, never
+/// the other way. A rank whose times were shifted (its own start as
+/// zero, a wrong offset) breaks it by more than the barrier's wait. (The
+/// ends' spread, 1-40 us on a quiet machine, is not checked: with four
+/// ranks on two cores a rank that has left may wait a time slice, 4 ms
+/// in one CI run, before it reads the clock.)
+fn assert_barriers_in_order(t: &Value, np: usize) {
+    let mut spans: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for e in complete(t).into_iter().filter(|e| e["name"] == "barrier") {
-        let end = e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
-        ends.entry(e["pid"].as_u64().unwrap())
+        let start = e["ts"].as_f64().unwrap();
+        let end = start + e["dur"].as_f64().unwrap();
+        spans
+            .entry(e["pid"].as_u64().unwrap())
             .or_default()
-            .push(end);
+            .push((start, end));
     }
-    assert_eq!(ends.len(), np);
-    for which in 0..2 {
-        let at: Vec<f64> = ends.values().map(|v| v[which]).collect();
-        let spread = at.iter().cloned().fold(f64::MIN, f64::max)
-            - at.iter().cloned().fold(f64::MAX, f64::min);
-        // Measured spreads are 1-40 us; a misaligned clock is off by the
-        // processes' start-up (milliseconds). The margin is for a rank
-        // descheduled on the shared test machine.
+    assert_eq!(spans.len(), np);
+    let count = spans.values().map(Vec::len).min().unwrap();
+    assert!(count >= 2, "fewer than 2 barriers recorded: {spans:?}");
+    for which in 0..count {
+        let last_in = spans.values().map(|v| v[which].0).fold(f64::MIN, f64::max);
+        let first_out = spans.values().map(|v| v[which].1).fold(f64::MAX, f64::min);
+        // The times are written in microseconds to the nanosecond.
         assert!(
-            spread < 2000.0,
-            "barrier {which} ends {spread} us apart: {at:?}"
+            first_out >= last_in - 0.002,
+            "barrier {which}: a rank left at {first_out} us before the last entered at \
+             {last_in} us: {:?}",
+            spans.values().map(|v| v[which]).collect::<Vec<_>>()
         );
+    }
+}
+
+/// Asserts that the barrier order check sees a rank whose times are all
+/// 250 ms early or late (a rank on its own clock is off by its start-up,
+/// which is of that order; a descheduled rank reads its clock a few ms
+/// late at most on the test machine).
+fn assert_shifted_rank_breaks_the_order(t: &Value) {
+    for shift in [-250_000.0, 250_000.0] {
+        let mut moved = t.clone();
+        for e in moved["traceEvents"].as_array_mut().unwrap() {
+            if e["pid"] == 1 && e["ph"] == "X" {
+                e["ts"] = (e["ts"].as_f64().unwrap() + shift).into();
+            }
+        }
+        let broken = std::panic::catch_unwind(|| assert_barriers_in_order(&moved, 4));
+        assert!(broken.is_err(), "rank 1 moved by {shift} us went unseen");
     }
 }
 
@@ -209,6 +243,7 @@ fn four_ranks_write_one_merged_trace() {
         assert_perfetto_shape(&t, 4);
         assert_sums_match(&report, &t);
         assert_one_host_clock(&t, 4);
+        assert_shifted_rank_breaks_the_order(&t);
         assert_eq!(t["otherData"]["kept"], "every iteration", "{launcher:?}");
         let timed: std::collections::BTreeSet<u64> = complete(&t)
             .into_iter()

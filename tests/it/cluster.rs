@@ -85,22 +85,21 @@ impl<G> Deref for Held<G> {
 /// The cluster, shared with the other tests, or `None` (with the reason
 /// printed) where none can exist.
 fn cluster() -> Option<Held<RwLockReadGuard<'static, ()>>> {
-    let cluster = up()?;
     // A failed test poisons the lock; the CPUs are free again all the same.
-    let cpus = CPUS.read().unwrap_or_else(|e| e.into_inner());
-    Some(Held {
-        cluster,
-        _cpus: cpus,
-    })
+    held(|| CPUS.read().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// The cluster with no other test's job on it while the caller runs.
 fn whole_cluster() -> Option<Held<RwLockWriteGuard<'static, ()>>> {
+    held(|| CPUS.write().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The cluster once it is up, held as `hold` takes the CPUs.
+fn held<G>(hold: impl FnOnce() -> G) -> Option<Held<G>> {
     let cluster = up()?;
-    let cpus = CPUS.write().unwrap_or_else(|e| e.into_inner());
     Some(Held {
         cluster,
-        _cpus: cpus,
+        _cpus: hold(),
     })
 }
 

@@ -22,6 +22,13 @@
 # the caches, and by timing the candidates before the rehearsal when they
 # cannot tell); its `chosen` column lists the T each repeat took.
 #
+# The classic sweep's software prefetch (--prefetch, default auto: timed
+# against no prefetch before the rehearsal when the fields exceed half the
+# last-level cache) shows in `chosen` too: for each repeat whose run timed
+# the two kernels, `pf` or `nopf` for the one it kept (after the T, as
+# `1/nopf`, for T = auto). --prefetch on|off fixes it for the T = 1 and
+# auto rows (the wavefront of T > 1 always prefetches).
+#
 # --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
 # beside the presets: "S M L 34x66x130".
 #
@@ -34,7 +41,7 @@
 # Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
 #          [--temporal "1 2 4 8 auto"] [--seconds 0.5 | --iterations N]
 #          [--repeats 5] [--bind none|cores] [--tile-rows R] [--verify]
-#          [--bin target/release/himeno] [--base BIN]
+#          [--prefetch auto|on|off] [--bin target/release/himeno] [--base BIN]
 # Needs the release binary: cargo build --release (it is built if missing).
 set -euo pipefail
 
@@ -43,6 +50,7 @@ threads=""
 temporal="1 2 4 8 auto"
 extra=()
 tile=()
+prefetch=()
 seconds=0.5
 iterations=""
 repeats=5
@@ -57,12 +65,13 @@ usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exi
 value() { if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs a value (see --help)"; fi; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --sizes|--threads|--temporal|--tile-rows|--seconds|--iterations|--repeats|--bind|--bin|--base)
+        --sizes|--threads|--temporal|--tile-rows|--prefetch|--seconds|--iterations|--repeats|--bind|--bin|--base)
             value "$@" ;;&
         --sizes) sizes="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
         --temporal) temporal="$2"; shift 2 ;;
         --tile-rows) tile=(--tile-rows "$2"); shift 2 ;;
+        --prefetch) prefetch=(--prefetch "$2"); shift 2 ;;
         --verify) extra+=(--verify); shift ;;
         --seconds) seconds="$2"; shift 2 ;;
         --iterations) iterations="$2"; shift 2 ;;
@@ -104,7 +113,7 @@ else
 fi
 
 echo "# himeno CPU benchmark: $(uname -n), $(nproc) CPUs, bind $bind, best of $repeats (stream and solver runs interleaved)"
-echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]} ${tile[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
+echo "# $("$bin" --version); solver run length: ${length[*]} ${extra[*]} ${tile[*]} ${prefetch[*]}; GB/s counts 56 bytes/point; stream triad counts 24 bytes/element"
 echo "# sum13: the solver's 56 bytes/point as 14 plain streams, no arithmetic (himeno bench stream)"
 echo "# paired: median over repeats of GB/s / triad (sum13) of the same repeat; T: sweeps per halo exchange (--temporal)"
 [[ -z $base ]] || echo "# base: $("$base" --version) ($base), run after each run of the binary above; speedup = MFLOPS / base"
@@ -132,19 +141,29 @@ for t in $threads; do
             for tt in $temporal; do
                 key="$s/$tt"
                 # Tiles belong to the wavefront, which T = 1 does not run
-                # (himeno refuses --tile-rows there).
+                # (himeno refuses --tile-rows there), the prefetch choice to
+                # the classic sweep (refused with a fixed T > 1).
                 tiles=()
+                kernel=("${prefetch[@]}")
                 if [[ "$tt" != 1 && "$tt" != auto ]]; then
                     tiles=("${tile[@]}")
+                    kernel=()
                 fi
                 opts=("${problem[@]}" --threads "$t" --bind "$bind" --temporal "$tt"
-                    "${length[@]}" "${extra[@]}" "${tiles[@]}" --format json)
+                    "${length[@]}" "${extra[@]}" "${tiles[@]}" "${kernel[@]}" --format json)
                 out=$("$bin" "${opts[@]}")
                 m=$(field mflops <<<"$out")
                 g=$(field gbytes_per_s <<<"$out")
                 v=$(field verified <<<"$out")
+                c=""
                 if [[ "$tt" == auto ]]; then
                     c=$(field temporal <<<"$out")
+                fi
+                case $(field kernel_choice.chosen <<<"$out") in
+                    prefetch) c+="${c:+/}pf" ;;
+                    "no prefetch") c+="${c:+/}nopf" ;;
+                esac
+                if [[ -n $c ]]; then
                     chosen[$key]+="${chosen[$key]:+,}$c"
                 fi
                 # A failed verification in any repeat marks the row.

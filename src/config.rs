@@ -70,6 +70,21 @@ pub enum Stores {
     Cached,
 }
 
+/// Whether the CPU classic sweep prefetches its input rows from memory in
+/// software.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Prefetch {
+    /// No prefetch when the node's fields take at most half its
+    /// last-level cache; beyond that, both kernels are timed before the
+    /// rehearsal and the faster one runs (`crate::kernel_choice`).
+    Auto,
+    /// Software prefetch of every input stream ahead of its use.
+    On,
+    /// No software prefetch (the hardware prefetchers alone).
+    Off,
+}
+
 /// Host memory used to stage GPU halo messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -187,6 +202,8 @@ pub struct RunConfig {
     pub gpu_occupancy: Occupancy,
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
+    /// Whether the CPU classic sweep prefetches in software.
+    pub prefetch: Prefetch,
     /// Sweeps per halo exchange (temporal blocking; 1 is the classic
     /// iteration); with `temporal_auto`, the most the choice may take.
     pub temporal: usize,
@@ -264,6 +281,7 @@ impl RunConfig {
             ("overlap", self.overlap.to_string()),
             ("gpu occupancy", format!("{:?}", self.gpu_occupancy)),
             ("stores", format!("{:?}", self.stores)),
+            ("prefetch", format!("{:?}", self.prefetch)),
             ("temporal", self.temporal.to_string()),
             ("temporal auto", self.temporal_auto.to_string()),
             ("tile rows", format!("{:?}", self.tile_rows)),

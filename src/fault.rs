@@ -220,7 +220,7 @@ fn edit_low_i_ghost_plane(
 mod tests {
     use super::*;
     use crate::backend::cpu::{CpuBackend, CpuOptions};
-    use crate::config::Stores;
+    use crate::config::{Prefetch, Stores};
     use crate::grid::Grid;
     use crate::grid::decomp::{Block, ProcGrid};
     use crate::machine::threads::Bind;
@@ -278,6 +278,7 @@ mod tests {
             threads: 1,
             bind: Bind::None,
             stores: Stores::Auto,
+            prefetch: Prefetch::Auto,
             tile_rows: None,
         };
         (

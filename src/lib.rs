@@ -15,7 +15,7 @@
 // 3. problem, verify;
 // 4. config;
 // 5. backend;
-// 6. halo, checkpoint, solver, temporal, preflight, selftest, fault, trace;
+// 6. halo, checkpoint, solver, temporal, kernel_choice, preflight, selftest, fault, trace;
 // 7. args, report, bench, study, gpu_check;
 // 8. run;
 // 9. cli;
@@ -33,6 +33,7 @@ pub mod gpu_check;
 pub mod grid;
 pub mod halo;
 pub mod hash;
+pub mod kernel_choice;
 pub mod machine;
 pub mod output;
 pub mod preflight;

@@ -309,22 +309,7 @@ impl Plan {
         if self.candidates.len() < 2 {
             return Ok((built, self.decided));
         }
-        let best = {
-            let mut solver = Solver {
-                comm: run.comm,
-                backend: built.backend.as_mut(),
-                halo: &mut built.halo,
-                grid: *run.grid,
-                block: built.block,
-                stop: run.stop.clone(),
-                fault: None,
-                progress: None,
-                check_rehearsal: None,
-                memory: Default::default(),
-                checkpoint: None,
-            };
-            calibrate(&mut solver, &self.candidates)?
-        };
+        let best = calibrate(&mut built.solver(run), &self.candidates)?;
         let trials: Vec<Trial> = self
             .candidates
             .iter()
@@ -387,6 +372,26 @@ pub struct Built {
     pub backend: Box<dyn Backend>,
     /// Its halo exchange.
     pub halo: Halo,
+}
+
+impl Built {
+    /// A solver over these for calibration rounds before the rehearsal:
+    /// no fault injection, progress, rehearsal check or checkpoints.
+    pub fn solver<'a>(&'a mut self, run: Run<'a>) -> Solver<'a> {
+        Solver {
+            comm: run.comm,
+            backend: self.backend.as_mut(),
+            halo: &mut self.halo,
+            grid: *run.grid,
+            block: self.block,
+            stop: run.stop.clone(),
+            fault: None,
+            progress: None,
+            check_rehearsal: None,
+            memory: Default::default(),
+            checkpoint: None,
+        }
+    }
 }
 
 /// The fastest of `candidates` (1 first) by their seconds per sweep

@@ -160,4 +160,19 @@ pub trait Backend {
     }
     /// The current field `p` with the block's local extents, on the host.
     fn field(&mut self) -> Result<Array3<f32>>;
+    /// The kernels this backend's sweep may run with, by name, for the
+    /// driver to time against each other before the rehearsal
+    /// (`crate::kernel_choice`); the one it runs until told otherwise
+    /// first. Empty (the default) when it has no choice to offer. Every
+    /// kernel gives bitwise the same fields.
+    fn kernel_variants(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+    /// Sweeps with kernel `index` of [`Backend::kernel_variants`] from now
+    /// on.
+    fn use_kernel_variant(&mut self, index: usize) -> Result<()> {
+        Err(crate::error::Error::runtime(format!(
+            "kernel variant {index} asked of a backend that offers none"
+        )))
+    }
 }

@@ -49,6 +49,7 @@ fn cpu_options(cfg: &RunConfig) -> cpu::CpuOptions {
         threads: cfg.threads,
         bind: cfg.bind,
         stores: cfg.stores,
+        prefetch: cfg.prefetch,
         tile_rows: cfg.tile_rows,
     }
 }

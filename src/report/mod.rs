@@ -12,9 +12,10 @@ pub use placement::Placement;
 pub use record::{RankRecord, Record};
 
 use crate::comm::Launch;
-use crate::config::BackendKind;
 use crate::config::RunConfig;
+use crate::config::{BackendKind, Prefetch};
 use crate::grid::{BYTES_PER_POINT, FLOPS_PER_POINT, PENTIUM3_MFLOPS};
+use crate::kernel_choice::KernelChoice;
 use crate::solver::Outcome;
 use crate::temporal::TemporalChoice;
 use crate::timing::{PerPhase, Phase, RESOLUTION_S, Stats};
@@ -51,6 +52,8 @@ pub struct RecordInputs<'a> {
     /// How the sweeps per exchange were chosen (`--temporal auto`), or
     /// the warning for an explicit T that does not fit the cache.
     pub temporal: Option<TemporalChoice>,
+    /// Which kernel `--prefetch auto` timed fastest, when it timed any.
+    pub kernel: Option<KernelChoice>,
 }
 
 impl Record {
@@ -128,12 +131,15 @@ impl Record {
             halo_messages_per_iteration: halo_messages as f64 / temporal as f64,
             temporal,
             temporal_choice: inp.temporal,
+            kernel_choice: inp.kernel,
             p_fingerprint: fingerprint_hex(out.fingerprint),
             verification: inp.verdict,
             staging: (cfg.backend == BackendKind::Gpu).then_some(cfg.staging),
             overlap: cfg.overlap && cfg.backend == BackendKind::Gpu,
             bind: cfg.bind,
             stores: (cfg.backend == BackendKind::Cpu).then_some(cfg.stores),
+            prefetch: (cfg.backend == BackendKind::Cpu && cfg.prefetch != Prefetch::Auto)
+                .then_some(cfg.prefetch),
             binding: inp.binding,
             per_rank,
             provenance: Provenance::collect(&out.ranks, inp.mpi_library),

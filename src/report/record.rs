@@ -16,8 +16,9 @@ use super::provenance::Provenance;
 use crate::checkpoint::{RestartedFrom, Segment, Written};
 use crate::comm::Launch;
 use crate::config::BackendKind;
-use crate::config::{Staging, Stores};
+use crate::config::{Prefetch, Staging, Stores};
 use crate::grid::Size;
+use crate::kernel_choice::KernelChoice;
 use crate::machine::threads::Bind;
 use crate::solver::MemoryUse;
 use crate::temporal::TemporalChoice;
@@ -172,6 +173,10 @@ pub struct Record {
     /// cache; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temporal_choice: Option<TemporalChoice>,
+    /// Which kernel `--prefetch auto` timed fastest and swept with (with
+    /// its calibration); absent when nothing was timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_choice: Option<KernelChoice>,
     /// Fingerprint of the final interior `p`, hexadecimal.
     #[serde(default)]
     pub p_fingerprint: String,
@@ -194,6 +199,12 @@ pub struct Record {
     /// rank's placement says which stores it used.
     #[serde(default)]
     pub stores: Option<Stores>,
+    /// CPU prefetch policy asked for when not the default `auto` (`on`,
+    /// `off`; absent for `auto`, as in records written before the option
+    /// existed); each rank's placement says `(no prefetch)` where its
+    /// classic sweep ran without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<Prefetch>,
     /// NUMA binding set by `scripts/bind.sh` (`HIMENO_BINDING` on rank 0).
     #[serde(default)]
     pub binding: Option<String>,

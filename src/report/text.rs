@@ -66,6 +66,9 @@ pub fn render(r: &Record) -> String {
             writeln!(s, "Warning: {}", c.reason)
         };
     }
+    if let Some(c) = &r.kernel_choice {
+        let _ = writeln!(s, "Prefetch auto: {}; {}", c.chosen, c.reason);
+    }
     if r.ranks > 1 {
         let _ = writeln!(
             s,

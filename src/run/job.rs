@@ -20,6 +20,7 @@ use crate::error::{self, Error, Result};
 use crate::fault::Fault;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
+use crate::kernel_choice;
 use crate::machine::memory;
 use crate::output::{self, Format};
 use crate::preflight;
@@ -118,7 +119,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         backend,
         halo,
     };
-    let (built, temporal_choice) = plan.settle(run, built)?;
+    let (mut built, temporal_choice) = plan.settle(run, built)?;
+    let kernel_choice = kernel_choice::settle(run, &mut built)?;
     let temporal::Built {
         block,
         mut backend,
@@ -243,6 +245,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 launch: comm.launch(),
                 mpi_library: comm.library(),
                 temporal: temporal_choice,
+                kernel: kernel_choice,
             },
         );
         let printed = print_record(&record, cfg.format);

@@ -10,8 +10,8 @@ use super::args::{BackendChoice, CheckpointArgs, RunArgs, SelftestArgs, Temporal
 use crate::backend;
 use crate::comm::Comm;
 use crate::config::{
-    BackendKind, CheckpointConfig, MAX_ITERATIONS, Occupancy, Restart, RunConfig, RunLength,
-    Staging, Stores,
+    BackendKind, CheckpointConfig, MAX_ITERATIONS, Occupancy, Prefetch, Restart, RunConfig,
+    RunLength, Staging, Stores,
 };
 use crate::error::{Error, Result};
 use crate::fault::Fault;
@@ -101,11 +101,15 @@ impl RunArgs {
                  --backend gpu (or auto), or drop {name}"
             )));
         }
-        if gpu && self.stores.is_some() {
-            return Err(Error::usage(
-                "--stores sets how the CPU sweep writes, and this run is on the GPU: add \
-                 --backend cpu (or auto), or drop --stores",
-            ));
+        let cpu_only = [
+            given(self.stores.is_some(), "--stores"),
+            given(self.prefetch.is_some(), "--prefetch"),
+        ];
+        if gpu && let Some(name) = cpu_only.into_iter().flatten().next() {
+            return Err(Error::usage(format!(
+                "{name} sets how the CPU sweep runs, and this run is on the GPU: add \
+                 --backend cpu (or auto), or drop {name}"
+            )));
         }
         Ok(())
     }
@@ -202,6 +206,15 @@ impl RunArgs {
                  --temporal 2 or more: add --temporal T, or drop --tile-rows",
             ));
         }
+        if matches!(self.prefetch, Some(Prefetch::On | Prefetch::Off)) && self.temporal.fixed() > 1
+        {
+            // The wavefront always prefetches its first level: a fixed
+            // choice would be ignored.
+            return Err(Error::usage(
+                "--prefetch on|off sets the classic sweep's kernel, and --temporal above 1 runs \
+                 the wavefront instead: use --temporal 1 (or auto), or drop --prefetch",
+            ));
+        }
         if let Some(g) = self.stream_gbs
             && !(g.is_finite() && (STREAM_GBS.0..=STREAM_GBS.1).contains(&g))
         {
@@ -228,6 +241,7 @@ impl RunArgs {
             overlap: self.overlap,
             gpu_occupancy: self.gpu_occupancy.unwrap_or(Occupancy::Auto),
             stores: self.stores.unwrap_or(Stores::Auto),
+            prefetch: self.prefetch.unwrap_or(Prefetch::Auto),
             temporal,
             temporal_auto: self.temporal == Temporal::Auto,
             tile_rows: self.tile_rows,
@@ -442,6 +456,8 @@ mod tests {
             &["--staging", "pageable", "--backend", "cpu"],
             &["--gpu-occupancy", "4"],
             &["--stores", "cached", "--backend", "gpu"],
+            &["--prefetch", "off", "--backend", "gpu"],
+            &["--prefetch", "on", "--temporal", "4"],
         ] {
             let err = validated(&args(bad)).unwrap_err();
             assert!(matches!(err, Error::Usage(_)), "{bad:?}: {err}");

@@ -198,6 +198,15 @@ fn rows() -> Vec<Row> {
             &["--stores", "--backend cpu"],
         ),
         Row::run(
+            &["--backend", "gpu", "--prefetch", "off"],
+            &["--prefetch", "--backend cpu"],
+        ),
+        Row::run(&["--prefetch", "sometimes"], &["--prefetch", "auto"]),
+        Row::run(
+            &["--prefetch", "on", "--temporal", "4"],
+            &["--prefetch on|off", "--temporal 1"],
+        ),
+        Row::run(
             &["--temporal", "2", "--backend", "gpu"],
             &["--temporal", "cpu backend only", "--backend cpu"],
         ),

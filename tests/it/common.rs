@@ -375,3 +375,8 @@ pub fn assert_transfer_report(r: &serde_json::Value) {
     }
     assert!(r["latency_us"]["h2d/pinned"].as_f64().unwrap() > 0.0, "{r}");
 }
+
+/// The lines of a report that start with `head`.
+pub fn lines_starting<'a>(text: &'a str, head: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(head)).collect()
+}

@@ -18,6 +18,7 @@ mod gpu_emu_driver;
 mod hostile;
 mod known_answers;
 mod layers;
+mod prefetch;
 mod ranks;
 mod records;
 mod reframe;

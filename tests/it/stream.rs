@@ -190,7 +190,7 @@ fn bind_cores_pins_threads_and_reports_where() {
 /// `scripts/bench-cpu.sh` end to end on tiny runs: one table row per size
 /// and thread count, whose percentages are the solver's GB/s over the
 /// stream figures printed beside them; `auto` rows list the T each
-/// repeat chose.
+/// repeat chose, and classic-sweep rows the prefetch kernel kept.
 #[test]
 fn bench_cpu_script_prints_the_table() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -254,11 +254,22 @@ fn bench_cpu_script_prints_the_table() {
         assert_eq!((row[0], row[1], row[2]), (size, "1", temporal), "{out}");
         // Every preset run is verified: by its rehearsal's known answer.
         assert_eq!(row[11], "true", "{out}");
-        // One repeat: auto's one choice, from its candidates.
+        // One repeat: auto's one T, from its candidates, and the kernel
+        // --prefetch auto kept where it timed both (fields beyond half the
+        // cache, classic sweep); a fixed T > 1 chooses nothing.
+        let (t, kernel) = match row[12].split_once('/') {
+            Some((t, k)) => (t, Some(k)),
+            None if temporal == "auto" => (row[12], None),
+            None => ("-", Some(row[12]).filter(|c| *c != "-")),
+        };
         if temporal == "auto" {
-            assert!(["1", "2", "4", "8"].contains(&row[12]), "{out}");
+            assert!(["1", "2", "4", "8"].contains(&t), "{out}");
         } else {
-            assert_eq!(row[12], "-", "{out}");
+            assert_eq!(t, "-", "{out}");
+        }
+        if let Some(k) = kernel {
+            assert!(["pf", "nopf"].contains(&k), "{out}");
+            assert!(temporal == "1" || t == "1", "{out}");
         }
         let v: Vec<f64> = row[3..11]
             .iter()

@@ -336,8 +336,3 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
     let fits = stdout_ok(&run(himeno(&fitting)));
     assert!(!fits.contains("Warning"), "{fits}");
 }
-
-/// The lines of a report that start with `head`.
-fn lines_starting<'a>(text: &'a str, head: &str) -> Vec<&'a str> {
-    text.lines().filter(|l| l.starts_with(head)).collect()
-}

@@ -31,7 +31,7 @@ pub mod lines;
 pub mod wavefront;
 
 use super::api::{Backend, BackendInfo, HostBuffer, pack_plane, unpack_plane};
-use crate::config::{BackendKind, Stores};
+use crate::config::{BackendKind, Prefetch, Stores};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face, split};
@@ -58,6 +58,8 @@ pub struct CpuOptions {
     pub bind: Bind,
     /// How the new field is stored.
     pub stores: Stores,
+    /// Whether the classic sweep prefetches.
+    pub prefetch: Prefetch,
     /// Rows per tile of the temporal wavefront; `None`: chosen from the
     /// detected cache sizes.
     pub tile_rows: Option<usize>,
@@ -214,9 +216,14 @@ pub struct CpuBackend {
     parts: Vec<Part>,
     /// Whether `next` is written with streaming (non-temporal) stores.
     streaming: bool,
-    /// Whether the classic sweep's row kernel prefetches: unless the
-    /// node's fields take at most half the last-level cache.
+    /// Whether the classic sweep's row kernel prefetches: as asked, or
+    /// with `auto` unless the node's fields take at most half the
+    /// last-level cache.
     prefetch: bool,
+    /// Whether the driver may time both row kernels and choose
+    /// ([`Backend::kernel_variants`]): `--prefetch auto`, the classic
+    /// sweep, and fields beyond half the cache.
+    choosable: bool,
     /// The classic sweep's residual sums, per owned row.
     row_gosa: Vec<f64>,
     /// The wavefront's residual sums: `[level, i, j]` over owned rows.
@@ -257,6 +264,7 @@ impl CpuBackend {
         let node_fields = field_bytes.saturating_mul(node_ranks);
         let llc = LastLevel::detect().node_bytes;
         let over_cache = node_fields > llc;
+        let beyond_half = node_fields > llc / 2;
         let streaming = match opts.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
@@ -282,8 +290,17 @@ impl CpuBackend {
             // 0.72-0.78x at size S (28 MiB), which the L3 (a victim cache,
             // shared) no longer holds from one sweep to the next; hence
             // half the cache, not the whole of it as for the stores
-            // (notes/cpu-perf.md).
-            prefetch: node_fields > llc / 2,
+            // (notes/cpu-perf.md). Beyond it, which kernel wins from memory
+            // differs between machines and thread counts (Zen 5: no
+            // prefetch 1.05-1.49x faster at size L on all cores, 0.8-0.9x
+            // at M; Zen 4: 0.65-0.85x at both), so `auto` starts with
+            // prefetch and lets the driver time both.
+            prefetch: match opts.prefetch {
+                Prefetch::On => true,
+                Prefetch::Off => false,
+                Prefetch::Auto => beyond_half,
+            },
+            choosable: opts.prefetch == Prefetch::Auto && beyond_half && depth == 1,
             row_gosa: alloc::zeroed(owned_rows, "the per-row residuals")?,
             level_gosa: Array3::from_shape_vec(
                 level_shape,
@@ -652,7 +669,30 @@ impl Backend for CpuBackend {
         Array3::from_shape_vec((d[0], d[1], d[2]), copy)
             .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
+
+    fn kernel_variants(&self) -> Vec<&'static str> {
+        if self.choosable {
+            KERNEL_VARIANTS.to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn use_kernel_variant(&mut self, index: usize) -> Result<()> {
+        if !self.choosable || index >= KERNEL_VARIANTS.len() {
+            return Err(crate::error::Error::runtime(format!(
+                "kernel variant {index} of {:?}",
+                self.kernel_variants()
+            )));
+        }
+        self.prefetch = index == 0;
+        Ok(())
+    }
 }
+
+/// The classic sweep's row kernels the driver may choose between, the
+/// starting one first ([`Backend::kernel_variants`]).
+const KERNEL_VARIANTS: [&str; 2] = ["prefetch", "no prefetch"];
 
 #[cfg(test)]
 mod tests {
@@ -710,6 +750,7 @@ mod tests {
                             threads,
                             bind: Bind::None,
                             stores,
+                            prefetch: Prefetch::Auto,
                             tile_rows: None,
                         };
                         let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
@@ -743,6 +784,7 @@ mod tests {
             threads,
             bind: Bind::None,
             stores,
+            prefetch: Prefetch::Auto,
             tile_rows: None,
         };
         CpuBackend::new(grid, &block, &opts, [0, 1]).unwrap()
@@ -801,7 +843,9 @@ mod tests {
 
     /// The classic sweep prefetches unless the node's fields take at most
     /// half the last-level cache (here exceeded by a node of a million
-    /// ranks), and the report says which kernel ran.
+    /// ranks), and the report says which kernel ran. Beyond it, and only
+    /// there, `--prefetch auto` offers the driver both kernels; `on` and
+    /// `off` are taken as given and offer no choice.
     #[test]
     fn the_classic_sweep_prefetches_only_fields_beyond_the_cache() {
         let grid = Grid::new([6, 6, 6]).unwrap();
@@ -810,6 +854,7 @@ mod tests {
             threads: 1,
             bind: Bind::None,
             stores: Stores::Cached,
+            prefetch: Prefetch::Auto,
             tile_rows: None,
         };
         let detail = |cpu: &CpuBackend| cpu.info().detail.unwrap();
@@ -822,6 +867,28 @@ mod tests {
         let deep = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(2);
         let wavefront = CpuBackend::new(&grid, &deep, &opts, [0, 1]).unwrap();
         assert!(!detail(&wavefront).contains("prefetch"));
+
+        assert!(cached.kernel_variants().is_empty());
+        assert!(wavefront.kernel_variants().is_empty());
+        let mut beyond = beyond;
+        assert_eq!(beyond.kernel_variants(), ["prefetch", "no prefetch"]);
+        beyond.use_kernel_variant(1).unwrap();
+        assert!(detail(&beyond).contains(" (no prefetch); cached stores"));
+        beyond.use_kernel_variant(0).unwrap();
+        assert!(!detail(&beyond).contains("prefetch"));
+        assert!(beyond.use_kernel_variant(2).is_err());
+        for (asked, prefetches) in [(Prefetch::On, true), (Prefetch::Off, false)] {
+            let opts = CpuOptions {
+                prefetch: asked,
+                ..opts
+            };
+            for node in [[0, 1], [0, 1 << 20]] {
+                let mut cpu = CpuBackend::new(&grid, &block, &opts, node).unwrap();
+                assert_eq!(cpu.prefetch, prefetches, "{asked:?} {node:?}");
+                assert!(cpu.kernel_variants().is_empty(), "{asked:?} {node:?}");
+                assert!(cpu.use_kernel_variant(0).is_err());
+            }
+        }
     }
 
     #[test]

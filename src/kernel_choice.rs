@@ -1,0 +1,195 @@
+//! `--prefetch auto`'s choice between the kernels a backend offers for its
+//! sweep ([`Backend::kernel_variants`]): the CPU classic sweep with or
+//! without software prefetch, once its fields are too large for the cache
+//! to settle it.
+//!
+//! Which one is faster from memory is a property of the machine and of the
+//! threads sharing it, not of the sizes: on one Zen 5 guest no prefetch ran
+//! 1.05-1.49x faster at size L on all cores and 0.8-0.9x at M, on a Zen 4
+//! guest 0.63-0.88x at both, on a Zen 2 guest it won about two rounds in
+//! three (notes/cpu-perf.md). Between two runs of one binary the rate
+//! varies by up to 1.9x (the pages a run gets, the host's other guests),
+//! more than the effect, so no rule on sizes holds and no timing across
+//! runs decides it. Within one run the kernels sweep the same pages: the
+//! run times one sweep of each in turn, over several rounds, before the
+//! rehearsal, and keeps the fastest, the starting kernel unless another is
+//! clearly faster. Every rank takes the same kernel: the offer must be the
+//! same on every rank, and the times are the slowest rank's.
+//!
+//! [`Backend::kernel_variants`]: crate::backend::Backend::kernel_variants
+
+use crate::comm;
+use crate::error::Result;
+use crate::solver::Solver;
+use crate::temporal::{Built, Run};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// How much faster per sweep another kernel must calibrate than the
+/// starting one to be taken (as `--temporal auto`'s margin).
+const MARGIN: f64 = 0.03;
+/// Rounds (one sweep of each kernel per round) before the time limit may
+/// end the calibration: the best of three absorbs a sweep slowed by a
+/// neighbour.
+const MIN_ROUNDS: usize = 3;
+/// Most rounds.
+const MAX_ROUNDS: usize = 12;
+/// Seconds after which calibration stops once it has [`MIN_ROUNDS`].
+const CALIBRATION_S: f64 = 1.0;
+
+/// The kernel a run swept with and why, as the record states it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KernelChoice {
+    /// The kernel's name (`prefetch`, `no prefetch`).
+    pub chosen: String,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// Each kernel's seconds per sweep: the slowest rank's best round.
+    pub trials: Vec<KernelTrial>,
+}
+
+/// One kernel's calibration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KernelTrial {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Seconds per sweep: the best round's, on the slowest rank.
+    pub sweep_s: f64,
+}
+
+/// Times the kernels the backend of `built` offers, when every rank offers
+/// the same two or more, and leaves the fastest in use with the fields in
+/// their initial state; `None` when there was nothing to choose.
+/// Collective.
+pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
+    let mine: Vec<String> = built
+        .backend
+        .kernel_variants()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    // Ranks whose fields lie on either side of the cache threshold offer
+    // differently; they keep their own starting kernels.
+    let offer = comm::decide(run.comm, "the kernel variants", &mine, |all| {
+        Ok(if all.iter().all(|v| *v == all[0]) {
+            all[0].clone()
+        } else {
+            Vec::new()
+        })
+    })?;
+    if offer.len() < 2 {
+        return Ok(None);
+    }
+    let best = calibrate(&mut built.solver(run), offer.len())?;
+    let (chosen, reason) = match &best {
+        None => (0, "a stop signal came during the calibration".to_string()),
+        Some(best) => choose(&offer, best),
+    };
+    built.backend.use_kernel_variant(chosen)?;
+    built.backend.reset()?;
+    let trials = offer
+        .iter()
+        .zip(best.iter().flatten())
+        .map(|(kernel, &sweep_s)| KernelTrial {
+            kernel: kernel.clone(),
+            sweep_s,
+        })
+        .collect::<Vec<_>>();
+    tracing::info!(chosen = offer[chosen], ?trials, "kernel auto");
+    Ok(Some(KernelChoice {
+        chosen: offer[chosen].clone(),
+        reason,
+        trials,
+    }))
+}
+
+/// Times one round of each of `kernels` kernels per calibration round,
+/// the order reversed every other round (so that neither always runs
+/// first after the other), and returns each one's best seconds per sweep
+/// on the slowest rank; `None` when a stop request came (the rehearsal
+/// then sees it). Collective.
+fn calibrate(solver: &mut Solver<'_>, kernels: usize) -> Result<Option<Vec<f64>>> {
+    let sweeps = solver.block.depth;
+    let mut best = vec![f64::INFINITY; kernels];
+    let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
+    let started = Instant::now();
+    for round in 0..MAX_ROUNDS {
+        for turn in 0..kernels {
+            let k = if round % 2 == 0 {
+                turn
+            } else {
+                kernels - 1 - turn
+            };
+            solver.backend.use_kernel_variant(k)?;
+            let (seconds, stop) = solver.timed_round(&mut gosa[..sweeps])?;
+            if stop {
+                return Ok(None);
+            }
+            best[k] = best[k].min(seconds / sweeps as f64);
+        }
+        if round + 1 >= MIN_ROUNDS
+            && solver.comm.max(started.elapsed().as_secs_f64()) > CALIBRATION_S
+        {
+            break;
+        }
+    }
+    Ok(Some(best))
+}
+
+/// The kernel of `names` to run by their seconds per sweep `best`: the
+/// first unless another is more than [`MARGIN`] faster; with the reason in
+/// words.
+fn choose(names: &[String], best: &[f64]) -> (usize, String) {
+    let start = best[0];
+    let (fastest, time) = best
+        .iter()
+        .copied()
+        .enumerate()
+        .skip(1)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("another kernel");
+    let ms = |s: f64| s * 1e3;
+    if time < start * (1.0 - MARGIN) {
+        let why = format!(
+            "{} calibrated fastest: {:.3} ms per sweep against {:.3} with {} ({:.2}x)",
+            names[fastest],
+            ms(time),
+            ms(start),
+            names[0],
+            start / time
+        );
+        (fastest, why)
+    } else {
+        let why = format!(
+            "{} calibrated: {} took {:.3} ms per sweep against {:.3}, not {:.0}% less",
+            names[0],
+            names[fastest],
+            ms(time),
+            ms(start),
+            MARGIN * 100.0
+        );
+        (0, why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_kernel_must_be_clearly_faster() {
+        let names = ["prefetch".to_string(), "no prefetch".to_string()];
+        let (k, why) = choose(&names, &[1.0, 0.9]);
+        assert_eq!(k, 1);
+        assert!(why.starts_with("no prefetch calibrated fastest"), "{why}");
+        assert!(why.contains("(1.11x)"), "{why}");
+        // 2 % faster is within the margin: the starting kernel.
+        let (k, why) = choose(&names, &[1.0, 0.98]);
+        assert_eq!(k, 0);
+        assert!(
+            why.starts_with("prefetch calibrated: no prefetch took"),
+            "{why}"
+        );
+        assert_eq!(choose(&names, &[1.0, 1.3]).0, 0);
+    }
+}

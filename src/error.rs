@@ -70,6 +70,29 @@ pub fn print_line(line: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
+/// Waits until the pipe behind file descriptor `fd` holds no unread bytes,
+/// at most `limit`; returns at once when `fd` is no pipe. Whoever reads the
+/// other end (an MPI launcher forwarding a rank's stderr) has then taken
+/// what was written.
+pub fn wait_until_read(fd: i32, limit: std::time::Duration) {
+    // SAFETY: fstat writes only the struct it is given.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+        return;
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int, the bytes the pipe holds (Linux
+        // answers it on either end).
+        let asked = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) };
+        if asked != 0 || unread == 0 || started.elapsed() >= limit {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Ends the process at once with `code`, from any thread: what ends a job
 /// that cannot return through `main` (a rank's abort, the first of several
 /// in-process ranks to fail). The caller has told what happened.
@@ -144,6 +167,55 @@ impl From<std::io::Error> for Error {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
+    /// A pipe as `[read, write]` file descriptors.
+    fn pipe() -> [i32; 2] {
+        let mut fds = [0; 2];
+        // SAFETY: pipe writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        fds
+    }
+
+    /// The wait ends when the reader has taken the bytes, not before, and
+    /// at the limit when nobody reads; an empty pipe or a file is no wait.
+    #[test]
+    fn the_wait_for_a_reader_ends_when_the_pipe_is_read() {
+        let [read, write] = pipe();
+        let line = b"himeno: rank 1: error\n";
+        // SAFETY: writes from a live buffer of that length.
+        let wrote = unsafe { libc::write(write, line.as_ptr().cast(), line.len()) };
+        assert_eq!(wrote, line.len() as isize);
+        let started = Instant::now();
+        wait_until_read(write, Duration::from_millis(150));
+        let unread = started.elapsed();
+        assert!(unread >= Duration::from_millis(150), "{unread:?}");
+        let reader = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let mut buf = [0u8; 64];
+            // SAFETY: reads into a live buffer of that length.
+            unsafe { libc::read(read, buf.as_mut_ptr().cast(), buf.len()) }
+        });
+        let started = Instant::now();
+        wait_until_read(write, Duration::from_secs(20));
+        let waited = started.elapsed();
+        assert_eq!(reader.join().unwrap(), line.len() as isize);
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        assert!(waited < Duration::from_secs(20), "{waited:?}");
+        let started = Instant::now();
+        wait_until_read(write, Duration::from_secs(20));
+        let file = std::fs::File::open("Cargo.toml").unwrap();
+        wait_until_read(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            Duration::from_secs(20),
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // SAFETY: closes the two descriptors this test opened.
+        unsafe {
+            libc::close(read);
+            libc::close(write);
+        }
+    }
     use super::*;
 
     #[test]

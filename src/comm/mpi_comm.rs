@@ -13,6 +13,7 @@ use mpi::environment::Universe;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// A communicator over `MPI_COMM_WORLD`.
 pub struct MpiComm {
@@ -115,7 +116,21 @@ pub fn init() -> Result<Box<dyn Comm>> {
 /// Ends the whole MPI job with `code` (the stop watchdog's way out while
 /// MPI runs: see `signals::set_watchdog_end`).
 fn abort_world(code: i32) -> ! {
-    SimpleCommunicator::world().abort(code)
+    abort_when_read(&SimpleCommunicator::world(), code)
+}
+
+/// Longest wait for the launcher to read what a rank wrote on stderr
+/// before it aborts the job.
+const STDERR_READ: Duration = Duration::from_secs(2);
+
+/// Ends the whole job with `code` once the launcher has read what this
+/// rank last wrote on stderr (why it ends it): `MPI_Abort` has the
+/// launcher kill every rank and exit, and MPICH's launcher, on a loaded
+/// machine, was seen to exit before forwarding a line still in the pipe
+/// (the job failed with an empty stderr).
+fn abort_when_read(world: &SimpleCommunicator, code: i32) -> ! {
+    crate::error::wait_until_read(libc::STDERR_FILENO, STDERR_READ);
+    world.abort(code)
 }
 
 impl Drop for MpiComm {
@@ -131,7 +146,7 @@ fn install_abort_hook(rank: i32) {
     std::panic::set_hook(Box::new(move |info| {
         crate::error::print_line(&format!("himeno: rank {rank} panicked; aborting all ranks"));
         default(info);
-        SimpleCommunicator::world().abort(2);
+        abort_when_read(&SimpleCommunicator::world(), 2);
     }));
 }
 
@@ -270,7 +285,7 @@ impl Comm for MpiComm {
     }
 
     fn abort(&self, code: i32) -> ! {
-        self.world.abort(code)
+        abort_when_read(&self.world, code)
     }
 
     fn host(&self) -> String {

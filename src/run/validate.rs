@@ -90,26 +90,28 @@ impl RunArgs {
         let cpu = self.backend == BackendChoice::Cpu;
         let gpu = self.backend == BackendChoice::Gpu;
         let given = |set: bool, name: &'static str| set.then_some(name);
-        let gpu_only = [
+        let gpu_only = vec![
             given(self.device.is_some(), "--device"),
             given(self.staging.is_some(), "--staging"),
             given(self.gpu_occupancy.is_some(), "--gpu-occupancy"),
         ];
-        if cpu && let Some(name) = gpu_only.into_iter().flatten().next() {
-            return Err(Error::usage(format!(
-                "{name} sets how the GPU backend runs, and this run is on the CPU: add \
-                 --backend gpu (or auto), or drop {name}"
-            )));
-        }
-        let cpu_only = [
+        let cpu_only = vec![
             given(self.stores.is_some(), "--stores"),
             given(self.prefetch.is_some(), "--prefetch"),
         ];
-        if gpu && let Some(name) = cpu_only.into_iter().flatten().next() {
-            return Err(Error::usage(format!(
-                "{name} sets how the CPU sweep runs, and this run is on the GPU: add \
-                 --backend cpu (or auto), or drop {name}"
-            )));
+        // (the run is on the other backend, its options, what they set,
+        // the backend they need, the one the run is on)
+        let sides = [
+            (cpu, gpu_only, "the GPU backend", "gpu", "CPU"),
+            (gpu, cpu_only, "the CPU sweep", "cpu", "GPU"),
+        ];
+        for (elsewhere, options, sets, needs, runs_on) in sides {
+            if elsewhere && let Some(name) = options.into_iter().flatten().next() {
+                return Err(Error::usage(format!(
+                    "{name} sets how {sets} runs, and this run is on the {runs_on}: add \
+                     --backend {needs} (or auto), or drop {name}"
+                )));
+            }
         }
         Ok(())
     }

@@ -167,6 +167,7 @@ impl From<std::io::Error> for Error {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use std::time::{Duration, Instant};
 
     /// A pipe as `[read, write]` file descriptors.
@@ -216,7 +217,6 @@ mod tests {
             libc::close(write);
         }
     }
-    use super::*;
 
     #[test]
     fn display_is_one_line_whatever_the_message() {

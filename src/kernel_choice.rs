@@ -20,22 +20,18 @@
 
 use crate::comm;
 use crate::error::Result;
-use crate::solver::Solver;
-use crate::temporal::{Built, Run};
+use crate::temporal::{self, Built, MARGIN, Rounds, Run};
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
-/// How much faster per sweep another kernel must calibrate than the
-/// starting one to be taken (as `--temporal auto`'s margin).
-const MARGIN: f64 = 0.03;
-/// Rounds (one sweep of each kernel per round) before the time limit may
-/// end the calibration: the best of three absorbs a sweep slowed by a
-/// neighbour.
-const MIN_ROUNDS: usize = 3;
-/// Most rounds.
-const MAX_ROUNDS: usize = 12;
-/// Seconds after which calibration stops once it has [`MIN_ROUNDS`].
-const CALIBRATION_S: f64 = 1.0;
+/// How long the kernels are timed: 3 to 12 rounds of one sweep each, the
+/// order reversed every other round, ending after 1 s once it has 3 (the
+/// best of three absorbs a sweep slowed by a neighbour).
+const ROUNDS: Rounds = Rounds {
+    min: 3,
+    max: 12,
+    seconds: 1.0,
+    alternate: true,
+};
 
 /// The kernel a run swept with and why, as the record states it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -80,7 +76,10 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
     if offer.len() < 2 {
         return Ok(None);
     }
-    let best = calibrate(&mut built.solver(run), offer.len())?;
+    let best = temporal::best_per_sweep(&mut built.solver(run), offer.len(), ROUNDS, |s, k| {
+        s.backend.use_kernel_variant(k)?;
+        Ok(s.block.depth)
+    })?;
     let (chosen, reason) = match &best {
         None => (0, "a stop signal came during the calibration".to_string()),
         Some(best) => choose(&offer, best),
@@ -103,53 +102,15 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
     }))
 }
 
-/// Times one round of each of `kernels` kernels per calibration round,
-/// the order reversed every other round (so that neither always runs
-/// first after the other), and returns each one's best seconds per sweep
-/// on the slowest rank; `None` when a stop request came (the rehearsal
-/// then sees it). Collective.
-fn calibrate(solver: &mut Solver<'_>, kernels: usize) -> Result<Option<Vec<f64>>> {
-    let sweeps = solver.block.depth;
-    let mut best = vec![f64::INFINITY; kernels];
-    let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
-    let started = Instant::now();
-    for round in 0..MAX_ROUNDS {
-        for turn in 0..kernels {
-            let k = if round % 2 == 0 {
-                turn
-            } else {
-                kernels - 1 - turn
-            };
-            solver.backend.use_kernel_variant(k)?;
-            let (seconds, stop) = solver.timed_round(&mut gosa[..sweeps])?;
-            if stop {
-                return Ok(None);
-            }
-            best[k] = best[k].min(seconds / sweeps as f64);
-        }
-        if round + 1 >= MIN_ROUNDS
-            && solver.comm.max(started.elapsed().as_secs_f64()) > CALIBRATION_S
-        {
-            break;
-        }
-    }
-    Ok(Some(best))
-}
-
 /// The kernel of `names` to run by their seconds per sweep `best`: the
 /// first unless another is more than [`MARGIN`] faster; with the reason in
 /// words.
 fn choose(names: &[String], best: &[f64]) -> (usize, String) {
     let start = best[0];
-    let (fastest, time) = best
-        .iter()
-        .copied()
-        .enumerate()
-        .skip(1)
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .expect("another kernel");
+    let (fastest, taken) = temporal::clear_winner(best);
+    let time = best[fastest];
     let ms = |s: f64| s * 1e3;
-    if time < start * (1.0 - MARGIN) {
+    if taken {
         let why = format!(
             "{} calibrated fastest: {:.3} ms per sweep against {:.3} with {} ({:.2}x)",
             names[fastest],

@@ -37,15 +37,19 @@ pub const AUTO_CANDIDATES: [usize; 3] = [2, 4, 8];
 /// Fewest rows per wavefront tile that still pays (16-row tiles gained
 /// 1.05x at size M, 8-row ones lost 7 %: notes/cpu-perf.md).
 pub const MIN_TILE_ROWS: usize = 16;
-/// How much faster per sweep a blocked candidate must calibrate than the
-/// classic sweep to be taken: more than the spread of two timings of the
-/// same block on a quiet machine, so that noise does not pick a T that
-/// does not pay.
-const MARGIN: f64 = 0.03;
-/// Most calibration rounds (one block of each candidate per round).
-const ROUNDS: usize = 3;
-/// Seconds after which calibration stops once it has two rounds.
-const CALIBRATION_S: f64 = 1.5;
+/// How much faster per sweep a candidate must calibrate than the starting
+/// one (the classic sweep, the starting kernel) to be taken: more than the
+/// spread of two timings of the same block on a quiet machine, so that
+/// noise does not pick a choice that does not pay.
+pub const MARGIN: f64 = 0.03;
+/// How long `--temporal auto` times its candidates: at most three rounds
+/// (one block of each candidate per round), two once 1.5 s have passed.
+const ROUNDS: Rounds = Rounds {
+    min: 2,
+    max: 3,
+    seconds: 1.5,
+    alternate: false,
+};
 
 /// The sweeps per exchange of a run and why, as the record states it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -399,15 +403,10 @@ impl Built {
 /// the reason in words.
 fn choose(candidates: &[usize], best: &[f64]) -> (usize, String) {
     let classic = best[0];
-    let (sweeps, fastest) = candidates
-        .iter()
-        .copied()
-        .zip(best.iter().copied())
-        .skip(1)
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .expect("a blocked candidate");
+    let (other, taken) = clear_winner(best);
+    let (sweeps, fastest) = (candidates[other], best[other]);
     let ms = |s: f64| s * 1e3;
-    if fastest < classic * (1.0 - MARGIN) {
+    if taken {
         let why = format!(
             "T={sweeps} calibrated fastest: {:.3} ms per sweep against {:.3} for the classic \
              sweep ({:.2}x)",
@@ -428,23 +427,71 @@ fn choose(candidates: &[usize], best: &[f64]) -> (usize, String) {
     }
 }
 
-/// Times one block of each of `candidates` sweeps per round, the rounds
-/// interleaved, and returns each one's best seconds per sweep on the
-/// slowest rank; `None` when a stop request came (the rehearsal then sees
-/// it). Collective.
+/// Times one block of each of `candidates` sweeps per round (see
+/// [`best_per_sweep`]).
 fn calibrate(solver: &mut Solver<'_>, candidates: &[usize]) -> Result<Option<Vec<f64>>> {
-    let mut best = vec![f64::INFINITY; candidates.len()];
+    best_per_sweep(solver, candidates.len(), ROUNDS, |_, c| Ok(candidates[c]))
+}
+
+/// The fastest of the candidates after the first by their seconds per
+/// sweep `best`, and whether it is more than [`MARGIN`] faster than the
+/// first (and so taken).
+pub fn clear_winner(best: &[f64]) -> (usize, bool) {
+    let (other, time) = best
+        .iter()
+        .copied()
+        .enumerate()
+        .skip(1)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("a candidate besides the first");
+    (other, time < best[0] * (1.0 - MARGIN))
+}
+
+/// How long a calibration times its candidates.
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds {
+    /// Rounds before the time limit may end it.
+    pub min: usize,
+    /// Most rounds.
+    pub max: usize,
+    /// Seconds after which it stops once it has `min` rounds.
+    pub seconds: f64,
+    /// Whether every other round runs the candidates in reverse order, so
+    /// that none always runs right after another.
+    pub alternate: bool,
+}
+
+/// Times one round of each of `candidates` candidates per calibration
+/// round, the rounds interleaved, and returns each one's best seconds per
+/// sweep on the slowest rank; `None` when a stop request came (the
+/// rehearsal then sees it). `ready(solver, c)` readies candidate `c` and
+/// returns its sweeps per round. Collective.
+pub fn best_per_sweep(
+    solver: &mut Solver<'_>,
+    candidates: usize,
+    rounds: Rounds,
+    mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<usize>,
+) -> Result<Option<Vec<f64>>> {
+    let mut best = vec![f64::INFINITY; candidates];
     let started = Instant::now();
     let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
-    for round in 0..ROUNDS {
-        for (c, &sweeps) in candidates.iter().enumerate() {
+    for round in 0..rounds.max {
+        for turn in 0..candidates {
+            let c = if rounds.alternate && round % 2 == 1 {
+                candidates - 1 - turn
+            } else {
+                turn
+            };
+            let sweeps = ready(solver, c)?;
             let (seconds, stop) = solver.timed_round(&mut gosa[..sweeps])?;
             if stop {
                 return Ok(None);
             }
             best[c] = best[c].min(seconds / sweeps as f64);
         }
-        if round >= 1 && solver.comm.max(started.elapsed().as_secs_f64()) > CALIBRATION_S {
+        if round + 1 >= rounds.min
+            && solver.comm.max(started.elapsed().as_secs_f64()) > rounds.seconds
+        {
             break;
         }
     }

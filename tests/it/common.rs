@@ -376,6 +376,19 @@ pub fn assert_transfer_report(r: &serde_json::Value) {
     assert!(r["latency_us"]["h2d/pinned"].as_f64().unwrap() > 0.0, "{r}");
 }
 
+/// Two in-process ranks splitting size M along k, one thread each: 2 x 14
+/// fields of 2.2 M points (235 MiB), beyond any last-level cache.
+pub const TWO_RANKS_OF_M: [&str; 8] = [
+    "--size",
+    "M",
+    "--procs",
+    "1x1x2",
+    "--local-ranks",
+    "2",
+    "--threads",
+    "1",
+];
+
 /// The lines of a report that start with `head`.
 pub fn lines_starting<'a>(text: &'a str, head: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.starts_with(head)).collect()

@@ -24,18 +24,7 @@ fn placements(r: &serde_json::Value) -> Vec<String> {
 /// `off` time nothing and sweep as asked; all three give the same answer.
 #[test]
 fn auto_times_both_kernels_beyond_the_cache_and_every_answer_is_the_same() {
-    let base = [
-        "--size",
-        "M",
-        "--procs",
-        "1x1x2",
-        "--local-ranks",
-        "2",
-        "--threads",
-        "1",
-        "--iterations",
-        "3",
-    ];
+    let base = [&TWO_RANKS_OF_M[..], &["--iterations", "3"]].concat();
     let json = |extra: &[&str]| {
         json_ok(&run(himeno(
             &[&base[..], extra, &["--format", "json"]].concat(),

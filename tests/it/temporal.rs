@@ -258,19 +258,10 @@ fn a_stop_signal_ends_the_run_after_a_whole_block() {
 #[test]
 fn auto_records_its_choice_and_keeps_the_classic_answer() {
     let base = [
-        "--size",
-        "M",
-        "--procs",
-        "1x1x2",
-        "--local-ranks",
-        "2",
-        "--threads",
-        "1",
-        "--iterations",
-        "9",
-        "--format",
-        "json",
-    ];
+        &TWO_RANKS_OF_M[..],
+        &["--iterations", "9", "--format", "json"],
+    ]
+    .concat();
     let classic = json_ok(&run(himeno(&base)));
     let auto = json_ok(&run(himeno(&[&base[..], &["--temporal", "auto"]].concat())));
     assert_eq!(auto["p_fingerprint"], classic["p_fingerprint"]);

@@ -5,7 +5,9 @@
 //! Temporal blocking pays only when the wavefront saves memory traffic and
 //! its cached sweeps are faster than a sweep fed from memory. The first is
 //! a matter of sizes: fields that already fit in the last-level cache are
-//! read from it every sweep anyway, and a wavefront whose tiles of
+//! read from it every sweep anyway (a gain remains where several threads or
+//! ranks meet once per sweep, which blocking makes once per T sweeps: those
+//! runs time the candidates), and a wavefront whose tiles of
 //! [`MIN_TILE_ROWS`] rows do not fit a thread's share of that cache falls
 //! out of it (shorter tiles cut level 1's memory runs short: 8-row tiles
 //! ran at 0.93x of the classic sweep, notes/cpu-perf.md). Those cases the
@@ -179,10 +181,19 @@ impl Machine {
     }
 }
 
+/// The ranks of the job, as the model counts them.
+#[derive(Debug, Clone, Copy)]
+struct Ranks {
+    /// On this rank's node, which share its cache.
+    node: usize,
+    /// In the whole job.
+    all: usize,
+}
+
 /// The model's view on this rank for `--temporal auto` (see the module's
 /// doc): the candidates up to `allowed` sweeps (what the process grid
 /// permits) worth timing.
-fn model(cfg: &RunConfig, block: &Block, node_ranks: usize, allowed: usize) -> View {
+fn model(cfg: &RunConfig, block: &Block, ranks: Ranks, allowed: usize) -> View {
     let only_classic = |reason: String| View {
         candidates: vec![1],
         reason,
@@ -196,12 +207,18 @@ fn model(cfg: &RunConfig, block: &Block, node_ranks: usize, allowed: usize) -> V
         .iter()
         .product::<usize>()
         .saturating_mul(FIELDS * 4)
-        .saturating_mul(node_ranks);
+        .saturating_mul(ranks.node);
     let llc = LastLevel::detect().node_bytes;
-    if fields <= llc {
+    // In the cache blocking saves no memory traffic, but a run of several
+    // threads or ranks also meets once per sweep (the threads' hand-off,
+    // the halo exchange) and once per T sweeps when blocked: on a 2-vCPU
+    // guest a 10x18x98 grid ran 2.3x faster on two threads with T = 8
+    // (notes/cpu-perf.md). So only a lone thread is settled without timing.
+    if fields <= llc && cfg.threads == 1 && ranks.all == 1 {
         return only_classic(format!(
             "the node's fields ({:.1} MiB) fit in its last-level cache ({:.1} MiB), so every \
-             sweep already reads them from the cache and blocking saves no memory traffic",
+             sweep already reads them from the cache, and one thread of one rank has no \
+             hand-off or exchange per sweep to save",
             mib(fields),
             mib(llc)
         ));
@@ -269,7 +286,11 @@ impl Plan {
                 }),
             });
         }
-        let mine = model(cfg, &block, comm.node_size(), cfg.temporal);
+        let ranks = Ranks {
+            node: comm.node_size(),
+            all: comm.size(),
+        };
+        let mine = model(cfg, &block, ranks, cfg.temporal);
         comm::decide(comm, "the temporal candidates", &mine, |all| {
             let reason = all
                 .iter()

@@ -290,10 +290,13 @@ fn auto_records_its_choice_and_keeps_the_classic_answer() {
     assert!(classic.get("temporal_choice").is_none(), "{classic}");
 }
 
-/// Fields that fit in the last-level cache gain nothing from blocking:
-/// the model says T=1 without timing anything, in the record and in one
-/// line of the text report. An explicit T whose tiles cannot fit the
-/// cache share of a thread says so in one line.
+/// Fields that fit in the last-level cache, swept by one thread of one
+/// rank, gain nothing from blocking: the model says T=1 without timing
+/// anything, in the record and in one line of the text report. With two
+/// threads, or two ranks, the candidates are timed (blocking saves their
+/// per-sweep hand-off or exchange), and the answer is the classic one. An
+/// explicit T whose tiles cannot fit the cache share of a thread says so in
+/// one line.
 #[test]
 fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
     let small = [
@@ -304,6 +307,30 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
         "--temporal",
         "auto",
     ];
+    let classic = json_ok(&run(himeno(&[
+        "--grid",
+        "18x18x34",
+        "--iterations",
+        "4",
+        "--format",
+        "json",
+    ])));
+    for shared in [
+        &["--threads", "2"][..],
+        &["--threads", "1", "--local-ranks", "2"],
+    ] {
+        let mut argv = small.to_vec();
+        argv.extend_from_slice(shared);
+        argv.extend_from_slice(&["--format", "json"]);
+        let r = json_ok(&run(himeno(&argv)));
+        let choice = &r["temporal_choice"];
+        let trials = choice["trials"].as_array().unwrap();
+        assert!(trials.len() > 1, "{shared:?}: {choice}");
+        assert_eq!(trials[0]["sweeps"], 1, "{choice}");
+        assert_eq!(r["p_fingerprint"], classic["p_fingerprint"], "{shared:?}");
+        assert_eq!(r["gosa"], classic["gosa"], "{shared:?}");
+    }
+    let small = [&small[..], &["--threads", "1"]].concat();
     let r = json_ok(&run(himeno(&[&small[..], &["--format", "json"]].concat())));
     assert_eq!(r["temporal"], 1, "{r}");
     let reason = r["temporal_choice"]["reason"].as_str().unwrap();

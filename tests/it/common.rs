@@ -389,6 +389,10 @@ pub const TWO_RANKS_OF_M: [&str; 8] = [
     "1",
 ];
 
+/// Four iterations of a grid of 18 x 18 x 34 points (14 fields of 44 KiB),
+/// well inside any last-level cache.
+pub const IN_CACHE: [&str; 4] = ["--grid", "18x18x34", "--iterations", "4"];
+
 /// The lines of a report that start with `head`.
 pub fn lines_starting<'a>(text: &'a str, head: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.starts_with(head)).collect()

@@ -81,18 +81,7 @@ fn auto_times_both_kernels_beyond_the_cache_and_every_answer_is_the_same() {
 fn auto_times_nothing_inside_the_cache_or_for_the_wavefront() {
     for extra in [&[][..], &["--prefetch", "on", "--temporal", "1"][..]] {
         let small = json_ok(&run(himeno(
-            &[
-                &[
-                    "--grid",
-                    "18x18x34",
-                    "--iterations",
-                    "4",
-                    "--format",
-                    "json",
-                ][..],
-                extra,
-            ]
-            .concat(),
+            &[&IN_CACHE[..], &["--format", "json"], extra].concat(),
         )));
         assert!(small.get("kernel_choice").is_none(), "{small}");
         assert_eq!(

@@ -299,22 +299,10 @@ fn auto_records_its_choice_and_keeps_the_classic_answer() {
 /// one line.
 #[test]
 fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
-    let small = [
-        "--grid",
-        "18x18x34",
-        "--iterations",
-        "4",
-        "--temporal",
-        "auto",
-    ];
-    let classic = json_ok(&run(himeno(&[
-        "--grid",
-        "18x18x34",
-        "--iterations",
-        "4",
-        "--format",
-        "json",
-    ])));
+    let small = [&IN_CACHE[..], &["--temporal", "auto"]].concat();
+    let classic = json_ok(&run(himeno(
+        &[&IN_CACHE[..], &["--format", "json"]].concat(),
+    )));
     for shared in [
         &["--threads", "2"][..],
         &["--threads", "1", "--local-ranks", "2"],

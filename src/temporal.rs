@@ -181,19 +181,11 @@ impl Machine {
     }
 }
 
-/// The ranks of the job, as the model counts them.
-#[derive(Debug, Clone, Copy)]
-struct Ranks {
-    /// On this rank's node, which share its cache.
-    node: usize,
-    /// In the whole job.
-    all: usize,
-}
-
 /// The model's view on this rank for `--temporal auto` (see the module's
 /// doc): the candidates up to `allowed` sweeps (what the process grid
-/// permits) worth timing.
-fn model(cfg: &RunConfig, block: &Block, ranks: Ranks, allowed: usize) -> View {
+/// permits) worth timing, for this rank of `comm` (whose node's ranks share
+/// its cache).
+fn model(cfg: &RunConfig, block: &Block, comm: &dyn Comm, allowed: usize) -> View {
     let only_classic = |reason: String| View {
         candidates: vec![1],
         reason,
@@ -207,14 +199,14 @@ fn model(cfg: &RunConfig, block: &Block, ranks: Ranks, allowed: usize) -> View {
         .iter()
         .product::<usize>()
         .saturating_mul(FIELDS * 4)
-        .saturating_mul(ranks.node);
+        .saturating_mul(comm.node_size());
     let llc = LastLevel::detect().node_bytes;
     // In the cache blocking saves no memory traffic, but a run of several
     // threads or ranks also meets once per sweep (the threads' hand-off,
     // the halo exchange) and once per T sweeps when blocked: on a 2-vCPU
     // guest a 10x18x98 grid ran 2.3x faster on two threads with T = 8
     // (notes/cpu-perf.md). So only a lone thread is settled without timing.
-    if fields <= llc && cfg.threads == 1 && ranks.all == 1 {
+    if fields <= llc && cfg.threads == 1 && comm.size() == 1 {
         return only_classic(format!(
             "the node's fields ({:.1} MiB) fit in its last-level cache ({:.1} MiB), so every \
              sweep already reads them from the cache, and one thread of one rank has no \
@@ -286,11 +278,7 @@ impl Plan {
                 }),
             });
         }
-        let ranks = Ranks {
-            node: comm.node_size(),
-            all: comm.size(),
-        };
-        let mine = model(cfg, &block, ranks, cfg.temporal);
+        let mine = model(cfg, &block, comm, cfg.temporal);
         comm::decide(comm, "the temporal candidates", &mine, |all| {
             let reason = all
                 .iter()

@@ -90,23 +90,23 @@ impl RunArgs {
         let cpu = self.backend == BackendChoice::Cpu;
         let gpu = self.backend == BackendChoice::Gpu;
         let given = |set: bool, name: &'static str| set.then_some(name);
-        let gpu_only = vec![
+        let gpu_only = [
             given(self.device.is_some(), "--device"),
             given(self.staging.is_some(), "--staging"),
             given(self.gpu_occupancy.is_some(), "--gpu-occupancy"),
         ];
-        let cpu_only = vec![
+        let cpu_only = [
             given(self.stores.is_some(), "--stores"),
             given(self.prefetch.is_some(), "--prefetch"),
         ];
         // (the run is on the other backend, its options, what they set,
         // the backend they need, the one the run is on)
         let sides = [
-            (cpu, gpu_only, "the GPU backend", "gpu", "CPU"),
-            (gpu, cpu_only, "the CPU sweep", "cpu", "GPU"),
+            (cpu, &gpu_only[..], "the GPU backend", "gpu", "CPU"),
+            (gpu, &cpu_only[..], "the CPU sweep", "cpu", "GPU"),
         ];
         for (elsewhere, options, sets, needs, runs_on) in sides {
-            if elsewhere && let Some(name) = options.into_iter().flatten().next() {
+            if elsewhere && let Some(name) = options.iter().flatten().next() {
                 return Err(Error::usage(format!(
                     "{name} sets how {sets} runs, and this run is on the {runs_on}: add \
                      --backend {needs} (or auto), or drop {name}"

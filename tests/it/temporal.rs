@@ -307,10 +307,9 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
         &["--threads", "2"][..],
         &["--threads", "1", "--local-ranks", "2"],
     ] {
-        let mut argv = small.to_vec();
-        argv.extend_from_slice(shared);
-        argv.extend_from_slice(&["--format", "json"]);
-        let r = json_ok(&run(himeno(&argv)));
+        let r = json_ok(&run(himeno(
+            &[&small[..], shared, &["--format", "json"]].concat(),
+        )));
         let choice = &r["temporal_choice"];
         let trials = choice["trials"].as_array().unwrap();
         assert!(trials.len() > 1, "{shared:?}: {choice}");

@@ -157,7 +157,7 @@ impl Occupancy {
 pub enum StreamMeasure {
     /// No measurement (use `--stream-gbs` if given).
     Off,
-    /// A short in-process triad and Sum13 before the timed loop.
+    /// A short in-process triad and Sum13 after the timed loop (so that it cannot disturb it).
     Quick,
 }
 
@@ -216,7 +216,7 @@ pub struct RunConfig {
     /// Stream triad bandwidth of this machine in GB/s given by the user, to
     /// report the solver's bandwidth as a fraction of it.
     pub stream_gbs: Option<f64>,
-    /// Measure the stream triad and Sum13 before the run.
+    /// Measure the stream triad and Sum13 after the timed loop.
     pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,

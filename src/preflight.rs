@@ -172,13 +172,14 @@ fn judge_fit(what: &str, reports: &[RankReport]) -> Result<()> {
 }
 
 /// Checks, collectively, that every node has the memory its ranks need for
-/// `block` under `cfg` with the run's backend, and for `before` used and
-/// freed before the backend allocates (the quick stream's arrays). Call it
-/// before the backend allocates; returns this rank's need.
+/// `block` under `cfg` with the run's backend, and for `apart`, memory the
+/// rank uses only while the backend's is freed (the quick stream's arrays,
+/// measured after the solver gave its fields back). Call it before the
+/// backend allocates; returns this rank's need.
 pub fn check(
     cfg: &RunConfig,
     block: &Block,
-    before: Option<Footprint>,
+    apart: Option<Footprint>,
     comm: &dyn Comm,
 ) -> Result<Footprint> {
     let grid = cfg.grid();
@@ -195,10 +196,10 @@ pub fn check(
             Some(_) => Footprint::vec::<f32>(block.points() as usize),
             None => Footprint::default(),
         };
-    let before = before.unwrap_or_default();
+    let apart = apart.unwrap_or_default();
     need = Footprint {
-        resident: need.resident.max(before.resident),
-        mapped: need.mapped.max(before.mapped),
+        resident: need.resident.max(apart.resident),
+        mapped: need.mapped.max(apart.mapped),
     };
     if let Some(c) = &cfg.checkpoint {
         check_checkpoint_dir(&c.dir, comm)?;

@@ -142,8 +142,8 @@ pub struct RunArgs {
     /// solver's effective bandwidth as a fraction of it.
     #[arg(long, allow_negative_numbers = true, value_parser = number)]
     pub stream_gbs: Option<f64>,
-    /// Measure the stream triad and Sum13 bandwidths before the run
-    /// (`quick`: a fraction of a second, with the run's threads and
+    /// Measure the stream triad and Sum13 bandwidths (`quick`: a fraction
+    /// of a second after the timed loop, with the run's threads and
     /// binding) and report the solver's bandwidth as a fraction of both.
     #[arg(long, value_enum, default_value_t = StreamMeasure::Off, conflicts_with = "stream_gbs")]
     pub stream: StreamMeasure,

@@ -86,26 +86,12 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let plan = temporal::Plan::of(&cfg, &grid, comm)?;
     let block = Block::of(&grid, &procs, comm.rank()).with_depth(plan.depth());
     tracing::info!(rank = comm.rank(), ?block, "block");
-    // The quick stream's arrays are freed before the fields are made.
+    // The quick stream runs after the solver has freed its fields: the
+    // preflight counts the larger of the two.
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
     let baseline = memory::resident_now();
     let need = preflight::check(&cfg, &block, quick_footprint, comm)?;
     let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm)?;
-    let ceilings = match cfg.stream {
-        // After the memory check (which counts its arrays) and before the
-        // solver allocates, with the run's threads and binding.
-        StreamMeasure::Quick => {
-            let quick = stream::quick_stream(comm, cfg.threads, cfg.bind)?;
-            Ceilings {
-                triad_gbs: Some(quick.triad),
-                sum13_gbs: Some(quick.sum13),
-            }
-        }
-        StreamMeasure::Off => Ceilings {
-            triad_gbs: cfg.stream_gbs,
-            sum13_gbs: None,
-        },
-    };
     let mut backend = backend::create(&cfg, &grid, &block, comm)?;
     let halo = Halo::new(&block, backend.as_mut())?;
     let run = temporal::Run {
@@ -234,6 +220,13 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         Ok((verdict, code))
     })?;
 
+    // The timed loop and its verdict are over: the fields are given back
+    // before the quick stream allocates its arrays.
+    drop(halo);
+    drop(backend);
+    let (ceilings, quick_failed) = ceilings(&cfg, comm, outcome.complete);
+    let code = if quick_failed && code == 0 { 2 } else { code };
+
     if comm.rank() == 0 {
         let record = Record::build(
             &outcome,
@@ -285,6 +278,49 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         }
     }
     Ok(ExitCode::from(code as u8))
+}
+
+/// The bandwidths the report compares the run with: given (`--stream-gbs`)
+/// or measured now by the quick stream (`--stream quick`), with the run's
+/// threads and binding, collectively. The quick stream runs after the timed
+/// loop, not before it: memory it allocated and freed just before the loop
+/// was still being handed back to the hypervisor (a guest's free page
+/// reporting) while the loop ran, which stole CPU time from the sweep and
+/// slowed it by up to a fifth (notes/cpu-perf.md, twelfth session). A run
+/// stopped early (`complete` false on every rank) skips it, to leave in
+/// its grace. A failed measurement leaves the fractions out and says so;
+/// the second value is then true (the run ends with exit 2, its report
+/// still printed and appended).
+fn ceilings(cfg: &RunConfig, comm: &dyn Comm, complete: bool) -> (Ceilings, bool) {
+    match cfg.stream {
+        StreamMeasure::Quick if complete => {
+            match stream::quick_stream(comm, cfg.threads, cfg.bind) {
+                Ok(quick) => (
+                    Ceilings {
+                        triad_gbs: Some(quick.triad),
+                        sum13_gbs: Some(quick.sum13),
+                    },
+                    false,
+                ),
+                Err(e) => {
+                    if comm.rank() == 0 {
+                        error::print_line(&format!(
+                            "himeno: {e}; the report has no stream fractions"
+                        ));
+                    }
+                    (Ceilings::default(), true)
+                }
+            }
+        }
+        StreamMeasure::Quick => (Ceilings::default(), false),
+        StreamMeasure::Off => (
+            Ceilings {
+                triad_gbs: cfg.stream_gbs,
+                sum13_gbs: None,
+            },
+            false,
+        ),
+    }
 }
 
 /// Appends `record` to the results file at `path` as one JSON line. When

@@ -288,6 +288,21 @@ fn a_signal_during_the_rehearsal_ends_cleanly_without_a_report() {
     assert!(!file.exists(), "nothing was measured, nothing is recorded");
 }
 
+#[test]
+fn a_run_stopped_early_skips_the_quick_stream() {
+    let mut args = LONG.to_vec();
+    args.extend(["3", "--stream", "quick", "--format", "json"]);
+    let e = stop_after(himeno(&args), "rehearsal done", "TERM");
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    let r: serde_json::Value =
+        serde_json::from_str(&e.stdout).unwrap_or_else(|err| panic!("{err}:\n{}", e.stdout));
+    assert_eq!(r["complete"], false, "{r}");
+    // The measurement would come after the loop: a stopped run leaves it
+    // out rather than spend its grace on it.
+    assert!(r["stream_triad_gbytes_per_s"].is_null(), "{r}");
+    assert!(!e.stderr.contains("quick stream"), "{}", e.stderr);
+}
+
 /// Starts a long run on 4 ranks of `launcher` appending to a results file,
 /// sends `sig` to the launching process once the rehearsal is done, and
 /// checks that every rank stopped and the record says so.

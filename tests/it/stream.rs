@@ -154,6 +154,38 @@ fn quick_stream_fills_the_fraction_in_the_report() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
+/// The quick stream runs after the timed loop (so that nothing it
+/// allocates or frees can disturb the loop), on every in-process rank
+/// together.
+#[test]
+fn quick_stream_runs_after_the_timed_loop_on_every_rank() {
+    let o = run(himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "3",
+        "--local-ranks",
+        "2",
+        "--stream",
+        "quick",
+        "-v",
+        "--format",
+        "json",
+    ]));
+    let r = json_ok(&o);
+    assert!(
+        r["stream_fraction"].as_f64().is_some_and(|f| f > 0.0),
+        "{r}"
+    );
+    let err = stderr(&o);
+    let found =
+        |at: Option<usize>, what: &str| at.unwrap_or_else(|| panic!("no {what:?} in\n{err}"));
+    // Every rank's rehearsal (hence its loop) comes before the measurement.
+    let last_rehearsal = found(err.rfind("rehearsal done"), "rehearsal done");
+    let first_stream = found(err.find("quick stream"), "quick stream");
+    assert!(last_rehearsal < first_stream, "{err}");
+}
+
 /// The JSON report of a small 2-thread run with `--bind bind`.
 fn bound_run(bind: &str) -> serde_json::Value {
     json_ok(&run(himeno(&[

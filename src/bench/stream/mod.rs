@@ -182,13 +182,22 @@ pub struct QuickStream {
 
 /// A quick triad and Sum13 measurement for the solver's report (a fraction
 /// of a second): the default array sizes, 5 repetitions, all ranks
-/// concurrently; returns the aggregate bandwidths on every rank.
+/// concurrently; returns the aggregate bandwidths on every rank, or the
+/// same error on every rank.
 pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<QuickStream> {
     const REPEATS: usize = 5;
     let elements = default_elements(llc_bytes());
     let sum_elements = sum13_elements(elements);
-    let pool = Pool::new(threads, bind, comm.node_rank())?;
-    let mut arrays = Arrays::first_touch(&pool, elements, sum_elements)?;
+    let made = Pool::new(threads, bind, comm.node_rank())
+        .and_then(|pool| Ok((Arrays::first_touch(&pool, elements, sum_elements)?, pool)));
+    // Decided together: a rank that could not set up (memory refused) must
+    // not leave the others waiting in the timing's collectives, and the run
+    // that asked for the measurement goes on without it on every rank.
+    let mine = made.as_ref().err().cloned();
+    crate::comm::decide(comm, "the quick stream", &mine, |all| {
+        all.into_iter().flatten().next().map_or(Ok(()), Err)
+    })?;
+    let (mut arrays, pool) = made?;
     let timings = arrays.time(&pool, comm, REPEATS, &[Kernel::Triad, Kernel::Sum13]);
     let ok = arrays.triad_valid(&pool);
     if comm.max(if ok { 0.0 } else { 1.0 }) != 0.0 {

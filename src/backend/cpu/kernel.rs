@@ -2,7 +2,9 @@
 //! fixed-size chunks of equal-length slices, so that bounds checks vanish and
 //! the loop vectorises, compiled once per instruction set and chosen at run
 //! time ([`Isa`], [`multiversion!`]) rather than with `-C target-cpu=native`
-//! on every build.
+//! on every build. The coefficients come packed in blocks of 16 points
+//! ([`super::packed`]): a block's twelve are one base register plus
+//! constants, so the hot loop keeps its pointers in registers.
 //!
 //! Arithmetic follows the specification exactly: every sum is evaluated left
 //! to right, no fused multiply-add (Rust never contracts, whatever the target
@@ -12,6 +14,7 @@
 //! combined in a fixed order, so a row's sum does not depend on how rows are
 //! shared by threads nor on the instruction set.
 
+use super::packed::{BLOCK, BLOCK_VALUES, CoefRow, Packed};
 use crate::grid::fields::COEFFICIENTS;
 use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK1};
 #[cfg(doc)]
@@ -37,16 +40,16 @@ impl Layout {
     }
 }
 
-/// Read-only inputs of a sweep: the old `p` and the coefficient fields,
-/// whole arrays of the block's local extents.
+/// Read-only inputs of a sweep: the old `p`, whole array of the block's
+/// local extents, and the block's packed coefficients.
 #[derive(Clone, Copy)]
 pub struct Inputs<'a> {
     /// Local array geometry.
     pub lay: Layout,
     /// The old pressure field.
     pub p: &'a [f32],
-    /// `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
-    pub coef: [&'a [f32]; COEFFICIENTS],
+    /// `a0..a3, b0..b2, c0..c2, bnd, wrk1`, packed per row.
+    pub coef: Packed<'a>,
     /// Relaxation factor.
     pub omega: f32,
 }
@@ -65,24 +68,27 @@ impl<'a> Inputs<'a> {
                 [at(i, j - 1), at(i, j), at(i, j + 1)],
                 [at(i + 1, j - 1), at(i + 1, j), at(i + 1, j + 1)],
             ],
-            coef: &self.coef,
-            at: self.lay.row(i, j),
+            coef: self.coef_row(i, j),
         }
+    }
+
+    /// The packed coefficients of row `(i, j)`.
+    #[inline]
+    pub fn coef_row(&self, i: usize, j: usize) -> CoefRow<'a> {
+        self.coef.row(i * self.lay.dims[1] + j)
     }
 }
 
 /// The rows one row update reads: `p` around the row, each a whole row of
 /// the local k extent, which may come from different arrays (the temporal
 /// sweep reads `p` from cache-resident copies of earlier levels), and the
-/// coefficients of the row itself, from the fields.
+/// packed coefficients of the row itself.
 #[derive(Clone, Copy)]
 pub struct Rows<'a> {
     /// `p[a][b]` is the row of `p` at `(i + a - 1, j + b - 1)`.
     pub p: [[&'a [f32]; 3]; 3],
-    /// The coefficient fields, `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
-    pub coef: &'a [&'a [f32]; COEFFICIENTS],
-    /// Offset of row `(i, j)` in the fields.
-    pub at: usize,
+    /// The row's coefficients, `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
+    pub coef: CoefRow<'a>,
 }
 
 /// Points per vector step of the AVX-512 copy: one zmm register. The
@@ -101,15 +107,15 @@ macro_rules! per_isa {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2")]
             fn avx2($($arg: $ty),*) -> $ret {
-                $body::<Vector<LANES>, LANES, $pf>($($arg),*)
+                $body::<ymm::Ymm, ymm::Ymm, LANES, $pf>($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,avx512f,avx512vl")]
             fn avx512($($arg: $ty),*) -> $ret {
-                $body::<zmm::Zmm, WIDE, $pf>($($arg),*)
+                $body::<zmm::Zmm, ymm::Ymm, WIDE, $pf>($($arg),*)
             }
             match isa.set() {
-                Set::Baseline => $body::<Vector<LANES>, LANES, $pf>($($arg),*),
+                Set::Baseline => $body::<Vector<LANES>, Vector<LANES>, LANES, $pf>($($arg),*),
                 // SAFETY: an `Isa` naming AVX2 or AVX-512 is only made after
                 // run-time detection found those features on this CPU.
                 #[cfg(target_arch = "x86_64")]
@@ -126,7 +132,9 @@ per_isa!(
     /// with the kernel compiled for `isa`: writes `out[k]` (`out` is the
     /// whole row of the new field) and returns the sum of their squared
     /// residuals, point `k.start + x` in lane `x % LANES`. For rows that
-    /// stream from memory: every input is prefetched ahead.
+    /// stream from memory: the leading row of `p` and `out` are
+    /// prefetched ahead (the packed coefficients are one sequential stream,
+    /// left to the hardware).
     pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row, prefetch = true
 );
 
@@ -155,14 +163,12 @@ per_isa!(
     pub fn sweep_row_at_cached(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at, prefetch = false
 );
 
-/// Where a row update finds the rows it reads, as slices of the `m`
-/// values it updates from `k0`.
+/// Where a row update finds the rows of `p` it reads, as slices of the
+/// `m` values it updates from `k0`.
 trait Source<'a> {
     /// The row of `p` at `(i + a - 1, j + b - 1)`, shifted by `dk - 1` in
     /// k.
     fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32];
-    /// Coefficient `f`'s row at `(i, j)`.
-    fn coef(&self, f: usize, k0: usize, m: usize) -> &'a [f32];
 }
 
 impl<'a> Source<'a> for Rows<'a> {
@@ -170,22 +176,16 @@ impl<'a> Source<'a> for Rows<'a> {
     fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32] {
         &self.p[a][b][k0 + dk - 1..k0 + dk - 1 + m]
     }
-    // The coefficients from one offset into their fields: the compiler
-    // then addresses all twelve from one index.
-    #[inline(always)]
-    fn coef(&self, f: usize, k0: usize, m: usize) -> &'a [f32] {
-        &self.coef[f][self.at + k0..self.at + k0 + m]
-    }
 }
 
-/// The fields' rows around row `(i, j)`, at `at`, its offset.
+/// The field's rows around row `(i, j)`, at `at`, its offset.
 struct Around<'a, 'b> {
     inp: &'b Inputs<'a>,
     at: usize,
 }
 
 impl<'a> Source<'a> for Around<'a, '_> {
-    // Every slice is one offset from the start of its field, as the
+    // Every slice is one offset from the start of the field, as the
     // original kernel wrote them: the compiler then addresses all of them
     // from one index (an earlier form, whole rows sliced again, made it
     // step 25 pointers and spill them, 7-15% slower at size M).
@@ -195,15 +195,11 @@ impl<'a> Source<'a> for Around<'a, '_> {
         let off = self.at + k0 + a * nj * nk + b * nk + dk - nj * nk - nk - 1;
         &self.inp.p[off..off + m]
     }
-    #[inline(always)]
-    fn coef(&self, f: usize, k0: usize, m: usize) -> &'a [f32] {
-        &self.inp.coef[f][self.at + k0..self.at + k0 + m]
-    }
 }
 
 /// [`row_body`] over the fields, with prefetch or without.
 #[inline(always)]
-fn row_at<V: Step<W>, const W: usize, const PREFETCH: bool>(
+fn row_at<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
     inp: &Inputs<'_>,
     i: usize,
     j: usize,
@@ -214,7 +210,7 @@ fn row_at<V: Step<W>, const W: usize, const PREFETCH: bool>(
         inp,
         at: inp.lay.row(i, j),
     };
-    row_body::<_, V, PREFETCH, W>(&src, k, inp.omega, out)
+    row_body::<_, V, N, PREFETCH, W>(&src, &inp.coef_row(i, j), k, inp.omega, out)
 }
 
 /// A row's partial sums of squared residuals, one per lane, aligned to a
@@ -224,13 +220,13 @@ struct Lanes([f64; LANES]);
 
 /// [`row_body`] over nine separate rows, with prefetch or without.
 #[inline(always)]
-fn row<V: Step<W>, const W: usize, const PREFETCH: bool>(
+fn row<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
     rows: &Rows<'_>,
     k: Range<usize>,
     omega: f32,
     out: &mut [f32],
 ) -> f64 {
-    row_body::<_, V, PREFETCH, W>(rows, k, omega, out)
+    row_body::<_, V, N, PREFETCH, W>(rows, &rows.coef, k, omega, out)
 }
 
 /// The values one point's update reads, named as in the specification:
@@ -358,6 +354,73 @@ impl<const W: usize> Step<W> for Vector<W> {
     }
 }
 
+/// The AVX2 step: [`LANES`] values in one ymm register, through the
+/// intrinsics. Left to vectorise arrays of 8 values ([`Vector`]), the
+/// compiler split the packed kernel's arithmetic into pairs of 128-bit
+/// halves (321 xmm against 177 ymm operands in the AVX2 copy), which
+/// doubles the instructions per point.
+#[cfg(target_arch = "x86_64")]
+mod ymm {
+    use super::{LANES, Step};
+    use std::arch::x86_64::{
+        __m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_sub_ps,
+    };
+    use std::ops::{Add, Mul, Sub};
+
+    /// 8 `f32` in a ymm register. Only [`Step::load`] and
+    /// [`Step::splat`] make one, whose callers promise AVX2: so every
+    /// operation on a value runs where AVX (which the operations need)
+    /// does.
+    #[derive(Clone, Copy)]
+    pub struct Ymm(__m256);
+
+    impl Add for Ymm {
+        type Output = Self;
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            // SAFETY: a `Ymm` exists only where AVX2 does (above).
+            Ymm(unsafe { _mm256_add_ps(self.0, o.0) })
+        }
+    }
+
+    impl Sub for Ymm {
+        type Output = Self;
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            // SAFETY: as for `add`.
+            Ymm(unsafe { _mm256_sub_ps(self.0, o.0) })
+        }
+    }
+
+    impl Mul for Ymm {
+        type Output = Self;
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: as for `add`.
+            Ymm(unsafe { _mm256_mul_ps(self.0, o.0) })
+        }
+    }
+
+    impl Step<LANES> for Ymm {
+        #[inline(always)]
+        unsafe fn load(a: &[f32; LANES]) -> Self {
+            // SAFETY: `a` holds the 8 values read; the caller promises
+            // AVX2.
+            Ymm(unsafe { _mm256_loadu_ps(a.as_ptr()) })
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: the caller promises AVX2.
+            Ymm(unsafe { _mm256_set1_ps(x) })
+        }
+        #[inline(always)]
+        fn values(self) -> [f32; LANES] {
+            // SAFETY: `__m256` is 8 `f32`, any bits a valid value.
+            unsafe { std::mem::transmute::<__m256, [f32; LANES]>(self.0) }
+        }
+    }
+}
+
 /// The AVX-512 step: [`WIDE`] values in one zmm register, through the
 /// intrinsics. Arrays of 16 values ([`Vector`]) are vectorised as pairs of
 /// ymm registers (the compiler prefers 256-bit vectors), which gains
@@ -425,26 +488,153 @@ mod zmm {
     }
 }
 
-/// The rows of one row update in [`Point`]'s order, as slices of the same
-/// length.
-type RowSet<'a> = Point<&'a [f32]>;
+/// `p` at the 19 points of the stencil, named as in [`Point`]: one value,
+/// a vector step's values, or the rows they come from.
+#[derive(Clone, Copy)]
+struct Stencil<T> {
+    ip: T,
+    jp: T,
+    kp: T,
+    ipjp: T,
+    ipjm: T,
+    imjp: T,
+    imjm: T,
+    jpkp: T,
+    jmkp: T,
+    jpkm: T,
+    jmkm: T,
+    ipkp: T,
+    imkp: T,
+    ipkm: T,
+    imkm: T,
+    im: T,
+    jm: T,
+    km: T,
+    c: T,
+}
+
+/// `Stencil` of `$e` for each member `$r` of the stencil `$s`.
+macro_rules! each_p {
+    ($s:expr, |$r:ident| $e:expr) => {
+        each_p!(@ $s, $r, $e, ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm
+            imkm im jm km c)
+    };
+    (@ $s:expr, $r:ident, $e:expr, $($n:ident)*) => {{
+        let Stencil { $($n),* } = $s;
+        Stencil { $($n: { let $r = $n; $e }),* }
+    }};
+}
+
+impl<T: Copy> Point<T> {
+    /// The point of stencil values `s` and coefficients `c` (in the order
+    /// of [`crate::grid::fields::coef`]).
+    #[inline(always)]
+    fn of(s: Stencil<T>, c: [T; COEFFICIENTS]) -> Point<T> {
+        let Stencil {
+            ip,
+            jp,
+            kp,
+            ipjp,
+            ipjm,
+            imjp,
+            imjm,
+            jpkp,
+            jmkp,
+            jpkm,
+            jmkm,
+            ipkp,
+            imkp,
+            ipkm,
+            imkm,
+            im,
+            jm,
+            km,
+            c: centre,
+        } = s;
+        Point {
+            ip,
+            jp,
+            kp,
+            ipjp,
+            ipjm,
+            imjp,
+            imjm,
+            jpkp,
+            jmkp,
+            jpkm,
+            jmkm,
+            ipkp,
+            imkp,
+            ipkm,
+            imkm,
+            im,
+            jm,
+            km,
+            c: centre,
+            a0: c[A0],
+            a1: c[A1],
+            a2: c[A2],
+            a3: c[A3],
+            b0: c[B0],
+            b1: c[B1],
+            b2: c[B2],
+            c0: c[C0],
+            c1: c[C1],
+            c2: c[C2],
+            bnd: c[BND],
+            wrk1: c[WRK1],
+        }
+    }
+}
+
+/// `[at(0), .., at(11)]`, one value per coefficient: written out, because
+/// `std::array::from_fn` stayed a call in the instruction-set copies
+/// (with every vector spilled around it).
+#[inline(always)]
+fn coefs<T>(at: impl Fn(usize) -> T) -> [T; COEFFICIENTS] {
+    [
+        at(0),
+        at(1),
+        at(2),
+        at(3),
+        at(4),
+        at(5),
+        at(6),
+        at(7),
+        at(8),
+        at(9),
+        at(10),
+        at(11),
+    ]
+}
+
+/// The rows of `p` of one row update, as slices of the same length.
+type PRows<'a> = Stencil<&'a [f32]>;
+
+/// The `W` values of `a` from `at`, as an array (with `at` a constant
+/// after inlining, and `a` an array, the check vanishes).
+#[inline(always)]
+fn part<const W: usize>(a: &[f32], at: usize) -> &[f32; W] {
+    a[at..at + W].try_into().expect("W values")
+}
 
 /// The row kernel, inlined into each instruction-set wrapper so that each
 /// copy is vectorised for its own target features, `W` points per vector
-/// step; `PREFETCH` asks for the inputs ahead of use.
+/// step of type `V` in the cache, [`LANES`] per step of type `N` where
+/// the wide steps do not pay; `PREFETCH` asks for the inputs ahead of use.
 #[inline(always)]
-fn row_body<'a, S: Source<'a>, V: Step<W>, const PREFETCH: bool, const W: usize>(
+fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool, const W: usize>(
     rows: &S,
+    coef: &CoefRow<'_>,
     k: Range<usize>,
     omega: f32,
     out: &mut [f32],
 ) -> f64 {
     let (k0, m) = (k.start, k.len());
     // Slices of exactly `m` values: the row of p at (i+a-1, j+b-1) shifted
-    // by dk-1 in k, and the coefficients.
+    // by dk-1 in k.
     let r = |a: usize, b: usize, dk: usize| rows.p(a, b, dk, k0, m);
-    let coef = |f: usize| rows.coef(f, k0, m);
-    let set: RowSet<'a> = Point {
+    let set: PRows<'a> = Stencil {
         ip: r(2, 1, 1),
         jp: r(1, 2, 1),
         kp: r(1, 1, 2),
@@ -464,18 +654,6 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, const PREFETCH: bool, const W: usize>
         jm: r(1, 0, 1),
         km: r(1, 1, 0),
         c: r(1, 1, 1),
-        a0: coef(A0),
-        a1: coef(A1),
-        a2: coef(A2),
-        a3: coef(A3),
-        b0: coef(B0),
-        b1: coef(B1),
-        b2: coef(B2),
-        c0: coef(C0),
-        c1: coef(C1),
-        c2: coef(C2),
-        bnd: coef(BND),
-        wrk1: coef(WRK1),
     };
     let out = &mut out[k0..k0 + m];
 
@@ -485,157 +663,149 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, const PREFETCH: bool, const W: usize>
     // 15% of the sweep (perf put 17% of the kernel's samples on it).
     let mut acc = Lanes([0.0f64; LANES]);
     let acc = &mut acc.0;
-    // Whole steps of W points, then (when W is wider) whole chunks of
-    // LANES, then the last `m % LANES` points: points in increasing order,
-    // each into its lane, so the sums do not depend on W.
+    let packing = coef.packing;
+    if k != packing.owned() {
+        // A piece of a row (the wavefront's points in the ghost layers, a
+        // few per row): one point at a time.
+        points(&set, coef, k0, 0..m, omega, out, acc);
+        return acc.iter().sum();
+    }
+    // The whole blocks, then whole chunks of LANES in the last block, then
+    // the last `m % LANES` points: points in increasing order, each into
+    // its lane, so the sums do not depend on W.
     // Only rows already in the cache take the wide steps: from memory
     // (with prefetch) they measured 3-7% slower than 8-point chunks at
     // sizes M and L on one thread (notes/cpu-perf.md), as on Zen 4 before.
-    let wide = if W > LANES && !PREFETCH { m / W * W } else { 0 };
-    let whole = wide + (m - wide) / LANES * LANES;
-    if wide > 0 {
-        steps::<V, PREFETCH, W>(&set, 0..wide, omega, &mut out[..wide], acc);
+    let regular = packing.regular_blocks() * BLOCK;
+    let blocks_of = &coef.values[..packing.regular_blocks() * BLOCK_VALUES];
+    let (first, rest) = out.split_at_mut(regular);
+    if W > LANES && !PREFETCH {
+        blocks::<V, PREFETCH, W>(&set, blocks_of, omega, first, acc);
+    } else {
+        blocks::<N, PREFETCH, LANES>(&set, blocks_of, omega, first, acc);
     }
-    steps::<Vector<LANES>, PREFETCH, LANES>(&set, wide..whole, omega, &mut out[wide..whole], acc);
-    tail(&set, whole, omega, out, acc);
+    let whole = m / LANES * LANES;
+    for x in (regular..whole).step_by(LANES) {
+        let (ss, new) = chunk(&set, coef, x, omega);
+        for (a, s) in acc.iter_mut().zip(ss.0) {
+            *a += f64::from(s * s);
+        }
+        rest[x - regular..][..LANES].copy_from_slice(&new.0);
+    }
+    if whole == m {
+        // No points left.
+    } else if whole > 0 {
+        // The last LANES points (overlapping the previous chunk: same
+        // operations per point, so the same values); only the new ones
+        // are stored and summed.
+        let start = m - LANES;
+        let (ss, new) = chunk(&set, coef, start, omega);
+        for x in whole..m {
+            let l = x - start;
+            acc[x % LANES] += f64::from(ss.0[l] * ss.0[l]);
+            out[x] = new.0[l];
+        }
+    } else {
+        points(&set, coef, k0, whole..m, omega, out, acc);
+    }
     // Lanes combined left to right: a fixed order.
     acc.iter().sum()
 }
 
-/// Updates points `x` of the rows in `set` in steps of `W` (`x.len()` a
-/// multiple of `W`, `out` the outputs of exactly those points), adding
-/// each point's squared residual to lane `x % LANES` of `acc`.
+/// Updates the points of the packed blocks `coef` (whole blocks of
+/// [`BLOCK`] points from the row's first owned point; `out` the outputs of
+/// exactly those points) in steps of `W`, adding each point's squared
+/// residual to lane `x % LANES` of `acc`.
 #[inline(always)]
-fn steps<V: Step<W>, const PREFETCH: bool, const W: usize>(
-    set: &RowSet<'_>,
-    x: Range<usize>,
+fn blocks<V: Step<W>, const PREFETCH: bool, const W: usize>(
+    set: &PRows<'_>,
+    coef: &[f32],
     omega: f32,
     out: &mut [f32],
     acc: &mut [f64; LANES],
 ) {
-    let n = x.len() / W;
-    // Every input row viewed as `[[f32; W]]` of length `n`, so that indexing
-    // by `ch < n` needs no bounds checks.
-    macro_rules! chunked {
-        ($($row:ident)*) => {
-            let Point { $($row),* } = *set;
-            $(let $row: &[[f32; W]] = $row[x.clone()].as_chunks::<W>().0;
-              assert_eq!($row.len(), n);)*
-        };
-    }
-    chunked!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm imkm
-             im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
-    let out = out.as_chunks_mut::<W>().0;
+    let blocks = coef.as_chunks::<BLOCK_VALUES>().0;
+    let n = blocks.len();
+    // Every row of p viewed as `[[f32; BLOCK]]` of length `n`, so that
+    // indexing by `b < n` needs no bounds checks.
+    let rows = each_p!(*set, |row| row[..n * BLOCK].as_chunks::<BLOCK>().0);
+    let out = out.as_chunks_mut::<BLOCK>().0;
     assert_eq!(out.len(), n);
     // SAFETY (here and at the loads): `V` is a vector type of the copy's
     // own instruction set (`per_isa!`), which runs only where detection
     // found that set.
     let omega = unsafe { V::splat(omega) };
-    // Steps per 64-byte line of every stream, each prefetched once.
-    let per_line = (16 / W).max(1);
-    for ch in 0..n {
-        if PREFETCH && ch % per_line == 0 {
+    for b in 0..n {
+        if PREFETCH {
             // Two distances: far into L2 so the line is on its way from
-            // memory, near into L1 so the loads find it there.
-            let at = ch * W;
-            for row in [ipjp, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1] {
-                prefetch::<L1, W>(row, at + PREFETCH_AHEAD);
-                prefetch::<L2, W>(row, at + PREFETCH_L2_AHEAD);
-            }
-            prefetch::<L1, W>(out, at + PREFETCH_AHEAD);
-            prefetch::<L2, W>(out, at + PREFETCH_L2_AHEAD);
-        }
-        macro_rules! load {
-            ($($row:ident)*) => {
-                Point { $($row: unsafe { V::load(&$row[ch]) }),* }
-            };
-        }
-        let v = load!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm imkm
-                      im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
-        let ss = v.residual();
-        let sq = (ss * ss).values();
-        for half in 0..W / LANES {
-            for l in 0..LANES {
-                acc[l] += f64::from(sq[half * LANES + l]);
+            // memory, near into L1 so the loads find it there. A block
+            // covers one line of each row of p and of `next` (only the
+            // leading row of p, the others were loaded by earlier rows).
+            // The coefficients, one sequential stream now, are left to
+            // the hardware prefetchers: prefetching them at all made the
+            // sweep from memory slower on a Zen 3 (sizes M and L, 1 and 2
+            // threads: their 12 lines per block at both distances
+            // 0.7-0.9x, at the far one 0.77-0.9x, at 2 or 4 blocks
+            // 0.7-0.9x, one line per block 8 blocks ahead 0.75-0.88x;
+            // notes/cpu-perf.md).
+            let at = b * BLOCK;
+            for row in [rows.ipjp.as_ptr().cast::<f32>(), out.as_ptr().cast()] {
+                prefetch::<L1>(row, at + PREFETCH_AHEAD);
+                prefetch::<L2>(row, at + PREFETCH_L2_AHEAD);
             }
         }
-        out[ch] = (v.c + omega * ss).values();
+        let block = &blocks[b];
+        for h in 0..BLOCK / W {
+            let v = Point::of(
+                each_p!(rows, |row| unsafe { V::load(part::<W>(&row[b], h * W)) }),
+                coefs(|f| unsafe { V::load(part::<W>(block, f * BLOCK + h * W)) }),
+            );
+            let ss = v.residual();
+            let sq = (ss * ss).values();
+            for half in 0..W / LANES {
+                for l in 0..LANES {
+                    acc[l] += f64::from(sq[half * LANES + l]);
+                }
+            }
+            out[b][h * W..][..W].copy_from_slice(&(v.c + omega * ss).values());
+        }
     }
 }
 
-/// The points from `whole` to the end of the rows (fewer than [`LANES`]).
-/// When the row has a whole chunk, they are computed as the row's last
-/// LANES points (overlapping the previous chunk: same operations per point,
-/// so the same values), and only the new ones are stored and summed; point
-/// x always goes to lane x % LANES.
+/// The residuals and new values of the LANES owned points from `x` of a
+/// row (points counted from its first owned one), which lie in one block.
 #[inline(always)]
-fn tail(set: &RowSet<'_>, whole: usize, omega: f32, out: &mut [f32], acc: &mut [f64; LANES]) {
-    let m = out.len();
-    if whole == m {
-        return;
-    }
-    let Point {
-        ip,
-        jp,
-        kp,
-        ipjp,
-        ipjm,
-        imjp,
-        imjm,
-        jpkp,
-        jmkp,
-        jpkm,
-        jmkm,
-        ipkp,
-        imkp,
-        ipkm,
-        imkm,
-        im,
-        jm,
-        km,
-        c,
-        a0,
-        a1,
-        a2,
-        a3,
-        b0,
-        b1,
-        b2,
-        c0,
-        c1,
-        c2,
-        bnd,
-        wrk1,
-    } = *set;
-    if whole > 0 {
-        let start = m - LANES;
-        macro_rules! last_chunk {
-            ($($row:ident)*) => {
-                Point { $($row: Vector(*$row.last_chunk::<LANES>().expect("m >= LANES"))),* }
-            };
-        }
-        let v = last_chunk!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm
-            imkm im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
+fn chunk(
+    set: &PRows<'_>,
+    coef: &CoefRow<'_>,
+    x: usize,
+    omega: f32,
+) -> (Vector<LANES>, Vector<LANES>) {
+    let v = Point::of(
+        each_p!(*set, |row| Vector(*part::<LANES>(row, x))),
+        coefs(|f| Vector(*part::<LANES>(coef.values, coef.packing.step(f, x, LANES)))),
+    );
+    let ss = v.residual();
+    (ss, v.c + Vector([omega; LANES]) * ss)
+}
+
+/// Updates points `xs` of the rows (counted from local point `k0`) one at
+/// a time, point x's squared residual into lane `x % LANES`.
+#[inline(always)]
+fn points(
+    set: &PRows<'_>,
+    coef: &CoefRow<'_>,
+    k0: usize,
+    xs: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+    acc: &mut [f64; LANES],
+) {
+    for x in xs {
+        let v = Point::of(each_p!(*set, |row| row[x]), coefs(|f| coef.at(f, k0 + x)));
         let ss = v.residual();
-        let res = v.c + Vector([omega; LANES]) * ss;
-        for x in whole..m {
-            let l = x - start;
-            acc[x % LANES] += f64::from(ss.0[l] * ss.0[l]);
-            out[x] = res.0[l];
-        }
-    } else {
-        for x in whole..m {
-            macro_rules! at {
-                ($($row:ident)*) => {
-                    Point { $($row: $row[x]),* }
-                };
-            }
-            let v = at!(ip jp kp ipjp ipjm imjp imjm jpkp jmkp jpkm jmkm ipkp imkp ipkm imkm
-                im jm km c a0 a1 a2 a3 b0 b1 b2 c0 c1 c2 bnd wrk1);
-            let ss = v.residual();
-            acc[x % LANES] += f64::from(ss * ss);
-            out[x] = v.c + omega * ss;
-        }
+        acc[x % LANES] += f64::from(ss * ss);
+        out[x] = v.c + omega * ss;
     }
 }
 
@@ -659,25 +829,26 @@ const L1: i32 = 0;
 #[cfg(not(target_arch = "x86_64"))]
 const L2: i32 = 0;
 
-/// Asks for the line holding value `at` of `row` (which may lie beyond the
-/// row: a prefetch never faults, and the next row usually follows) with
-/// hint `HINT`.
+/// Asks for the line holding value `at` of the stream at `base` (which
+/// may lie beyond its slice: a prefetch never faults, and the next row
+/// usually follows) with hint `HINT`.
 #[inline(always)]
-fn prefetch<const HINT: i32, const W: usize>(row: &[[f32; W]], at: usize) {
+fn prefetch<const HINT: i32>(base: *const f32, at: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::_mm_prefetch;
-        let at = row.as_ptr().cast::<f32>().wrapping_add(at).cast::<i8>();
+        let at = base.wrapping_add(at).cast::<i8>();
         // SAFETY: a prefetch is a hint; it reads nothing architecturally.
         unsafe { _mm_prefetch::<HINT>(at) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (row, at);
+    let _ = (base, at);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cpu::packed::{Packing, pack_fields};
     use crate::grid::Grid;
     use crate::grid::decomp::{Block, ProcGrid};
     use crate::grid::fields::{Fields, OMEGA};
@@ -708,9 +879,16 @@ mod tests {
         let grid = Grid::new(dims).unwrap();
         let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
         let mut reference = Fields::initial(&grid, &block).unwrap();
-        // Perturb p so that every neighbour's coefficient matters.
+        // Perturb p so that every neighbour's coefficient matters, and
+        // every coefficient point by point, so that a value packed in the
+        // wrong place (another point, another field) shows.
         for (n, v) in reference.p.iter_mut().enumerate() {
             *v += (n % 7) as f32 * 0.01;
+        }
+        for (c, field) in reference.coef.iter_mut().enumerate() {
+            for (n, v) in field.iter_mut().enumerate() {
+                *v += ((3 * n + c) % 11) as f32 * 0.01;
+            }
         }
         reference.next.assign(&reference.p);
         let start = reference.clone();
@@ -720,10 +898,16 @@ mod tests {
             let mut f = start.clone();
             let lay = Layout { dims };
             let p = f.p.as_slice().unwrap();
+            let packing = Packing::new(dims[2], block.owned(2));
+            let fields = std::array::from_fn(|c| f.coef[c].as_slice().unwrap());
+            let packed = pack_fields(fields, packing);
             let inp = Inputs {
                 lay,
                 p,
-                coef: std::array::from_fn(|c| f.coef[c].as_slice().unwrap()),
+                coef: Packed {
+                    values: &packed,
+                    packing,
+                },
                 omega: OMEGA,
             };
             let mut pieces = f.next.clone();

@@ -7,12 +7,14 @@
 //! stored and added in row order, so gosa does not depend on the thread
 //! count.
 //!
-//! The fourteen fields are allocated here rather than as `ndarray` arrays,
-//! as [`HugeBuffer`]s wholly on huge pages, each starting at a different
+//! The fields are allocated here rather than as `ndarray` arrays, as
+//! [`HugeBuffer`]s wholly on huge pages, each starting at a different
 //! offset modulo 4 KiB (and with its owned rows aligned to the vector
-//! width), because identically aligned arrays make the 14 streams of a
-//! sweep compete for the same few L1 sets and fall out of the cache between
-//! neighbouring vector loads.
+//! width), because identically aligned arrays make the streams of a sweep
+//! compete for the same few L1 sets and fall out of the cache between
+//! neighbouring vector loads. `p` and `next` are fields of the local
+//! extents; the twelve coefficients are one buffer packed per row in
+//! blocks ([`packed`]), which the row kernel reads as one stream.
 //!
 //! When the fields cannot stay in the last-level cache, each thread writes
 //! its rows of `next` through a [`LineWriter`] (streaming stores), so that
@@ -28,6 +30,7 @@
 
 pub mod kernel;
 pub mod lines;
+pub mod packed;
 pub mod wavefront;
 
 use super::api::{Backend, BackendInfo, HostBuffer, pack_plane, unpack_plane};
@@ -35,7 +38,7 @@ use crate::config::{BackendKind, Prefetch, Stores};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face, split};
-use crate::grid::fields::{COEFFICIENTS, FIELDS, OMEGA, coefficient_values, p_initial};
+use crate::grid::fields::{NAMES, OMEGA, coefficient_values, p_initial};
 use crate::machine::alloc;
 use crate::machine::cache::{LastLevel, PerCore};
 use crate::machine::huge::HugeBuffer;
@@ -46,6 +49,7 @@ use crate::timeline;
 use kernel::{Inputs, Layout};
 use lines::{LineWriter, RowBuffer};
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
+use packed::{Packed, Packing};
 use std::ops::Range;
 use std::time::Instant;
 
@@ -80,7 +84,8 @@ struct Part {
 type Pieces<'a> = Vec<(usize, &'a mut [f32])>;
 
 /// Distance in bytes between the start offsets of consecutive fields: 256
-/// B modulo 4 KiB, so the 14 fields spread over 3.5 KiB of L1 set
+/// B modulo 4 KiB, so that the fields (`p`, `next`, the packed
+/// coefficients) and the wavefront's levels spread over the L1 set
 /// positions, and 8 KiB more, so that they also spread over the L2's sets
 /// (a 128 KiB period): on huge pages the L2 set follows the virtual
 /// address, and 256 B apart the same rows of all fields landed on a few
@@ -91,7 +96,7 @@ const STAGGER_BYTES: usize = 8192 + 256;
 /// Alignment of the first owned point of every row (a cache line).
 const ALIGN_BYTES: usize = lines::LINE_BYTES;
 
-/// A zeroed field of `len` values, the `n`-th of the block, on huge pages:
+/// A zeroed field of `len` values, `p` or `next` (`n`), on huge pages:
 /// element `k0` (the first owned k of a row, rows being multiples of the k
 /// extent) sits on an ALIGN_BYTES boundary, so every row's owned points do
 /// when nk*4 is a multiple of it; then the field is shifted by n *
@@ -100,9 +105,22 @@ fn field(len: usize, n: usize, k0: usize) -> Result<Field> {
     HugeBuffer::zeroed(
         len,
         field_shift(n, k0),
-        &format!("field {} of the CPU backend", crate::grid::fields::NAMES[n]),
+        &format!("field {} of the CPU backend", NAMES[n]),
     )
 }
+
+/// The packed coefficients of `len` values, on huge pages, starting on a
+/// cache line (every block then does) after the two fields' staggers.
+fn coef_buffer(len: usize) -> Result<Field> {
+    HugeBuffer::zeroed(
+        len,
+        COEF_SHIFT,
+        "the packed coefficients of the CPU backend",
+    )
+}
+
+/// Where the packed coefficients start after their page boundary.
+const COEF_SHIFT: usize = 2 * STAGGER_BYTES;
 
 /// Where the `n`-th field's data starts after its page boundary (see
 /// [`field`]).
@@ -121,6 +139,8 @@ struct Sizes {
     spawned: usize,
     /// Values per field (owned points and ghost layers).
     points: usize,
+    /// Values of the packed coefficients.
+    packed: usize,
     /// The block's first owned k (the fields' row alignment).
     k0: usize,
     /// Owned rows `(i, j)`.
@@ -140,6 +160,7 @@ impl Sizes {
             threads: opts.threads.max(1),
             spawned: Pool::spawned(opts.threads, opts.bind),
             points: dims.iter().product(),
+            packed: dims[0] * dims[1] * packing_of(block).row_len(),
             k0: block.origin(2),
             owned_rows: block.n[0] * block.n[1],
             sweeps: if depth > 1 { depth } else { 0 },
@@ -154,10 +175,12 @@ impl Sizes {
 
     /// What the buffers of these sizes take.
     fn footprint(&self, block: &Block) -> Footprint {
-        let fields: Footprint = (0..FIELDS)
+        let fields: Footprint = [P, NEXT]
             .map(|n| HugeBuffer::<f32>::footprint(self.points, field_shift(n, self.k0)))
+            .into_iter()
             .sum();
         fields
+            + HugeBuffer::<f32>::footprint(self.packed, COEF_SHIFT)
             + Footprint::vec::<f64>(self.owned_rows)
             + Footprint::vec::<f64>(self.sweeps * self.owned_rows)
             + Footprint::vec::<f32>(scratch_len(block, self.threads, self.tile_rows))
@@ -187,21 +210,27 @@ pub fn footprint(block: &Block, opts: &CpuOptions) -> Footprint {
 /// One field's memory.
 type Field = HugeBuffer<f32>;
 
-/// Where `p`, `next` and the first coefficient sit in
-/// [`CpuBackend`]'s `fields` (the order of [`crate::grid::fields::NAMES`]).
+/// Where `p` and `next` sit in [`CpuBackend`]'s `fields` (the order of
+/// [`crate::grid::fields::NAMES`]).
 const P: usize = 0;
 /// See [`P`].
 const NEXT: usize = 1;
-/// See [`P`].
+/// The number [`CpuBackend::for_each_part_mut`] gives the packed
+/// coefficients (the first coefficient's in [`crate::grid::fields::NAMES`]).
 const COEF: usize = 2;
 
-/// `p` and the coefficients to read and `next` to write, by name, from
-/// the backend's fields.
-fn named(fields: &mut [Field]) -> (&[f32], &mut [f32], [&[f32]; COEFFICIENTS]) {
-    let [p, next, coef @ ..] = fields else {
-        unreachable!("the backend holds all {FIELDS} fields")
+/// How the coefficients of `block`'s rows are packed: blocks from the
+/// first owned k, the first point every sweep updates.
+fn packing_of(block: &Block) -> Packing {
+    Packing::new(block.local_dims()[2], block.owned(2))
+}
+
+/// `p` to read and `next` to write from the backend's two fields.
+fn named(fields: &mut [Field]) -> (&[f32], &mut [f32]) {
+    let [p, next] = fields else {
+        unreachable!("the backend holds p and next")
     };
-    (&p[..], &mut next[..], std::array::from_fn(|f| &coef[f][..]))
+    (&p[..], &mut next[..])
 }
 
 /// One rank's fields on the host, swept by a pool of threads.
@@ -209,8 +238,12 @@ pub struct CpuBackend {
     grid: Grid,
     block: Block,
     lay: Layout,
-    /// `p`, `next`, `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
+    /// `p`, `next`.
     fields: Vec<Field>,
+    /// `a0..a3, b0..b2, c0..c2, bnd, wrk1`, packed per row.
+    coef: Field,
+    /// How they are packed.
+    packing: Packing,
     pool: Pool,
     isa: Isa,
     parts: Vec<Part>,
@@ -259,7 +292,8 @@ impl CpuBackend {
         let level_shape = (sizes.sweeps, block.n[0], block.n[1]);
         let points = sizes.points;
         let field_bytes = points
-            .saturating_mul(FIELDS)
+            .saturating_mul(2)
+            .saturating_add(sizes.packed)
             .saturating_mul(size_of::<f32>());
         let node_fields = field_bytes.saturating_mul(node_ranks);
         let llc = LastLevel::detect().node_bytes;
@@ -277,9 +311,12 @@ impl CpuBackend {
             grid: *grid,
             block: *block,
             lay,
-            fields: (0..FIELDS)
+            fields: [P, NEXT]
+                .into_iter()
                 .map(|n| field(points, n, sizes.k0))
                 .collect::<Result<_>>()?,
+            coef: coef_buffer(sizes.packed)?,
+            packing: packing_of(block),
             pool,
             isa: Isa::detect(),
             parts,
@@ -338,16 +375,18 @@ impl CpuBackend {
         Ok(())
     }
 
-    /// Splits every field into the threads' memory ranges and calls `f` on
-    /// each thread for each of its pieces, with the field's number in
-    /// `p, next, a0..wrk1` order.
+    /// Splits `p`, `next` and the packed coefficients into the threads'
+    /// memory ranges and calls `f` on each thread for each of its pieces,
+    /// with the field's number ([`P`], [`NEXT`] or [`COEF`]).
     fn for_each_part_mut(&mut self, f: impl Fn(&Part, usize, &mut [f32]) + Sync) {
         let nk = self.lay.dims[2];
         let mut pieces: Vec<Pieces> = (0..self.parts.len()).map(|_| Vec::new()).collect();
-        for (fi, field) in self.fields.iter_mut().enumerate() {
+        let row_len = self.packing.row_len();
+        let fields = self.fields.iter_mut().enumerate().map(|(n, f)| (n, nk, f));
+        for (fi, row, field) in fields.chain([(COEF, row_len, &mut self.coef)]) {
             let mut rest = &mut field[..];
             for (t, part) in self.parts.iter().enumerate() {
-                let (head, tail) = rest.split_at_mut(part.mem.len() * nk);
+                let (head, tail) = rest.split_at_mut(part.mem.len() * row);
                 pieces[t].push((fi, head));
                 rest = tail;
             }
@@ -451,11 +490,14 @@ impl CpuBackend {
         let lay = self.lay;
         let nk = lay.dims[2];
         let isa = self.isa;
-        let (p, next, coef) = named(&mut self.fields);
+        let (p, next) = named(&mut self.fields);
         let inp = Inputs {
             lay,
             p,
-            coef,
+            coef: Packed {
+                values: &self.coef,
+                packing: self.packing,
+            },
             omega: OMEGA,
         };
         let mut out_rest = next;
@@ -502,11 +544,14 @@ impl CpuBackend {
         let lay = self.lay;
         let isa = self.isa;
         let plan = wavefront::Plan::new(&self.block, sweeps, self.tile_rows);
-        let (p, next, coef) = named(&mut self.fields);
+        let (p, next) = named(&mut self.fields);
         let inp = Inputs {
             lay,
             p,
-            coef,
+            coef: Packed {
+                values: &self.coef,
+                packing: self.packing,
+            },
             omega: OMEGA,
         };
         let threads = self.scratch.len();
@@ -592,14 +637,17 @@ impl Backend for CpuBackend {
     fn reset(&mut self) -> Result<()> {
         let (grid, block, dims) = (self.grid, self.block, self.lay.dims);
         let values = coefficient_values();
+        let packing = self.packing;
         self.for_each_part_mut(|part, field, piece| {
+            if field == COEF {
+                for row in piece.chunks_exact_mut(packing.row_len()) {
+                    packing.pack_row(row, |f, _| values[f]);
+                }
+                return;
+            }
             for (n, row) in piece.chunks_exact_mut(dims[2]).enumerate() {
                 let li = (part.mem.start + n) / dims[1];
-                let v = match field {
-                    P | NEXT => p_initial(&grid, block.global(0, li)),
-                    f => values[f - COEF],
-                };
-                row.fill(v);
+                row.fill(p_initial(&grid, block.global(0, li)));
             }
         });
         self.gosa.fill(0.0);

@@ -48,8 +48,8 @@ const SLOTS: usize = 3;
 /// the address bits a load is compared with earlier stores on.
 const PAGE_FLOATS: usize = 1024;
 /// Where a level's rows sit modulo 4 KiB relative to the same row of the
-/// fields, in values: past the fourteen fields' own staggers (256 B apart,
-/// see the backend), alternating between sweeps so that a level's output
+/// fields, in values: past the backend's own staggers (`p`, `next` and the
+/// packed coefficients 256 B apart, see the backend), alternating between sweeps so that a level's output
 /// never shares its address bits with its input rows of the same plane.
 const LEVEL_STAGGER: [usize; 2] = [14 * 64, 15 * 64];
 
@@ -385,8 +385,7 @@ fn sweep_tile(
                     [srcs[1].row(j - 1), srcs[1].row(j), srcs[1].row(j + 1)],
                     [srcs[2].row(j - 1), srcs[2].row(j), srcs[2].row(j + 1)],
                 ],
-                coef: &inp.coef,
-                at: inp.lay.row(q, j),
+                coef: inp.coef_row(q, j),
             };
             // Where level s keeps its row j: the ring, or the edge buffer
             // for the tile's last two rows of the level.

@@ -229,13 +229,11 @@ fn row<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
     row_body::<_, V, N, PREFETCH, W>(rows, &rows.coef, k, omega, out)
 }
 
-/// The values one point's update reads, named as in the specification:
-/// `p` at the 19 points of the stencil (`ip` is `(i+1, j, k)`, `ipjm`
-/// `(i+1, j-1, k)`, `c` the centre, ...) and the 12 coefficients at the
-/// point. `T` is one value ([`f32`]) or the values of a vector step
-/// ([`Vector`]).
+/// `p` at the 19 points of the stencil, named as in the specification
+/// (`ip` is `(i+1, j, k)`, `ipjm` `(i+1, j-1, k)`, `c` the centre, ...):
+/// one value, a vector step's values, or the rows they come from.
 #[derive(Clone, Copy)]
-struct Point<T> {
+struct Stencil<T> {
     ip: T,
     jp: T,
     kp: T,
@@ -255,18 +253,16 @@ struct Point<T> {
     jm: T,
     km: T,
     c: T,
-    a0: T,
-    a1: T,
-    a2: T,
-    a3: T,
-    b0: T,
-    b1: T,
-    b2: T,
-    c0: T,
-    c1: T,
-    c2: T,
-    bnd: T,
-    wrk1: T,
+}
+
+/// The values one point's update reads: `p` at the stencil's points and
+/// the 12 coefficients at the point (in the order of
+/// [`crate::grid::fields::coef`]). `T` is one value ([`f32`]) or the
+/// values of a vector step ([`Vector`]).
+#[derive(Clone, Copy)]
+struct Point<T> {
+    p: Stencil<T>,
+    coef: [T; COEFFICIENTS],
 }
 
 /// The arithmetic [`Point::residual`] needs: one `f32`, or `W` of them
@@ -275,22 +271,29 @@ trait Value: Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self>
 impl<T: Copy + Add<Output = T> + Sub<Output = T> + Mul<Output = T>> Value for T {}
 
 impl<T: Value> Point<T> {
+    /// The point of stencil values `p` and coefficients `coef`.
+    #[inline(always)]
+    fn new(p: Stencil<T>, coef: [T; COEFFICIENTS]) -> Point<T> {
+        Point { p, coef }
+    }
+
     /// The residual `ss` of the point, evaluated left to right exactly as
     /// specified (every copy of the kernel, whatever its step width, does
     /// the same operations on each point, so the values are the same).
     #[inline(always)]
     fn residual(&self) -> T {
-        let s0 = self.a0 * self.ip
-            + self.a1 * self.jp
-            + self.a2 * self.kp
-            + self.b0 * (self.ipjp - self.ipjm - self.imjp + self.imjm)
-            + self.b1 * (self.jpkp - self.jmkp - self.jpkm + self.jmkm)
-            + self.b2 * (self.ipkp - self.imkp - self.ipkm + self.imkm)
-            + self.c0 * self.im
-            + self.c1 * self.jm
-            + self.c2 * self.km
-            + self.wrk1;
-        (s0 * self.a3 - self.c) * self.bnd
+        let (p, c) = (&self.p, &self.coef);
+        let s0 = c[A0] * p.ip
+            + c[A1] * p.jp
+            + c[A2] * p.kp
+            + c[B0] * (p.ipjp - p.ipjm - p.imjp + p.imjm)
+            + c[B1] * (p.jpkp - p.jmkp - p.jpkm + p.jmkm)
+            + c[B2] * (p.ipkp - p.imkp - p.ipkm + p.imkm)
+            + c[C0] * p.im
+            + c[C1] * p.jm
+            + c[C2] * p.km
+            + c[WRK1];
+        (s0 * c[A3] - p.c) * c[BND]
     }
 }
 
@@ -354,164 +357,96 @@ impl<const W: usize> Step<W> for Vector<W> {
     }
 }
 
-/// The AVX2 step: [`LANES`] values in one ymm register, through the
-/// intrinsics. Left to vectorise arrays of 8 values ([`Vector`]), the
-/// compiler split the packed kernel's arithmetic into pairs of 128-bit
-/// halves (321 xmm against 177 ymm operands in the AVX2 copy), which
-/// doubles the instructions per point.
-#[cfg(target_arch = "x86_64")]
-mod ymm {
-    use super::{LANES, Step};
-    use std::arch::x86_64::{
-        __m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_sub_ps,
+/// Defines module `$m` with `$name`, a [`Step`] of `$w` `f32` in one
+/// register `$reg` through the intrinsics `$add` .. `$set1`, made only
+/// where the instruction set `$isa` (a string for the comments) runs.
+macro_rules! register_step {
+    ($(#[$meta:meta])* mod $m:ident: $name:ident($reg:ident; $w:ident), $isa:literal,
+     $add:ident, $sub:ident, $mul:ident, $loadu:ident, $set1:ident) => {
+        $(#[$meta])*
+        #[cfg(target_arch = "x86_64")]
+        mod $m {
+            use super::{Step, $w};
+            use std::arch::x86_64::{$reg, $add, $loadu, $mul, $set1, $sub};
+            use std::ops::{Add, Mul, Sub};
+
+            #[doc = concat!("`f32` values in one register. Only [`Step::load`] and ",
+                "[`Step::splat`] make one, whose callers promise ", $isa,
+                ": so every operation on a value runs where ", $isa, " does.")]
+            #[derive(Clone, Copy)]
+            pub struct $name($reg);
+
+            impl Add for $name {
+                type Output = Self;
+                #[inline(always)]
+                fn add(self, o: Self) -> Self {
+                    // SAFETY: a value exists only where its instruction
+                    // set does (above).
+                    $name(unsafe { $add(self.0, o.0) })
+                }
+            }
+
+            impl Sub for $name {
+                type Output = Self;
+                #[inline(always)]
+                fn sub(self, o: Self) -> Self {
+                    // SAFETY: as for `add`.
+                    $name(unsafe { $sub(self.0, o.0) })
+                }
+            }
+
+            impl Mul for $name {
+                type Output = Self;
+                #[inline(always)]
+                fn mul(self, o: Self) -> Self {
+                    // SAFETY: as for `add`.
+                    $name(unsafe { $mul(self.0, o.0) })
+                }
+            }
+
+            impl Step<$w> for $name {
+                #[inline(always)]
+                unsafe fn load(a: &[f32; $w]) -> Self {
+                    // SAFETY: `a` holds the values read; the caller
+                    // promises the instruction set.
+                    $name(unsafe { $loadu(a.as_ptr()) })
+                }
+                #[inline(always)]
+                unsafe fn splat(x: f32) -> Self {
+                    // SAFETY: the caller promises the instruction set.
+                    $name(unsafe { $set1(x) })
+                }
+                #[inline(always)]
+                fn values(self) -> [f32; $w] {
+                    // SAFETY: the register is `$w` `f32`, any bits a valid
+                    // value.
+                    unsafe { std::mem::transmute::<$reg, [f32; $w]>(self.0) }
+                }
+            }
+        }
     };
-    use std::ops::{Add, Mul, Sub};
-
-    /// 8 `f32` in a ymm register. Only [`Step::load`] and
-    /// [`Step::splat`] make one, whose callers promise AVX2: so every
-    /// operation on a value runs where AVX (which the operations need)
-    /// does.
-    #[derive(Clone, Copy)]
-    pub struct Ymm(__m256);
-
-    impl Add for Ymm {
-        type Output = Self;
-        #[inline(always)]
-        fn add(self, o: Self) -> Self {
-            // SAFETY: a `Ymm` exists only where AVX2 does (above).
-            Ymm(unsafe { _mm256_add_ps(self.0, o.0) })
-        }
-    }
-
-    impl Sub for Ymm {
-        type Output = Self;
-        #[inline(always)]
-        fn sub(self, o: Self) -> Self {
-            // SAFETY: as for `add`.
-            Ymm(unsafe { _mm256_sub_ps(self.0, o.0) })
-        }
-    }
-
-    impl Mul for Ymm {
-        type Output = Self;
-        #[inline(always)]
-        fn mul(self, o: Self) -> Self {
-            // SAFETY: as for `add`.
-            Ymm(unsafe { _mm256_mul_ps(self.0, o.0) })
-        }
-    }
-
-    impl Step<LANES> for Ymm {
-        #[inline(always)]
-        unsafe fn load(a: &[f32; LANES]) -> Self {
-            // SAFETY: `a` holds the 8 values read; the caller promises
-            // AVX2.
-            Ymm(unsafe { _mm256_loadu_ps(a.as_ptr()) })
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> Self {
-            // SAFETY: the caller promises AVX2.
-            Ymm(unsafe { _mm256_set1_ps(x) })
-        }
-        #[inline(always)]
-        fn values(self) -> [f32; LANES] {
-            // SAFETY: `__m256` is 8 `f32`, any bits a valid value.
-            unsafe { std::mem::transmute::<__m256, [f32; LANES]>(self.0) }
-        }
-    }
 }
 
-/// The AVX-512 step: [`WIDE`] values in one zmm register, through the
-/// intrinsics. Arrays of 16 values ([`Vector`]) are vectorised as pairs of
-/// ymm registers (the compiler prefers 256-bit vectors), which gains
-/// nothing over 8-point steps. A zmm step halves the vector loads and
-/// arithmetic instructions per point: on a Zen 5 core (full-width 512-bit
-/// units) the kernel ran 7-10% faster in the cache (notes/cpu-perf.md).
-#[cfg(target_arch = "x86_64")]
-mod zmm {
-    use super::{Step, WIDE};
-    use std::arch::x86_64::{
-        __m512, _mm512_add_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps, _mm512_sub_ps,
-    };
-    use std::ops::{Add, Mul, Sub};
+register_step!(
+    /// The AVX2 step: [`LANES`] values in one ymm register. Left to
+    /// vectorise arrays of 8 values ([`Vector`]), the compiler split the
+    /// packed kernel's arithmetic into pairs of 128-bit halves (321 xmm
+    /// against 177 ymm operands in the AVX2 copy), which doubles the
+    /// instructions per point.
+    mod ymm: Ymm(__m256; LANES), "AVX2",
+    _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_loadu_ps, _mm256_set1_ps
+);
 
-    /// 16 `f32` in a zmm register. Only [`Step::load`] and
-    /// [`Step::splat`] make one, whose callers promise AVX-512 F: so every
-    /// operation on a value runs where AVX-512 F does.
-    #[derive(Clone, Copy)]
-    pub struct Zmm(__m512);
-
-    impl Add for Zmm {
-        type Output = Self;
-        #[inline(always)]
-        fn add(self, o: Self) -> Self {
-            // SAFETY: a `Zmm` exists only where AVX-512 F does (above).
-            Zmm(unsafe { _mm512_add_ps(self.0, o.0) })
-        }
-    }
-
-    impl Sub for Zmm {
-        type Output = Self;
-        #[inline(always)]
-        fn sub(self, o: Self) -> Self {
-            // SAFETY: as for `add`.
-            Zmm(unsafe { _mm512_sub_ps(self.0, o.0) })
-        }
-    }
-
-    impl Mul for Zmm {
-        type Output = Self;
-        #[inline(always)]
-        fn mul(self, o: Self) -> Self {
-            // SAFETY: as for `add`.
-            Zmm(unsafe { _mm512_mul_ps(self.0, o.0) })
-        }
-    }
-
-    impl Step<WIDE> for Zmm {
-        #[inline(always)]
-        unsafe fn load(a: &[f32; WIDE]) -> Self {
-            // SAFETY: `a` holds the 16 values read; the caller promises
-            // AVX-512 F.
-            Zmm(unsafe { _mm512_loadu_ps(a.as_ptr()) })
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> Self {
-            // SAFETY: the caller promises AVX-512 F.
-            Zmm(unsafe { _mm512_set1_ps(x) })
-        }
-        #[inline(always)]
-        fn values(self) -> [f32; WIDE] {
-            // SAFETY: `__m512` is 16 `f32`, any bits a valid value.
-            unsafe { std::mem::transmute::<__m512, [f32; WIDE]>(self.0) }
-        }
-    }
-}
-
-/// `p` at the 19 points of the stencil, named as in [`Point`]: one value,
-/// a vector step's values, or the rows they come from.
-#[derive(Clone, Copy)]
-struct Stencil<T> {
-    ip: T,
-    jp: T,
-    kp: T,
-    ipjp: T,
-    ipjm: T,
-    imjp: T,
-    imjm: T,
-    jpkp: T,
-    jmkp: T,
-    jpkm: T,
-    jmkm: T,
-    ipkp: T,
-    imkp: T,
-    ipkm: T,
-    imkm: T,
-    im: T,
-    jm: T,
-    km: T,
-    c: T,
-}
+register_step!(
+    /// The AVX-512 step: [`WIDE`] values in one zmm register. Arrays of 16
+    /// values ([`Vector`]) are vectorised as pairs of ymm registers (the
+    /// compiler prefers 256-bit vectors), which gains nothing over 8-point
+    /// steps. A zmm step halves the vector loads and arithmetic
+    /// instructions per point: on a Zen 5 core (full-width 512-bit units)
+    /// the kernel ran 7-10% faster in the cache (notes/cpu-perf.md).
+    mod zmm: Zmm(__m512; WIDE), "AVX-512 F",
+    _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_loadu_ps, _mm512_set1_ps
+);
 
 /// `Stencil` of `$e` for each member `$r` of the stencil `$s`.
 macro_rules! each_p {
@@ -523,68 +458,6 @@ macro_rules! each_p {
         let Stencil { $($n),* } = $s;
         Stencil { $($n: { let $r = $n; $e }),* }
     }};
-}
-
-impl<T: Copy> Point<T> {
-    /// The point of stencil values `s` and coefficients `c` (in the order
-    /// of [`crate::grid::fields::coef`]).
-    #[inline(always)]
-    fn of(s: Stencil<T>, c: [T; COEFFICIENTS]) -> Point<T> {
-        let Stencil {
-            ip,
-            jp,
-            kp,
-            ipjp,
-            ipjm,
-            imjp,
-            imjm,
-            jpkp,
-            jmkp,
-            jpkm,
-            jmkm,
-            ipkp,
-            imkp,
-            ipkm,
-            imkm,
-            im,
-            jm,
-            km,
-            c: centre,
-        } = s;
-        Point {
-            ip,
-            jp,
-            kp,
-            ipjp,
-            ipjm,
-            imjp,
-            imjm,
-            jpkp,
-            jmkp,
-            jpkm,
-            jmkm,
-            ipkp,
-            imkp,
-            ipkm,
-            imkm,
-            im,
-            jm,
-            km,
-            c: centre,
-            a0: c[A0],
-            a1: c[A1],
-            a2: c[A2],
-            a3: c[A3],
-            b0: c[B0],
-            b1: c[B1],
-            b2: c[B2],
-            c0: c[C0],
-            c1: c[C1],
-            c2: c[C2],
-            bnd: c[BND],
-            wrk1: c[WRK1],
-        }
-    }
 }
 
 /// `[at(0), .., at(11)]`, one value per coefficient: written out, because
@@ -756,7 +629,7 @@ fn blocks<V: Step<W>, const PREFETCH: bool, const W: usize>(
         }
         let block = &blocks[b];
         for h in 0..BLOCK / W {
-            let v = Point::of(
+            let v = Point::new(
                 each_p!(rows, |row| unsafe { V::load(part::<W>(&row[b], h * W)) }),
                 coefs(|f| unsafe { V::load(part::<W>(block, f * BLOCK + h * W)) }),
             );
@@ -767,7 +640,7 @@ fn blocks<V: Step<W>, const PREFETCH: bool, const W: usize>(
                     acc[l] += f64::from(sq[half * LANES + l]);
                 }
             }
-            out[b][h * W..][..W].copy_from_slice(&(v.c + omega * ss).values());
+            out[b][h * W..][..W].copy_from_slice(&(v.p.c + omega * ss).values());
         }
     }
 }
@@ -781,12 +654,12 @@ fn chunk(
     x: usize,
     omega: f32,
 ) -> (Vector<LANES>, Vector<LANES>) {
-    let v = Point::of(
+    let v = Point::new(
         each_p!(*set, |row| Vector(*part::<LANES>(row, x))),
         coefs(|f| Vector(*part::<LANES>(coef.values, coef.packing.step(f, x, LANES)))),
     );
     let ss = v.residual();
-    (ss, v.c + Vector([omega; LANES]) * ss)
+    (ss, v.p.c + Vector([omega; LANES]) * ss)
 }
 
 /// Updates points `xs` of the rows (counted from local point `k0`) one at
@@ -802,10 +675,10 @@ fn points(
     acc: &mut [f64; LANES],
 ) {
     for x in xs {
-        let v = Point::of(each_p!(*set, |row| row[x]), coefs(|f| coef.at(f, k0 + x)));
+        let v = Point::new(each_p!(*set, |row| row[x]), coefs(|f| coef.at(f, k0 + x)));
         let ss = v.residual();
         acc[x % LANES] += f64::from(ss * ss);
-        out[x] = v.c + omega * ss;
+        out[x] = v.p.c + omega * ss;
     }
 }
 

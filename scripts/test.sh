@@ -99,3 +99,5 @@ fi
 # release panics here instead of passing unnoticed.
 cargo test --features mpi --test it bad_input
 took "the bad-input table (debug build)"
+# The tests' Open MPI session folders (tests/it/common.rs, own_session_dir).
+rm -rf /tmp/himeno-it-ompi-*

@@ -48,8 +48,30 @@ pub const TINY_RUN: [&str; 8] = [
 pub fn himeno(args: &[&str]) -> Command {
     let mut c = Command::new(BIN);
     c.args(args);
+    own_session_dir(&mut c);
     c
 }
+
+/// Gives the command's Open MPI job a session directory of its own: Open
+/// MPI 4.1's singletons and launchers all create and, when it empties,
+/// remove one top directory (`/tmp/ompi.HOST.UID`), and two of the many
+/// concurrent tests' jobs racing on it failed in `orte_init` ("mkdir ...
+/// File exists") in a CI run. Short paths under /tmp, because the session
+/// directory holds Unix sockets (108 bytes at most);
+/// `scripts/test.sh` removes them.
+fn own_session_dir(c: &mut Command) {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if !MPI || hydra() {
+        return;
+    }
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = PathBuf::from(format!("{SESSION_ROOT}-{}/{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    c.env("OMPI_MCA_orte_tmpdir_base", dir);
+}
+
+/// Where [`own_session_dir`] makes its folders (one per test process).
+pub const SESSION_ROOT: &str = "/tmp/himeno-it-ompi";
 
 /// The MPI launcher the tests run: `HIMENO_MPIRUN` (`mpiexec.mpich` for a
 /// build against MPICH, see scripts/test.sh), else `mpirun`.
@@ -113,6 +135,7 @@ pub fn mpirun(np: usize, args: &[&str]) -> Command {
             .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
     }
     c.arg(BIN).args(args);
+    own_session_dir(&mut c);
     c
 }
 

@@ -229,7 +229,15 @@ fn use_tree(toks: &[Tok], i: &mut usize, prefix: &ModPath, out: &mut Vec<(ModPat
                         }
                         Some(Tok::Punct(',')) => *i += 1,
                         None => return,
-                        _ => use_tree(toks, i, &path, out),
+                        _ => {
+                            // A token no tree starts with (a macro's `$x`):
+                            // skipped, so the scan always moves on.
+                            let at = *i;
+                            use_tree(toks, i, &path, out);
+                            if *i == at {
+                                *i += 1;
+                            }
+                        }
                     }
                 }
             }
@@ -357,12 +365,15 @@ impl Graph {
                     i += 1;
                 }
                 Tok::Ident(k) if k == "mod" => {
+                    // `mod name {`, or `mod $name {` in a macro that
+                    // defines an inline module.
+                    let name = usize::from(toks.get(i + 1) == Some(&Tok::Punct('$')));
                     if let (Some(Tok::Ident(_)), Some(Tok::Punct('{'))) =
-                        (toks.get(i + 1), toks.get(i + 2))
+                        (toks.get(i + 1 + name), toks.get(i + 2 + name))
                     {
                         inline.push(depth + 1);
                     }
-                    i += 2;
+                    i += 2 + name;
                 }
                 Tok::Ident(k) if k == "use" => {
                     i += 1;

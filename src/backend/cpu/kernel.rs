@@ -366,8 +366,9 @@ macro_rules! register_step {
         $(#[$meta])*
         #[cfg(target_arch = "x86_64")]
         mod $m {
-            use super::{Step, $w};
-            use std::arch::x86_64::{$reg, $add, $loadu, $mul, $set1, $sub};
+            use super::Step;
+            use super::$w;
+            use std::arch::x86_64::$reg;
             use std::ops::{Add, Mul, Sub};
 
             #[doc = concat!("`f32` values in one register. Only [`Step::load`] and ",
@@ -382,7 +383,7 @@ macro_rules! register_step {
                 fn add(self, o: Self) -> Self {
                     // SAFETY: a value exists only where its instruction
                     // set does (above).
-                    $name(unsafe { $add(self.0, o.0) })
+                    $name(unsafe { std::arch::x86_64::$add(self.0, o.0) })
                 }
             }
 
@@ -391,7 +392,7 @@ macro_rules! register_step {
                 #[inline(always)]
                 fn sub(self, o: Self) -> Self {
                     // SAFETY: as for `add`.
-                    $name(unsafe { $sub(self.0, o.0) })
+                    $name(unsafe { std::arch::x86_64::$sub(self.0, o.0) })
                 }
             }
 
@@ -400,7 +401,7 @@ macro_rules! register_step {
                 #[inline(always)]
                 fn mul(self, o: Self) -> Self {
                     // SAFETY: as for `add`.
-                    $name(unsafe { $mul(self.0, o.0) })
+                    $name(unsafe { std::arch::x86_64::$mul(self.0, o.0) })
                 }
             }
 
@@ -409,12 +410,12 @@ macro_rules! register_step {
                 unsafe fn load(a: &[f32; $w]) -> Self {
                     // SAFETY: `a` holds the values read; the caller
                     // promises the instruction set.
-                    $name(unsafe { $loadu(a.as_ptr()) })
+                    $name(unsafe { std::arch::x86_64::$loadu(a.as_ptr()) })
                 }
                 #[inline(always)]
                 unsafe fn splat(x: f32) -> Self {
                     // SAFETY: the caller promises the instruction set.
-                    $name(unsafe { $set1(x) })
+                    $name(unsafe { std::arch::x86_64::$set1(x) })
                 }
                 #[inline(always)]
                 fn values(self) -> [f32; $w] {

@@ -35,6 +35,19 @@ scripts/install-nvrtc.sh
 # the tests run the checks of reframe/ with it.
 scripts/install-reframe.sh > /dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The test jobs' Open MPI session folders (tests/it/common.rs,
+# own_session_dir), removed however this script ends, as is the virtual
+# cluster when this script brought it up.
+HIMENO_TEST_SESSIONS=$(mktemp -d)
+export HIMENO_TEST_SESSIONS
+cluster_up=0
+cleanup() {
+  rm -rf "$HIMENO_TEST_SESSIONS"
+  if ((cluster_up)); then
+    scripts/local-cluster.sh down
+  fi
+}
+trap cleanup EXIT
 
 # Prints how long the step named $1 took since the previous call.
 step_start=$SECONDS
@@ -58,7 +71,7 @@ took "the fallback build's tests"
 if ((EUID == 0)); then
   export HIMENO_CLUSTER_DIR=${HIMENO_CLUSTER_DIR:-/run/himeno-cluster}
   if ! scripts/local-cluster.sh status > /dev/null 2>&1; then
-    trap 'scripts/local-cluster.sh down' EXIT
+    cluster_up=1
     scripts/local-cluster.sh up
   elif ! scripts/local-cluster.sh exec node1 "test -f $(printf %q "$PWD/Cargo.toml")"; then
     # Each host has its own /tmp: one brought up from another checkout
@@ -99,5 +112,3 @@ fi
 # release panics here instead of passing unnoticed.
 cargo test --features mpi --test it bad_input
 took "the bad-input table (debug build)"
-# The tests' Open MPI session folders (tests/it/common.rs, own_session_dir).
-rm -rf /tmp/himeno-it-ompi-*

@@ -56,22 +56,22 @@ pub fn himeno(args: &[&str]) -> Command {
 /// MPI 4.1's singletons and launchers all create and, when it empties,
 /// remove one top directory (`/tmp/ompi.HOST.UID`), and two of the many
 /// concurrent tests' jobs racing on it failed in `orte_init` ("mkdir ...
-/// File exists") in a CI run. Short paths under /tmp, because the session
-/// directory holds Unix sockets (108 bytes at most);
-/// `scripts/test.sh` removes them.
+/// File exists") in a CI run. The folders go under `HIMENO_TEST_SESSIONS`
+/// (`scripts/test.sh` makes it with `mktemp -d`, a short path, as the
+/// session directory holds Unix sockets of at most 108 bytes, and removes
+/// it), else under the build's own temporary folder.
 fn own_session_dir(c: &mut Command) {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     if !MPI || hydra() {
         return;
     }
+    let root = std::env::var_os("HIMENO_TEST_SESSIONS")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = PathBuf::from(format!("{SESSION_ROOT}-{}/{n}", std::process::id()));
+    let dir = root.join(format!("ompi-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     c.env("OMPI_MCA_orte_tmpdir_base", dir);
 }
-
-/// Where [`own_session_dir`] makes its folders (one per test process).
-pub const SESSION_ROOT: &str = "/tmp/himeno-it-ompi";
 
 /// The MPI launcher the tests run: `HIMENO_MPIRUN` (`mpiexec.mpich` for a
 /// build against MPICH, see scripts/test.sh), else `mpirun`.

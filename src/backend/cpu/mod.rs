@@ -139,6 +139,8 @@ struct Sizes {
     spawned: usize,
     /// Values per field (owned points and ghost layers).
     points: usize,
+    /// How the coefficients are packed.
+    packing: Packing,
     /// Values of the packed coefficients.
     packed: usize,
     /// The block's first owned k (the fields' row alignment).
@@ -156,11 +158,13 @@ impl Sizes {
     fn of(block: &Block, opts: &CpuOptions) -> Sizes {
         let dims = block.local_dims();
         let depth = block.depth;
+        let packing = packing_of(block);
         Sizes {
             threads: opts.threads.max(1),
             spawned: Pool::spawned(opts.threads, opts.bind),
             points: dims.iter().product(),
-            packed: dims[0] * dims[1] * packing_of(block).row_len(),
+            packing,
+            packed: dims[0] * dims[1] * packing.row_len(),
             k0: block.origin(2),
             owned_rows: block.n[0] * block.n[1],
             sweeps: if depth > 1 { depth } else { 0 },
@@ -316,7 +320,7 @@ impl CpuBackend {
                 .map(|n| field(points, n, sizes.k0))
                 .collect::<Result<_>>()?,
             coef: coef_buffer(sizes.packed)?,
-            packing: packing_of(block),
+            packing: sizes.packing,
             pool,
             isa: Isa::detect(),
             parts,

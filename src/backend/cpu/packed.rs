@@ -186,9 +186,10 @@ impl CoefRow<'_> {
     }
 }
 
-/// A packed copy of coefficient fields (for tests and tools that hold the
-/// fields as arrays): `fields[f]` holds coefficient `f` for every local
+/// A packed copy of coefficient fields, for the kernel's tests, which hold
+/// the fields as arrays: `fields[f]` holds coefficient `f` for every local
 /// point, rows of `nk` values.
+#[cfg(test)]
 pub fn pack_fields(fields: [&[f32]; COEFFICIENTS], packing: Packing) -> Vec<f32> {
     let rows = fields[0].len() / packing.nk;
     let mut out = vec![0.0; rows * packing.row_len];

@@ -24,10 +24,13 @@
 #
 # The classic sweep's software prefetch (--prefetch, default auto: timed
 # against no prefetch before the rehearsal when the fields exceed half the
-# last-level cache) shows in `chosen` too: for each repeat whose run timed
-# the two kernels, `pf` or `nopf` for the one it kept (after the T, as
-# `1/nopf`, for T = auto). --prefetch on|off fixes it for the T = 1 and
-# auto rows (the wavefront of T > 1 always prefetches).
+# last-level cache) and its stores (--stores, default auto: streaming timed
+# against cached when they exceed the whole of it) show in `chosen` too:
+# for each repeat whose run timed them, `pf` or `nopf` and `nt` (streaming)
+# or `ca` (cached) for the variant it kept, e.g. `nopf+ca` (after the T, as
+# `1/nopf+ca`, for T = auto). --prefetch on|off and --stores
+# streaming|cached fix them for the T = 1 and auto rows (the wavefront of
+# T > 1 always prefetches, and streams beyond the cache).
 #
 # --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
 # beside the presets: "S M L 34x66x130".
@@ -41,7 +44,8 @@
 # Usage: scripts/bench-cpu.sh [--sizes "S M L"] [--threads "1 2"]
 #          [--temporal "1 2 4 8 auto"] [--seconds 0.5 | --iterations N]
 #          [--repeats 5] [--bind none|cores] [--tile-rows R] [--verify]
-#          [--prefetch auto|on|off] [--bin target/release/himeno] [--base BIN]
+#          [--prefetch auto|on|off] [--stores auto|streaming|cached]
+#          [--bin target/release/himeno] [--base BIN]
 # Needs the release binary: cargo build --release (it is built if missing).
 set -euo pipefail
 
@@ -65,13 +69,14 @@ usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exi
 value() { if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs a value (see --help)"; fi; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --sizes|--threads|--temporal|--tile-rows|--prefetch|--seconds|--iterations|--repeats|--bind|--bin|--base)
+        --sizes|--threads|--temporal|--tile-rows|--prefetch|--stores|--seconds|--iterations|--repeats|--bind|--bin|--base)
             value "$@" ;;&
         --sizes) sizes="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
         --temporal) temporal="$2"; shift 2 ;;
         --tile-rows) tile=(--tile-rows "$2"); shift 2 ;;
         --prefetch) prefetch=(--prefetch "$2"); shift 2 ;;
+        --stores) extra+=(--stores "$2"); shift 2 ;;
         --verify) extra+=(--verify); shift ;;
         --seconds) seconds="$2"; shift 2 ;;
         --iterations) iterations="$2"; shift 2 ;;
@@ -159,10 +164,15 @@ for t in $threads; do
                 if [[ "$tt" == auto ]]; then
                     c=$(field temporal <<<"$out")
                 fi
-                case $(field kernel_choice.chosen <<<"$out") in
-                    prefetch) c+="${c:+/}pf" ;;
-                    "no prefetch") c+="${c:+/}nopf" ;;
-                esac
+                k=$(field kernel_choice.chosen <<<"$out")
+                if [[ -n $k && $k != null ]]; then
+                    # "no prefetch, cached stores" -> nopf+ca
+                    k=${k//no prefetch/nopf}
+                    k=${k//prefetch/pf}
+                    k=${k//streaming stores/nt}
+                    k=${k//cached stores/ca}
+                    c+="${c:+/}${k//, /+}"
+                fi
                 if [[ -n $c ]]; then
                     chosen[$key]+="${chosen[$key]:+,}$c"
                 fi

@@ -59,8 +59,10 @@ impl BackendKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Stores {
-    /// Streaming when the fields of the node's ranks exceed its last-level
-    /// cache, cached otherwise.
+    /// Cached when the fields of the node's ranks fit its last-level
+    /// cache; beyond it, the classic sweep times both before the rehearsal
+    /// and the faster one runs (`crate::kernel_choice`), the wavefront
+    /// streams.
     Auto,
     /// Non-temporal stores of whole cache lines: no read of the line
     /// before it is written (4 bytes per point less memory traffic), but

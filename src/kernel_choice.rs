@@ -1,13 +1,15 @@
-//! `--prefetch auto`'s choice between the kernels a backend offers for its
-//! sweep ([`Backend::kernel_variants`]): the CPU classic sweep with or
-//! without software prefetch, once its fields are too large for the cache
-//! to settle it.
+//! `--prefetch auto` and `--stores auto`'s choice between the kernels a
+//! backend offers for its sweep ([`Backend::kernel_variants`]): the CPU
+//! classic sweep with or without software prefetch, and with streaming or
+//! cached stores, once its fields are too large for the cache to settle it.
 //!
 //! Which one is faster from memory is a property of the machine and of the
 //! threads sharing it, not of the sizes: on one Zen 5 guest no prefetch ran
 //! 1.05-1.49x faster at size L on all cores and 0.8-0.9x at M, on a Zen 4
 //! guest 0.63-0.88x at both, on a Zen 2 guest it won about two rounds in
-//! three (notes/cpu-perf.md). Between two runs of one binary the rate
+//! three; streaming stores won at M and L where they were introduced and
+//! ran 0.85-1.0x cached stores at M on a Zen 3 guest, while winning some
+//! rounds at L (notes/cpu-perf.md). Between two runs of one binary the rate
 //! varies by up to 1.9x (the pages a run gets, the host's other guests),
 //! more than the effect, so no rule on sizes holds and no timing across
 //! runs decides it. Within one run the kernels sweep the same pages: the
@@ -36,7 +38,8 @@ const ROUNDS: Rounds = Rounds {
 /// The kernel a run swept with and why, as the record states it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct KernelChoice {
-    /// The kernel's name (`prefetch`, `no prefetch`).
+    /// The kernel's name (`prefetch`, `no prefetch, cached stores`, ...:
+    /// what the offer varied).
     pub chosen: String,
     /// Why, in one sentence.
     pub reason: String,
@@ -58,12 +61,7 @@ pub struct KernelTrial {
 /// their initial state; `None` when there was nothing to choose.
 /// Collective.
 pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
-    let mine: Vec<String> = built
-        .backend
-        .kernel_variants()
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let mine = built.backend.kernel_variants();
     // Ranks whose fields lie on either side of the cache threshold offer
     // differently; they keep their own starting kernels.
     let offer = comm::decide(run.comm, "the kernel variants", &mine, |all| {

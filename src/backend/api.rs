@@ -165,7 +165,7 @@ pub trait Backend {
     /// (`crate::kernel_choice`); the one it runs until told otherwise
     /// first. Empty (the default) when it has no choice to offer. Every
     /// kernel gives bitwise the same fields.
-    fn kernel_variants(&self) -> Vec<&'static str> {
+    fn kernel_variants(&self) -> Vec<String> {
         Vec::new()
     }
     /// Sweeps with kernel `index` of [`Backend::kernel_variants`] from now

@@ -67,7 +67,7 @@ pub fn render(r: &Record) -> String {
         };
     }
     if let Some(c) = &r.kernel_choice {
-        let _ = writeln!(s, "Prefetch auto: {}; {}", c.chosen, c.reason);
+        let _ = writeln!(s, "Kernel auto: {}; {}", c.chosen, c.reason);
     }
     if r.ranks > 1 {
         let _ = writeln!(

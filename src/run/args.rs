@@ -112,8 +112,10 @@ pub struct RunArgs {
     pub gpu_occupancy: Option<Occupancy>,
     /// How the CPU sweep writes the new field: streaming (non-temporal
     /// stores, no read of each line before writing it), cached, or auto
-    /// (streaming when the node's fields exceed its last-level cache).
-    /// Default auto.
+    /// (cached when the node's fields fit its last-level cache; beyond it
+    /// the classic sweep times both before the rehearsal and the faster one
+    /// runs, which the report says; the wavefront streams). Results are
+    /// identical. Default auto.
     #[arg(long, value_enum)]
     pub stores: Option<Stores>,
     /// Whether the CPU classic sweep (`--temporal 1`) prefetches its input

@@ -1,9 +1,11 @@
-//! `--prefetch auto|on|off`: the CPU classic sweep with or without software
-//! prefetch. Beyond half the last-level cache `auto` times both kernels
-//! before the rehearsal and every rank keeps the one chosen; whatever the
-//! kernel, the answer is bitwise the same. Which kernel wins is the
-//! machine's business, so these tests check what was timed and recorded,
-//! never which one won.
+//! `--prefetch auto|on|off` and `--stores auto|streaming|cached`: the CPU
+//! classic sweep with or without software prefetch, writing the new field
+//! with streaming or cached stores. Beyond half the last-level cache
+//! `--prefetch auto` times both kernels before the rehearsal, beyond the
+//! whole of it `--stores auto` both stores, and every rank keeps the
+//! variant chosen; whatever the variant, the answer is bitwise the same.
+//! Which one wins is the machine's business, so these tests check what was
+//! timed and recorded, never which one won.
 
 use crate::common::*;
 
@@ -18,59 +20,99 @@ fn placements(r: &serde_json::Value) -> Vec<String> {
 }
 
 /// Two in-process ranks of size M, 2 x 14 fields of 2.2 M points (235
-/// MiB, beyond half of any last-level cache): `auto` times both kernels,
-/// records the choice with its calibration, says it in one line of the
-/// text report, and both ranks sweep with the kernel chosen; `on` and
-/// `off` time nothing and sweep as asked; all three give the same answer.
+/// MiB, beyond any last-level cache): `auto` times the four variants
+/// (prefetch or not, streaming or cached stores), records the choice with
+/// its calibration, says it in one line of the text report, and both ranks
+/// sweep with the variant chosen; a fixed `--prefetch` leaves only the
+/// stores to time, fixed stores and prefetch time nothing and sweep as
+/// asked; every run gives the same answer.
 #[test]
-fn auto_times_both_kernels_beyond_the_cache_and_every_answer_is_the_same() {
+fn auto_times_every_variant_beyond_the_cache_and_every_answer_is_the_same() {
     let base = [&TWO_RANKS_OF_M[..], &["--iterations", "3"]].concat();
     let json = |extra: &[&str]| {
         json_ok(&run(himeno(
             &[&base[..], extra, &["--format", "json"]].concat(),
         )))
     };
+    // What a run timed, in order, and what it chose.
+    let timed = |r: &serde_json::Value| -> (Vec<String>, String) {
+        let choice = &r["kernel_choice"];
+        let trials = choice["trials"].as_array().unwrap();
+        assert!(
+            trials.iter().all(|t| t["sweep_s"].as_f64().unwrap() > 0.0),
+            "{choice}"
+        );
+        let chosen = choice["chosen"].as_str().unwrap().to_string();
+        let reason = choice["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with(&format!("{chosen} calibrated")),
+            "{reason}"
+        );
+        let names = trials
+            .iter()
+            .map(|t| t["kernel"].as_str().unwrap().to_string());
+        (names.collect(), chosen)
+    };
     let auto = json(&[]);
-    // The default is not recorded, as before the option existed.
+    // The defaults are not recorded, as before the options existed.
     assert!(auto.get("prefetch").is_none(), "{auto}");
-    let choice = &auto["kernel_choice"];
-    let chosen = choice["chosen"].as_str().unwrap();
-    let trials = choice["trials"].as_array().unwrap();
-    let timed: Vec<&str> = trials
-        .iter()
-        .map(|t| t["kernel"].as_str().unwrap())
-        .collect();
-    assert_eq!(timed, ["prefetch", "no prefetch"], "{choice}");
-    assert!(
-        trials.iter().all(|t| t["sweep_s"].as_f64().unwrap() > 0.0),
-        "{choice}"
-    );
-    let reason = choice["reason"].as_str().unwrap();
-    assert!(
-        reason.starts_with(&format!("{chosen} calibrated")),
-        "{reason}"
+    let (names, chosen) = timed(&auto);
+    assert_eq!(
+        names,
+        [
+            "prefetch, streaming stores",
+            "no prefetch, streaming stores",
+            "prefetch, cached stores",
+            "no prefetch, cached stores"
+        ],
+        "{auto}"
     );
     for placement in placements(&auto) {
         assert_eq!(
             placement.contains("(no prefetch)"),
-            chosen == "no prefetch",
+            chosen.starts_with("no prefetch"),
+            "{chosen}: {placement}"
+        );
+        assert_eq!(
+            placement.contains("cached stores"),
+            chosen.ends_with("cached stores"),
+            "{chosen}: {placement}"
+        );
+    }
+    assert_eq!(auto["verified"], true, "{auto}");
+    let stores_only = json(&["--prefetch", "on"]);
+    let (names, chosen) = timed(&stores_only);
+    assert_eq!(
+        names,
+        ["streaming stores", "cached stores"],
+        "{stores_only}"
+    );
+    for placement in placements(&stores_only) {
+        assert!(!placement.contains("prefetch"), "{placement}");
+        assert!(
+            placement.contains(&format!("; {chosen};")),
             "{chosen}: {placement}"
         );
     }
     for (asked, without) in [("on", false), ("off", true)] {
-        let fixed = json(&["--prefetch", asked]);
+        let fixed = json(&["--prefetch", asked, "--stores", "streaming"]);
         assert_eq!(fixed["prefetch"], asked, "{fixed}");
         assert!(fixed.get("kernel_choice").is_none(), "{fixed}");
         for placement in placements(&fixed) {
             assert_eq!(placement.contains("(no prefetch)"), without, "{placement}");
+            assert!(placement.contains("streaming stores"), "{placement}");
         }
-        assert_eq!(fixed["p_fingerprint"], auto["p_fingerprint"], "{asked}");
-        assert_eq!(fixed["gosa"], auto["gosa"], "{asked}");
         assert_eq!(fixed["verified"], true, "{fixed}");
     }
-    assert_eq!(auto["verified"], true, "{auto}");
+    for other in [
+        &stores_only,
+        &json(&["--prefetch", "off", "--stores", "cached"]),
+    ] {
+        assert_eq!(other["p_fingerprint"], auto["p_fingerprint"], "{other}");
+        assert_eq!(other["gosa"], auto["gosa"], "{other}");
+    }
     let text = stdout_ok(&run(himeno(&base)));
-    let lines = lines_starting(&text, "Prefetch auto:");
+    let lines = lines_starting(&text, "Kernel auto:");
     assert_eq!(lines.len(), 1, "{text}");
     assert!(lines[0].contains(" calibrated"), "{text}");
 }

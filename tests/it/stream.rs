@@ -286,9 +286,10 @@ fn bench_cpu_script_prints_the_table() {
         assert_eq!((row[0], row[1], row[2]), (size, "1", temporal), "{out}");
         // Every preset run is verified: by its rehearsal's known answer.
         assert_eq!(row[11], "true", "{out}");
-        // One repeat: auto's one T, from its candidates, and the kernel
-        // --prefetch auto kept where it timed both (fields beyond half the
-        // cache, classic sweep); a fixed T > 1 chooses nothing.
+        // One repeat: auto's one T, from its candidates, and the variant
+        // --prefetch auto and --stores auto kept where they timed several
+        // (fields beyond half the cache or the whole of it, classic
+        // sweep); a fixed T > 1 chooses nothing.
         let (t, kernel) = match row[12].split_once('/') {
             Some((t, k)) => (t, Some(k)),
             None if temporal == "auto" => (row[12], None),
@@ -300,7 +301,9 @@ fn bench_cpu_script_prints_the_table() {
             assert_eq!(t, "-", "{out}");
         }
         if let Some(k) = kernel {
-            assert!(["pf", "nopf"].contains(&k), "{out}");
+            let variants = ["pf", "nopf", "nt", "ca"];
+            let named = ["pf+nt", "pf+ca", "nopf+nt", "nopf+ca"];
+            assert!(variants.contains(&k) || named.contains(&k), "{out}");
             assert!(temporal == "1" || t == "1", "{out}");
         }
         let v: Vec<f64> = row[3..11]

@@ -16,9 +16,11 @@
 //! extents; the twelve coefficients are one buffer packed per row in
 //! blocks ([`packed`]), which the row kernel reads as one stream.
 //!
-//! When the fields cannot stay in the last-level cache, each thread writes
-//! its rows of `next` through a [`LineWriter`] (streaming stores), so that
-//! writing `next` does not first read it from memory.
+//! When the fields cannot stay in the last-level cache, each thread may
+//! write its rows of `next` through a [`LineWriter`] (streaming stores), so
+//! that writing `next` does not first read it from memory; whether that
+//! pays, and whether software prefetch does, the driver times
+//! ([`variant`]).
 //!
 //! Built for temporal blocking (a block with `depth` > 1 ghost layers), the
 //! backend runs up to `depth` sweeps per call as a cache-blocked wavefront
@@ -31,6 +33,7 @@
 pub mod kernel;
 pub mod lines;
 pub mod packed;
+pub mod variant;
 pub mod wavefront;
 
 use super::api::{Backend, BackendInfo, HostBuffer, pack_plane, unpack_plane};
@@ -52,6 +55,7 @@ use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use packed::{Packed, Packing};
 use std::ops::Range;
 use std::time::Instant;
+use variant::{Offer, Variant};
 
 /// What the CPU backend is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,10 +261,11 @@ pub struct CpuBackend {
     /// with `auto` unless the node's fields take at most half the
     /// last-level cache.
     prefetch: bool,
-    /// Whether the driver may time both row kernels and choose
-    /// ([`Backend::kernel_variants`]): `--prefetch auto`, the classic
-    /// sweep, and fields beyond half the cache.
-    choosable: bool,
+    /// The classic sweep's variants the driver may time and choose
+    /// between ([`Backend::kernel_variants`]): with and without prefetch
+    /// for `--prefetch auto` and fields beyond half the cache, streaming
+    /// and cached stores for `--stores auto` and fields beyond it.
+    offer: Offer,
     /// The classic sweep's residual sums, per owned row.
     row_gosa: Vec<f64>,
     /// The wavefront's residual sums: `[level, i, j]` over owned rows.
@@ -306,10 +311,29 @@ impl CpuBackend {
         let streaming = match opts.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
-            // Streaming measured up to 7% faster at sizes M and L, whose
-            // fields come from memory every sweep, and 9% slower at S,
-            // whose fields fit in a 32 MiB L3 (notes/cpu-perf.md).
+            // Streaming measured 9% slower at S, whose fields fit in a
+            // 32 MiB L3. Beyond the cache it measured up to 7% faster at
+            // sizes M and L on one guest and 0.85-1.0x cached stores on a
+            // Zen 3 one, so the classic sweep starts with it and lets the
+            // driver time both (notes/cpu-perf.md).
             Stores::Auto => over_cache,
+        };
+        let classic = depth == 1;
+        // Well inside the cache the prefetches only compete with the
+        // loads: without them the sweep measured 1.08-1.4x faster with
+        // fields of 1-16.5 MB in a 32 MiB L3, but 0.85x at 22.5 MB and
+        // 0.72-0.78x at size S (28 MiB), which the L3 (a victim cache,
+        // shared) no longer holds from one sweep to the next; hence
+        // half the cache, not the whole of it as for the stores
+        // (notes/cpu-perf.md). Beyond it, which kernel wins from memory
+        // differs between machines and thread counts (Zen 5: no
+        // prefetch 1.05-1.49x faster at size L on all cores, 0.8-0.9x
+        // at M; Zen 4: 0.65-0.85x at both), so `auto` starts with
+        // prefetch and lets the driver time both.
+        let prefetch = match opts.prefetch {
+            Prefetch::On => true,
+            Prefetch::Off => false,
+            Prefetch::Auto => beyond_half,
         };
         let mut cpu = CpuBackend {
             grid: *grid,
@@ -325,23 +349,15 @@ impl CpuBackend {
             isa: Isa::detect(),
             parts,
             streaming,
-            // Well inside the cache the prefetches only compete with the
-            // loads: without them the sweep measured 1.08-1.4x faster with
-            // fields of 1-16.5 MB in a 32 MiB L3, but 0.85x at 22.5 MB and
-            // 0.72-0.78x at size S (28 MiB), which the L3 (a victim cache,
-            // shared) no longer holds from one sweep to the next; hence
-            // half the cache, not the whole of it as for the stores
-            // (notes/cpu-perf.md). Beyond it, which kernel wins from memory
-            // differs between machines and thread counts (Zen 5: no
-            // prefetch 1.05-1.49x faster at size L on all cores, 0.8-0.9x
-            // at M; Zen 4: 0.65-0.85x at both), so `auto` starts with
-            // prefetch and lets the driver time both.
-            prefetch: match opts.prefetch {
-                Prefetch::On => true,
-                Prefetch::Off => false,
-                Prefetch::Auto => beyond_half,
-            },
-            choosable: opts.prefetch == Prefetch::Auto && beyond_half && depth == 1,
+            prefetch,
+            offer: Offer::new(
+                Variant {
+                    prefetch,
+                    streaming,
+                },
+                classic && opts.prefetch == Prefetch::Auto && beyond_half,
+                classic && opts.stores == Stores::Auto && over_cache,
+            ),
             row_gosa: alloc::zeroed(owned_rows, "the per-row residuals")?,
             level_gosa: Array3::from_shape_vec(
                 level_shape,
@@ -722,29 +738,21 @@ impl Backend for CpuBackend {
             .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
 
-    fn kernel_variants(&self) -> Vec<&'static str> {
-        if self.choosable {
-            KERNEL_VARIANTS.to_vec()
-        } else {
-            Vec::new()
-        }
+    fn kernel_variants(&self) -> Vec<String> {
+        self.offer.names()
     }
 
     fn use_kernel_variant(&mut self, index: usize) -> Result<()> {
-        if !self.choosable || index >= KERNEL_VARIANTS.len() {
+        let Some(v) = self.offer.get(index) else {
             return Err(crate::error::Error::runtime(format!(
                 "kernel variant {index} of {:?}",
                 self.kernel_variants()
             )));
-        }
-        self.prefetch = index == 0;
+        };
+        (self.prefetch, self.streaming) = (v.prefetch, v.streaming);
         Ok(())
     }
 }
-
-/// The classic sweep's row kernels the driver may choose between, the
-/// starting one first ([`Backend::kernel_variants`]).
-const KERNEL_VARIANTS: [&str; 2] = ["prefetch", "no prefetch"];
 
 #[cfg(test)]
 mod tests {
@@ -941,6 +949,73 @@ mod tests {
                 assert!(cpu.use_kernel_variant(0).is_err());
             }
         }
+    }
+
+    /// `--stores auto` offers the driver streaming and cached stores for
+    /// the classic sweep of fields beyond the last-level cache (with both
+    /// kernels under `--prefetch auto`: four variants), streaming first;
+    /// a fixed `--stores`, fields in the cache or a wavefront offer no
+    /// stores. The variant taken is the one that sweeps and is reported.
+    #[test]
+    fn stores_auto_offers_both_stores_beyond_the_cache() {
+        let grid = Grid::new([6, 6, 6]).unwrap();
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+        let opts = CpuOptions {
+            threads: 1,
+            bind: Bind::None,
+            stores: Stores::Auto,
+            prefetch: Prefetch::Auto,
+            tile_rows: None,
+        };
+        let detail = |cpu: &CpuBackend| cpu.info().detail.unwrap();
+        let beyond = [0, 1 << 20];
+        let mut cpu = CpuBackend::new(&grid, &block, &opts, beyond).unwrap();
+        assert!(cpu.streaming && cpu.prefetch);
+        assert_eq!(
+            cpu.kernel_variants(),
+            [
+                "prefetch, streaming stores",
+                "no prefetch, streaming stores",
+                "prefetch, cached stores",
+                "no prefetch, cached stores"
+            ]
+        );
+        cpu.use_kernel_variant(3).unwrap();
+        assert!(!cpu.streaming && !cpu.prefetch);
+        assert!(detail(&cpu).contains(" (no prefetch); cached stores"));
+        cpu.use_kernel_variant(2).unwrap();
+        assert!(!cpu.streaming && cpu.prefetch);
+        cpu.use_kernel_variant(0).unwrap();
+        assert!(
+            detail(&cpu).ends_with("; streaming stores"),
+            "{}",
+            detail(&cpu)
+        );
+        assert!(cpu.use_kernel_variant(4).is_err());
+
+        let fixed = |stores, prefetch| CpuOptions {
+            stores,
+            prefetch,
+            ..opts
+        };
+        let cpu = CpuBackend::new(&grid, &block, &fixed(Stores::Auto, Prefetch::Off), beyond);
+        let mut cpu = cpu.unwrap();
+        assert_eq!(cpu.kernel_variants(), ["streaming stores", "cached stores"]);
+        cpu.use_kernel_variant(1).unwrap();
+        assert!(!cpu.streaming && !cpu.prefetch);
+        let opts = fixed(Stores::Streaming, Prefetch::Auto);
+        let cpu = CpuBackend::new(&grid, &block, &opts, beyond).unwrap();
+        assert_eq!(cpu.kernel_variants(), ["prefetch", "no prefetch"]);
+        let mut cpu = cpu;
+        cpu.use_kernel_variant(1).unwrap();
+        assert!(cpu.streaming && !cpu.prefetch);
+
+        let auto = fixed(Stores::Auto, Prefetch::Auto);
+        let inside = CpuBackend::new(&grid, &block, &auto, [0, 1]).unwrap();
+        assert!(inside.kernel_variants().is_empty());
+        let deep = block.with_depth(2);
+        let wavefront = CpuBackend::new(&grid, &deep, &auto, beyond).unwrap();
+        assert!(wavefront.kernel_variants().is_empty());
     }
 
     #[test]

@@ -901,6 +901,21 @@ mod tests {
         }
     }
 
+    /// A 6x6x6 grid on one rank, its block, and options of one thread with
+    /// `stores` and `--prefetch auto`.
+    fn tiny(stores: Stores) -> (Grid, Block, CpuOptions) {
+        let grid = Grid::new([6, 6, 6]).unwrap();
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
+        let opts = CpuOptions {
+            threads: 1,
+            bind: Bind::None,
+            stores,
+            prefetch: Prefetch::Auto,
+            tile_rows: None,
+        };
+        (grid, block, opts)
+    }
+
     /// The classic sweep prefetches unless the node's fields take at most
     /// half the last-level cache (here exceeded by a node of a million
     /// ranks), and the report says which kernel ran. Beyond it, and only
@@ -908,15 +923,7 @@ mod tests {
     /// `off` are taken as given and offer no choice.
     #[test]
     fn the_classic_sweep_prefetches_only_fields_beyond_the_cache() {
-        let grid = Grid::new([6, 6, 6]).unwrap();
-        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
-        let opts = CpuOptions {
-            threads: 1,
-            bind: Bind::None,
-            stores: Stores::Cached,
-            prefetch: Prefetch::Auto,
-            tile_rows: None,
-        };
+        let (grid, block, opts) = tiny(Stores::Cached);
         let detail = |cpu: &CpuBackend| cpu.info().detail.unwrap();
         let cached = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
         assert!(!cached.prefetch);
@@ -958,15 +965,7 @@ mod tests {
     /// stores. The variant taken is the one that sweeps and is reported.
     #[test]
     fn stores_auto_offers_both_stores_beyond_the_cache() {
-        let grid = Grid::new([6, 6, 6]).unwrap();
-        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0);
-        let opts = CpuOptions {
-            threads: 1,
-            bind: Bind::None,
-            stores: Stores::Auto,
-            prefetch: Prefetch::Auto,
-            tile_rows: None,
-        };
+        let (grid, block, opts) = tiny(Stores::Auto);
         let detail = |cpu: &CpuBackend| cpu.info().detail.unwrap();
         let beyond = [0, 1 << 20];
         let mut cpu = CpuBackend::new(&grid, &block, &opts, beyond).unwrap();

@@ -567,11 +567,11 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
         // blocks' last points: same operations per point, so the same
         // values), in the two steps the regular blocks take: two
         // [`chunk`]s and a lane at a time cost twice the instructions.
-        // Only the new points are summed. `regular` is a
-        // multiple of LANES, so new point `regular + x` goes to lane
-        // `x % LANES`, after point `regular + x - LANES` where that is new
-        // too: two whole vector adds of the new points' squares, zero
-        // beyond them (adding +0.0 to a sum of squares changes no bit).
+        // Only the new points are summed: `regular` is a multiple of
+        // LANES, so new point `regular + x` goes to lane `x % LANES`,
+        // after point `regular + x - LANES` where that is new too; two
+        // whole vector adds of the new points' squares, zero beyond them
+        // (adding +0.0 to a sum of squares changes no bit).
         let start = m - BLOCK;
         let at = packing.step(0, start, BLOCK);
         let block = coef.values[at..at + BLOCK_VALUES]

@@ -67,6 +67,12 @@ class himeno_base(rfm.RunOnlyRegressionTest):
         # The launcher's exit status, also where the scheduler cannot tell
         # a job's (`squeue` without accounting).
         self.postrun_cmds = ['echo "himeno exit status: $?"']
+        # Where the job ran, in its own output: a scheduler that polls
+        # squeue (no accounting) learns a job's nodes only if a poll finds
+        # it running, which a short job can finish between.
+        self.prerun_cmds = [
+            'echo "himeno job nodes: ${SLURM_JOB_NODELIST:-$(hostname)}"'
+        ]
         per_node = self.current_partition.extras.get('tasks_per_node', 0)
         if per_node:
             self.num_tasks_per_node = min(per_node, self.num_tasks)

@@ -138,6 +138,14 @@ fn job_output(case: &Value) -> String {
         .collect()
 }
 
+/// What a passed check's job wrote to stdout, from its output folder
+/// (where ReFrame copies it).
+pub fn passed_job_stdout(case: &Value) -> String {
+    let out = Path::new(case["outputdir"].as_str().expect("an output folder"));
+    let file = out.join(case["job_stdout"].as_str().expect("a job stdout"));
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
 /// The one check the failure tests run.
 const TWO_RANKS: &str = "himeno_check%ranks=2%variant=classic";
 

@@ -163,18 +163,58 @@ per_isa!(
     pub fn sweep_row_at_cached(inp: &Inputs<'_>, i: usize, j: usize, k: Range<usize>, out: &mut [f32]) -> f64 => row_at, prefetch = false
 );
 
-/// Where a row update finds the rows of `p` it reads, as slices of the
-/// `m` values it updates from `k0`.
+/// Where a row update finds the rows of `p` it reads.
 trait Source<'a> {
-    /// The row of `p` at `(i + a - 1, j + b - 1)`, shifted by `dk - 1` in
-    /// k.
-    fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32];
+    /// The 19 rows of `p` that the update of points `k` reads, each as
+    /// the `k.len()` values the stencil member takes (the row at `(i + a
+    /// - 1, j + b - 1)` shifted by `dk - 1` in k).
+    fn stencil(&self, k: &Range<usize>) -> PRows<'a>;
+}
+
+/// The stencil of rows `r(a, b, dk)`: the row of `p` at `(i + a - 1, j +
+/// b - 1)` shifted by `dk - 1` in k, for `a, b, dk` in `0..=2`.
+#[inline(always)]
+fn stencil_of<'a>(r: impl Fn(usize, usize, usize) -> &'a [f32]) -> PRows<'a> {
+    Stencil {
+        ip: r(2, 1, 1),
+        jp: r(1, 2, 1),
+        kp: r(1, 1, 2),
+        ipjp: r(2, 2, 1),
+        ipjm: r(2, 0, 1),
+        imjp: r(0, 2, 1),
+        imjm: r(0, 0, 1),
+        jpkp: r(1, 2, 2),
+        jmkp: r(1, 0, 2),
+        jpkm: r(1, 2, 0),
+        jmkm: r(1, 0, 0),
+        ipkp: r(2, 1, 2),
+        imkp: r(0, 1, 2),
+        ipkm: r(2, 1, 0),
+        imkm: r(0, 1, 0),
+        im: r(0, 1, 1),
+        jm: r(1, 0, 1),
+        km: r(1, 1, 0),
+        c: r(1, 1, 1),
+    }
 }
 
 impl<'a> Source<'a> for Rows<'a> {
     #[inline(always)]
-    fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32] {
-        &self.p[a][b][k0 + dk - 1..k0 + dk - 1 + m]
+    fn stencil(&self, k: &Range<usize>) -> PRows<'a> {
+        // Each row checked once, not each of its slices (as for the
+        // fields, below).
+        assert!(k.start >= 1 && k.start <= k.end, "points inside the row");
+        for row in self.p.as_flattened() {
+            assert!(row.len() > k.end, "a whole row of p");
+        }
+        stencil_of(|a, b, dk| {
+            assert!(dk <= 2, "a stencil member");
+            // SAFETY: 1 <= k.start <= k.end < the row's length (checked
+            // above), so the values from k.start + dk - 1 to k.end + dk
+            // - 1 (exclusive), with dk at most 2 (a constant after
+            // inlining), lie in the row.
+            unsafe { self.p[a][b].get_unchecked(k.start + dk - 1..k.end + dk - 1) }
+        })
     }
 }
 
@@ -185,15 +225,31 @@ struct Around<'a, 'b> {
 }
 
 impl<'a> Source<'a> for Around<'a, '_> {
-    // Every slice is one offset from the start of the field, as the
-    // original kernel wrote them: the compiler then addresses all of them
-    // from one index (an earlier form, whole rows sliced again, made it
-    // step 25 pointers and spill them, 7-15% slower at size M).
+    // Every row is one offset into the stencil's footprint in the field,
+    // as the original kernel wrote them: the compiler then addresses all
+    // of them from one index (an earlier form, whole rows sliced again,
+    // made it step 25 pointers and spill them, 7-15% slower at size M).
+    // The footprint is checked once: 19 checked slices cost two branches
+    // each per row, 13% of an in-cache sweep of 96-point rows
+    // (notes/cpu-perf.md).
     #[inline(always)]
-    fn p(&self, a: usize, b: usize, dk: usize, k0: usize, m: usize) -> &'a [f32] {
+    fn stencil(&self, k: &Range<usize>) -> PRows<'a> {
         let [_, nj, nk] = self.inp.lay.dims;
-        let off = self.at + k0 + a * nj * nk + b * nk + dk - nj * nk - nk - 1;
-        &self.inp.p[off..off + m]
+        let plane = nj * nk;
+        let m = k.len();
+        // From (i - 1, j - 1, k.start - 1) to (i + 1, j + 1, k.end).
+        let low = (self.at + k.start)
+            .checked_sub(plane + nk + 1)
+            .expect("row (i, j) has a neighbour on each side");
+        let p = &self.inp.p[low..low + 2 * plane + 2 * nk + 2 + m];
+        stencil_of(|a, b, dk| {
+            assert!(a <= 2 && b <= 2 && dk <= 2, "a stencil member");
+            let off = a * plane + b * nk + dk;
+            // SAFETY: with a, b and dk at most 2 (and constants after
+            // inlining, so the check above is free), off + m is at most
+            // 2 * plane + 2 * nk + 2 + m, the length of `p`.
+            unsafe { p.get_unchecked(off..off + m) }
+        })
     }
 }
 
@@ -340,6 +396,17 @@ trait Step<const W: usize>: Value {
     unsafe fn splat(x: f32) -> Self;
     /// The lanes' values.
     fn values(self) -> [f32; W];
+    /// Adds the square of the value in lane `x` to `acc[x % LANES]`, in
+    /// increasing `x`: the row's partial sums of squared residuals.
+    #[inline(always)]
+    fn add_squares(self, acc: &mut [f64; LANES]) {
+        let sq = (self * self).values();
+        for half in sq.as_chunks::<LANES>().0 {
+            for (a, s) in acc.iter_mut().zip(half) {
+                *a += f64::from(*s);
+            }
+        }
+    }
 }
 
 impl<const W: usize> Step<W> for Vector<W> {
@@ -362,7 +429,7 @@ impl<const W: usize> Step<W> for Vector<W> {
 /// where the instruction set `$isa` (a string for the comments) runs.
 macro_rules! register_step {
     ($(#[$meta:meta])* mod $m:ident: $name:ident($reg:ident; $w:ident), $isa:literal,
-     $add:ident, $sub:ident, $mul:ident, $loadu:ident, $set1:ident) => {
+     $add:ident, $sub:ident, $mul:ident, $loadu:ident, $set1:ident, $squares:ident) => {
         $(#[$meta])*
         #[cfg(target_arch = "x86_64")]
         mod $m {
@@ -423,6 +490,11 @@ macro_rules! register_step {
                     // value.
                     unsafe { std::mem::transmute::<$reg, [f32; $w]>(self.0) }
                 }
+                #[inline(always)]
+                fn add_squares(self, acc: &mut [f64; super::LANES]) {
+                    // SAFETY: as for `add`.
+                    unsafe { super::$squares((self * self).0, acc) }
+                }
             }
         }
     };
@@ -435,7 +507,7 @@ register_step!(
     /// against 177 ymm operands in the AVX2 copy), which doubles the
     /// instructions per point.
     mod ymm: Ymm(__m256; LANES), "AVX2",
-    _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_loadu_ps, _mm256_set1_ps
+    _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_loadu_ps, _mm256_set1_ps, ymm_squares
 );
 
 register_step!(
@@ -446,8 +518,58 @@ register_step!(
     /// instructions per point: on a Zen 5 core (full-width 512-bit units)
     /// the kernel ran 7-10% faster in the cache (notes/cpu-perf.md).
     mod zmm: Zmm(__m512; WIDE), "AVX-512 F",
-    _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_loadu_ps, _mm512_set1_ps
+    _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_loadu_ps, _mm512_set1_ps, zmm_squares
 );
+
+/// [`Step::add_squares`] of the AVX2 step, given the squares `sq`: each
+/// half widened to `f64` and added to four lanes, written out because the
+/// compiler, left to the lane loop, kept half the lanes in shuffled pairs
+/// of 128-bit registers (eight more instructions per step).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn ymm_squares(sq: std::arch::x86_64::__m256, acc: &mut [f64; LANES]) {
+    use std::arch::x86_64::*;
+    let at = acc.as_mut_ptr();
+    // SAFETY: `acc` holds eight values, four from `at` and four from `at +
+    // 4`; the caller promises AVX2.
+    unsafe {
+        let lo = _mm256_add_pd(
+            _mm256_loadu_pd(at),
+            _mm256_cvtps_pd(_mm256_castps256_ps128(sq)),
+        );
+        let hi = _mm256_add_pd(
+            _mm256_loadu_pd(at.add(4)),
+            _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(sq)),
+        );
+        _mm256_storeu_pd(at, lo);
+        _mm256_storeu_pd(at.add(4), hi);
+    }
+}
+
+/// [`Step::add_squares`] of the AVX-512 step, given the squares `sq`: the
+/// lower eight lanes, then the upper eight, each widened to `f64` and
+/// added to the eight lanes.
+///
+/// # Safety
+/// The CPU has AVX-512 F.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn zmm_squares(sq: std::arch::x86_64::__m512, acc: &mut [f64; LANES]) {
+    use std::arch::x86_64::*;
+    // SAFETY: `acc` holds eight values; the caller promises AVX-512 F.
+    unsafe {
+        let bits = _mm512_castps_pd(sq);
+        let lo = _mm256_castpd_ps(_mm512_castpd512_pd256(bits));
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(bits));
+        let mut sum = _mm512_loadu_pd(acc.as_ptr());
+        sum = _mm512_add_pd(sum, _mm512_cvtps_pd(lo));
+        sum = _mm512_add_pd(sum, _mm512_cvtps_pd(hi));
+        _mm512_storeu_pd(acc.as_mut_ptr(), sum);
+    }
+}
 
 /// `Stencil` of `$e` for each member `$r` of the stencil `$s`.
 macro_rules! each_p {
@@ -505,30 +627,7 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
     out: &mut [f32],
 ) -> f64 {
     let (k0, m) = (k.start, k.len());
-    // Slices of exactly `m` values: the row of p at (i+a-1, j+b-1) shifted
-    // by dk-1 in k.
-    let r = |a: usize, b: usize, dk: usize| rows.p(a, b, dk, k0, m);
-    let set: PRows<'a> = Stencil {
-        ip: r(2, 1, 1),
-        jp: r(1, 2, 1),
-        kp: r(1, 1, 2),
-        ipjp: r(2, 2, 1),
-        ipjm: r(2, 0, 1),
-        imjp: r(0, 2, 1),
-        imjm: r(0, 0, 1),
-        jpkp: r(1, 2, 2),
-        jmkp: r(1, 0, 2),
-        jpkm: r(1, 2, 0),
-        jmkm: r(1, 0, 0),
-        ipkp: r(2, 1, 2),
-        imkp: r(0, 1, 2),
-        ipkm: r(2, 1, 0),
-        imkm: r(0, 1, 0),
-        im: r(0, 1, 1),
-        jm: r(1, 0, 1),
-        km: r(1, 1, 0),
-        c: r(1, 1, 1),
-    };
+    let set = rows.stencil(&k);
     let out = &mut out[k0..k0 + m];
 
     // On a cache line of its own: the compiler keeps the partial sums on
@@ -667,12 +766,7 @@ fn blocks<V: Step<W>, const PREFETCH: bool, const W: usize>(
                 coefs(|f| unsafe { V::load(part::<W>(block, f * BLOCK + h * W)) }),
             );
             let ss = v.residual();
-            let sq = (ss * ss).values();
-            for half in 0..W / LANES {
-                for l in 0..LANES {
-                    acc[l] += f64::from(sq[half * LANES + l]);
-                }
-            }
+            ss.add_squares(acc);
             out[b][h * W..][..W].copy_from_slice(&(v.p.c + omega * ss).values());
         }
     }

@@ -4,10 +4,11 @@
 //!
 //! Temporal blocking pays only when the wavefront saves memory traffic and
 //! its cached sweeps are faster than a sweep fed from memory. The first is
-//! a matter of sizes: fields that already fit in the last-level cache are
-//! read from it every sweep anyway (a gain remains where several threads or
-//! ranks meet once per sweep, which blocking makes once per T sweeps: those
-//! runs time the candidates), and a wavefront whose tiles of
+//! a matter of sizes: fields that the last-level cache holds (at most half
+//! of it, [`LastLevel::holds`]) are read from it every sweep anyway (a gain
+//! remains where several threads or ranks meet once per sweep, which
+//! blocking makes once per T sweeps: those runs time the candidates), and a
+//! wavefront whose tiles of
 //! [`MIN_TILE_ROWS`] rows do not fit a thread's share of that cache falls
 //! out of it (shorter tiles cut level 1's memory runs short: 8-row tiles
 //! ran at 0.93x of the classic sweep, notes/cpu-perf.md). Those cases the
@@ -181,6 +182,27 @@ impl Machine {
     }
 }
 
+/// Why the node's `fields` (bytes) are swept classically without timing
+/// anything, if they are: in the cache `llc` blocking saves no memory
+/// traffic, but a run of several threads or ranks also meets once per
+/// sweep (the threads' hand-off, the halo exchange) and once per T sweeps
+/// when blocked: on a 2-vCPU guest a 10x18x98 grid ran 2.3x faster on two
+/// threads with T = 8 (notes/cpu-perf.md). So only a `lone` thread of one
+/// rank is settled, and only when the cache holds the fields from sweep to
+/// sweep ([`LastLevel::holds`]): size S, 28 MiB in a 32 MiB L3, ran 1.4-1.6x
+/// faster with T = 8 on one thread.
+fn classic_in_cache(llc: &LastLevel, fields: usize, lone: bool) -> Option<String> {
+    (lone && llc.holds(fields)).then(|| {
+        format!(
+            "the node's fields ({:.1} MiB) take at most half its last-level cache ({:.1} MiB), so \
+             every sweep already reads them from the cache, and one thread of one rank has \
+             no hand-off or exchange per sweep to save",
+            mib(fields),
+            mib(llc.node_bytes)
+        )
+    })
+}
+
 /// The model's view on this rank for `--temporal auto` (see the module's
 /// doc): the candidates up to `allowed` sweeps (what the process grid
 /// permits) worth timing, for this rank of `comm` (whose node's ranks share
@@ -200,20 +222,9 @@ fn model(cfg: &RunConfig, block: &Block, comm: &dyn Comm, allowed: usize) -> Vie
         .product::<usize>()
         .saturating_mul(FIELDS * 4)
         .saturating_mul(comm.node_size());
-    let llc = LastLevel::detect().node_bytes;
-    // In the cache blocking saves no memory traffic, but a run of several
-    // threads or ranks also meets once per sweep (the threads' hand-off,
-    // the halo exchange) and once per T sweeps when blocked: on a 2-vCPU
-    // guest a 10x18x98 grid ran 2.3x faster on two threads with T = 8
-    // (notes/cpu-perf.md). So only a lone thread is settled without timing.
-    if fields <= llc && cfg.threads == 1 && comm.size() == 1 {
-        return only_classic(format!(
-            "the node's fields ({:.1} MiB) fit in its last-level cache ({:.1} MiB), so every \
-             sweep already reads them from the cache, and one thread of one rank has no \
-             hand-off or exchange per sweep to save",
-            mib(fields),
-            mib(llc)
-        ));
+    let lone = cfg.threads == 1 && comm.size() == 1;
+    if let Some(reason) = classic_in_cache(&LastLevel::detect(), fields, lone) {
+        return only_classic(reason);
     }
     let mut candidates = vec![1];
     candidates.extend(
@@ -540,6 +551,26 @@ mod tests {
             ..machine(258, 1 << 20, 64)
         };
         assert!(given.warning(2, 32).unwrap().contains("fewer --tile-rows"));
+    }
+
+    /// One thread of one rank sweeps fields in half the cache classically
+    /// without timing; fuller (size S in a 32 MiB L3), or with company, the
+    /// candidates are timed.
+    #[test]
+    fn only_a_lone_thread_in_half_the_cache_is_settled() {
+        let llc = LastLevel {
+            instance_bytes: 32 << 20,
+            node_bytes: 32 << 20,
+        };
+        let why = classic_in_cache(&llc, 16 << 20, true).expect("half the cache");
+        assert!(
+            why.contains("16.0 MiB") && why.contains("32.0 MiB"),
+            "{why}"
+        );
+        // Size S: 64x64x128 points of 14 fields.
+        let s = 64 * 64 * 128 * FIELDS * 4;
+        assert_eq!(classic_in_cache(&llc, s, true), None);
+        assert_eq!(classic_in_cache(&llc, 1 << 20, false), None);
     }
 
     #[test]

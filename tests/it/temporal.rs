@@ -290,7 +290,7 @@ fn auto_records_its_choice_and_keeps_the_classic_answer() {
     assert!(classic.get("temporal_choice").is_none(), "{classic}");
 }
 
-/// Fields that fit in the last-level cache, swept by one thread of one
+/// Fields that fit in half the last-level cache, swept by one thread of one
 /// rank, gain nothing from blocking: the model says T=1 without timing
 /// anything, in the record and in one line of the text report. With two
 /// threads, or two ranks, the candidates are timed (blocking saves their
@@ -321,7 +321,10 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
     let r = json_ok(&run(himeno(&[&small[..], &["--format", "json"]].concat())));
     assert_eq!(r["temporal"], 1, "{r}");
     let reason = r["temporal_choice"]["reason"].as_str().unwrap();
-    assert!(reason.contains("fit in its last-level cache"), "{reason}");
+    assert!(
+        reason.contains("at most half its last-level cache"),
+        "{reason}"
+    );
     assert_eq!(r["temporal_choice"]["trials"], serde_json::json!([]));
     let text = stdout_ok(&run(himeno(&small)));
     let lines = lines_starting(&text, "Temporal auto:");

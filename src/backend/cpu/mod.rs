@@ -305,9 +305,9 @@ impl CpuBackend {
             .saturating_add(sizes.packed)
             .saturating_mul(size_of::<f32>());
         let node_fields = field_bytes.saturating_mul(node_ranks);
-        let llc = LastLevel::detect().node_bytes;
-        let over_cache = node_fields > llc;
-        let beyond_half = node_fields > llc / 2;
+        let llc = LastLevel::detect();
+        let over_cache = node_fields > llc.node_bytes;
+        let beyond_half = !llc.holds(node_fields);
         let streaming = match opts.stores {
             Stores::Streaming => true,
             Stores::Cached => false,
@@ -322,9 +322,9 @@ impl CpuBackend {
         // Well inside the cache the prefetches only compete with the
         // loads: without them the sweep measured 1.08-1.4x faster with
         // fields of 1-16.5 MB in a 32 MiB L3, but 0.85x at 22.5 MB and
-        // 0.72-0.78x at size S (28 MiB), which the L3 (a victim cache,
-        // shared) no longer holds from one sweep to the next; hence
-        // half the cache, not the whole of it as for the stores
+        // 0.72-0.78x at size S (28 MiB), which the L3 no longer holds
+        // from one sweep to the next ([`LastLevel::holds`]); hence half
+        // the cache, not the whole of it as for the stores
         // (notes/cpu-perf.md). Beyond it, which kernel wins from memory
         // differs between machines and thread counts (Zen 5: no
         // prefetch 1.05-1.49x faster at size L on all cores, 0.8-0.9x

@@ -30,7 +30,9 @@
 # or `ca` (cached) for the variant it kept, e.g. `nopf+ca` (after the T, as
 # `1/nopf+ca`, for T = auto). --prefetch on|off and --stores
 # streaming|cached fix them for the T = 1 and auto rows (the wavefront of
-# T > 1 always prefetches, and streams beyond the cache).
+# T > 1 always prefetches, and streams beyond the cache). The wavefront
+# times its tile heights instead (unless --tile-rows gives one): `r16` for
+# tiles of 16 rows (`8/r16` for T = auto).
 #
 # --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
 # beside the presets: "S M L 34x66x130".
@@ -171,6 +173,9 @@ for t in $threads; do
                     k=${k//prefetch/pf}
                     k=${k//streaming stores/nt}
                     k=${k//cached stores/ca}
+                    # "tiles of 16 rows" -> r16
+                    k=${k//tiles of /r}
+                    k=${k// rows/}
                     c+="${c:+/}${k//, /+}"
                 fi
                 if [[ -n $c ]]; then

@@ -1,7 +1,8 @@
 //! `--prefetch auto` and `--stores auto`'s choice between the kernels a
 //! backend offers for its sweep ([`Backend::kernel_variants`]): the CPU
 //! classic sweep with or without software prefetch, and with streaming or
-//! cached stores, once its fields are too large for the cache to settle it.
+//! cached stores, once its fields are too large for the cache to settle it;
+//! the temporal wavefront's tile height, unless `--tile-rows` gives one.
 //!
 //! Which one is faster from memory is a property of the machine and of the
 //! threads sharing it, not of the sizes: on one Zen 5 guest no prefetch ran

@@ -173,8 +173,9 @@ pub struct Record {
     /// cache; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temporal_choice: Option<TemporalChoice>,
-    /// Which kernel `--prefetch auto` timed fastest and swept with (with
-    /// its calibration); absent when nothing was timed.
+    /// Which kernel `--prefetch auto` and `--stores auto` timed fastest
+    /// and swept with, or which tile height the wavefront did (with the
+    /// calibration); absent when nothing was timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_choice: Option<KernelChoice>,
     /// Fingerprint of the final interior `p`, hexadecimal.

@@ -137,7 +137,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "1", allow_negative_numbers = true, value_parser = temporal)]
     pub temporal: Temporal,
     /// Rows per tile of the temporal wavefront (default: chosen from the
-    /// detected cache sizes); for experiments and tests.
+    /// detected cache sizes and timed against half that height before the
+    /// rehearsal); fixed, nothing is timed.
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub tile_rows: Option<usize>,
     /// Measured stream triad bandwidth in GB/s; the report shows the

@@ -4,8 +4,9 @@
 //! `--prefetch auto` times both kernels before the rehearsal, beyond the
 //! whole of it `--stores auto` both stores, and every rank keeps the
 //! variant chosen; whatever the variant, the answer is bitwise the same.
-//! Which one wins is the machine's business, so these tests check what was
-//! timed and recorded, never which one won.
+//! The temporal wavefront times its tile heights the same way. Which one
+//! wins is the machine's business, so these tests check what was timed and
+//! recorded, never which one won.
 
 use crate::common::*;
 
@@ -117,10 +118,12 @@ fn auto_times_every_variant_beyond_the_cache_and_every_answer_is_the_same() {
     assert!(lines[0].contains(" calibrated"), "{text}");
 }
 
-/// Fields well inside the cache sweep without prefetch and time nothing;
-/// nor does a wavefront run, which prefetches its first level anyway.
+/// Fields well inside the cache sweep without prefetch and time nothing.
+/// A wavefront run, which prefetches its first level anyway, times its
+/// tile heights instead (unless `--tile-rows` gives one), sweeps with the
+/// one chosen and gives the classic answer.
 #[test]
-fn auto_times_nothing_inside_the_cache_or_for_the_wavefront() {
+fn auto_times_nothing_inside_the_cache_and_tile_heights_for_the_wavefront() {
     for extra in [&[][..], &["--prefetch", "on", "--temporal", "1"][..]] {
         let small = json_ok(&run(himeno(
             &[&IN_CACHE[..], &["--format", "json"], extra].concat(),
@@ -132,18 +135,41 @@ fn auto_times_nothing_inside_the_cache_or_for_the_wavefront() {
             "{small}"
         );
     }
-    let blocked = json_ok(&run(himeno(&[
+    let m = [
         "--size",
         "M",
         "--threads",
-        "1",
+        "2",
         "--iterations",
         "4",
-        "--temporal",
-        "2",
         "--format",
         "json",
-    ])));
+    ];
+    let json = |extra: &[&str]| json_ok(&run(himeno(&[&m[..], extra].concat())));
+    let classic = json(&["--temporal", "1", "--stores", "cached"]);
+    let blocked = json(&["--temporal", "2"]);
     assert_eq!(blocked["temporal"], 2, "{blocked}");
-    assert!(blocked.get("kernel_choice").is_none(), "{blocked}");
+    let choice = &blocked["kernel_choice"];
+    let names: Vec<&str> = choice["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["kernel"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["tiles of 32 rows", "tiles of 16 rows"], "{choice}");
+    let chosen = choice["chosen"].as_str().unwrap();
+    assert!(
+        placements(&blocked)[0].contains(&format!(", {chosen};")),
+        "{blocked}"
+    );
+    let given = json(&["--temporal", "2", "--tile-rows", "16"]);
+    assert!(given.get("kernel_choice").is_none(), "{given}");
+    assert!(
+        placements(&given)[0].contains(", tiles of 16 rows;"),
+        "{given}"
+    );
+    for r in [&blocked, &given] {
+        assert_eq!(r["p_fingerprint"], classic["p_fingerprint"], "{r}");
+        assert_eq!(r["gosa"], classic["gosa"], "{r}");
+    }
 }

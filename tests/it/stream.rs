@@ -222,7 +222,8 @@ fn bind_cores_pins_threads_and_reports_where() {
 /// `scripts/bench-cpu.sh` end to end on tiny runs: one table row per size
 /// and thread count, whose percentages are the solver's GB/s over the
 /// stream figures printed beside them; `auto` rows list the T each
-/// repeat chose, and classic-sweep rows the prefetch kernel kept.
+/// repeat chose, classic-sweep rows the prefetch kernel kept and wavefront
+/// rows the tile height.
 #[test]
 fn bench_cpu_script_prints_the_table() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -289,7 +290,7 @@ fn bench_cpu_script_prints_the_table() {
         // One repeat: auto's one T, from its candidates, and the variant
         // --prefetch auto and --stores auto kept where they timed several
         // (fields beyond half the cache or the whole of it, classic
-        // sweep); a fixed T > 1 chooses nothing.
+        // sweep), or the wavefront's tile height.
         let (t, kernel) = match row[12].split_once('/') {
             Some((t, k)) => (t, Some(k)),
             None if temporal == "auto" => (row[12], None),
@@ -303,8 +304,14 @@ fn bench_cpu_script_prints_the_table() {
         if let Some(k) = kernel {
             let variants = ["pf", "nopf", "nt", "ca"];
             let named = ["pf+nt", "pf+ca", "nopf+nt", "nopf+ca"];
-            assert!(variants.contains(&k) || named.contains(&k), "{out}");
-            assert!(temporal == "1" || t == "1", "{out}");
+            let classic = temporal == "1" || t == "1";
+            if let Some(rows) = k.strip_prefix('r') {
+                // The wavefront's tile height, of the ones it offers.
+                assert!(["32", "16"].contains(&rows) && !classic, "{out}");
+            } else {
+                assert!(variants.contains(&k) || named.contains(&k), "{out}");
+                assert!(classic, "{out}");
+            }
         }
         let v: Vec<f64> = row[3..11]
             .iter()

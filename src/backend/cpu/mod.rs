@@ -350,14 +350,24 @@ impl CpuBackend {
             parts,
             streaming,
             prefetch,
-            offer: Offer::new(
-                Variant {
+            offer: {
+                let start = Variant {
                     prefetch,
                     streaming,
-                },
-                classic && opts.prefetch == Prefetch::Auto && beyond_half,
-                classic && opts.stores == Stores::Auto && over_cache,
-            ),
+                    tile_rows: sizes.tile_rows,
+                };
+                if classic {
+                    Offer::new(
+                        start,
+                        opts.prefetch == Prefetch::Auto && beyond_half,
+                        opts.stores == Stores::Auto && over_cache,
+                    )
+                } else if opts.tile_rows.is_none() {
+                    Offer::tiles(start, &wavefront::other_tile_rows(sizes.tile_rows))
+                } else {
+                    Offer::default()
+                }
+            },
             row_gosa: alloc::zeroed(owned_rows, "the per-row residuals")?,
             level_gosa: Array3::from_shape_vec(
                 level_shape,
@@ -393,6 +403,19 @@ impl CpuBackend {
             .into_iter()
             .collect::<Result<_>>()?;
         Ok(())
+    }
+
+    /// Sets the rows per tile of the temporal wavefront, keeping each
+    /// thread's wavefront buffers where they are large enough (as when
+    /// the driver times the heights offered, all at most the first).
+    fn use_tile_rows(&mut self, rows: usize) -> Result<()> {
+        let len = scratch_len(&self.block, self.parts.len(), rows.max(1));
+        if self.scratch.iter().all(|s| s.len() >= len) {
+            self.tile_rows = rows.max(1);
+            Ok(())
+        } else {
+            self.set_tile_rows(rows)
+        }
     }
 
     /// Splits `p`, `next` and the packed coefficients into the threads'
@@ -750,6 +773,9 @@ impl Backend for CpuBackend {
             )));
         };
         (self.prefetch, self.streaming) = (v.prefetch, v.streaming);
+        if v.tile_rows != self.tile_rows {
+            self.use_tile_rows(v.tile_rows)?;
+        }
         Ok(())
     }
 }
@@ -936,7 +962,6 @@ mod tests {
         assert!(!detail(&wavefront).contains("prefetch"));
 
         assert!(cached.kernel_variants().is_empty());
-        assert!(wavefront.kernel_variants().is_empty());
         let mut beyond = beyond;
         assert_eq!(beyond.kernel_variants(), ["prefetch", "no prefetch"]);
         beyond.use_kernel_variant(1).unwrap();
@@ -1012,9 +1037,34 @@ mod tests {
         let auto = fixed(Stores::Auto, Prefetch::Auto);
         let inside = CpuBackend::new(&grid, &block, &auto, [0, 1]).unwrap();
         assert!(inside.kernel_variants().is_empty());
+    }
+
+    /// A wavefront without `--tile-rows` offers its tile height and half
+    /// of it (neither prefetch nor stores, whatever the fields' size), and
+    /// sweeps with the one the driver picks; a height given is kept.
+    #[test]
+    fn a_wavefront_offers_its_tile_heights_unless_given_one() {
+        let (grid, block, opts) = tiny(Stores::Auto);
         let deep = block.with_depth(2);
-        let wavefront = CpuBackend::new(&grid, &deep, &auto, beyond).unwrap();
-        assert!(wavefront.kernel_variants().is_empty());
+        for node in [[0, 1], [0, 1 << 20]] {
+            let mut cpu = CpuBackend::new(&grid, &deep, &opts, node).unwrap();
+            assert_eq!(
+                cpu.kernel_variants(),
+                ["tiles of 32 rows", "tiles of 16 rows"],
+                "{node:?}"
+            );
+            cpu.use_kernel_variant(1).unwrap();
+            assert!(cpu.info().detail.unwrap().ends_with("tiles of 16 rows"));
+            cpu.use_kernel_variant(0).unwrap();
+            assert_eq!(cpu.tile_rows, 32);
+            assert!(cpu.use_kernel_variant(2).is_err());
+        }
+        let given = CpuOptions {
+            tile_rows: Some(32),
+            ..opts
+        };
+        let cpu = CpuBackend::new(&grid, &deep, &given, [0, 1]).unwrap();
+        assert!(cpu.kernel_variants().is_empty());
     }
 
     #[test]

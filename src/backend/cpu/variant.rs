@@ -1,22 +1,27 @@
-//! The ways the classic sweep can run that give bitwise the same fields at
+//! The ways a CPU sweep can run that give bitwise the same fields at
 //! different speeds, which the driver times against each other before the
-//! rehearsal (`crate::kernel_choice`): the row kernel with or without
-//! software prefetch (`--prefetch auto`), and the new field written with
-//! streaming or cached stores (`--stores auto`).
+//! rehearsal (`crate::kernel_choice`): the classic sweep's row kernel with
+//! or without software prefetch (`--prefetch auto`) and its new field
+//! written with streaming or cached stores (`--stores auto`); the temporal
+//! wavefront's tile height (without `--tile-rows`).
 //!
-//! Which of them wins from memory is the machine's business, not the
-//! sizes': no prefetch won at size L on a Zen 5 guest and lost on a Zen 4
-//! one, and streaming stores, 4 bytes per point less traffic, measured up
-//! to 7% faster on the guest that chose them but 0.85-1.0x cached stores
-//! on a Zen 3 one (notes/cpu-perf.md).
+//! Which of them wins is the machine's business, not the sizes': no
+//! prefetch won at size L on a Zen 5 guest and lost on a Zen 4 one,
+//! streaming stores, 4 bytes per point less traffic, measured up to 7%
+//! faster on the guest that chose them but 0.85-1.0x cached stores on a
+//! Zen 3 one, and tiles of 32 rows, the best at sizes M and L on earlier
+//! guests, ran 0.8x tiles of 16 at L on two threads of that Zen 3 guest
+//! (notes/cpu-perf.md).
 
-/// One way of running the classic sweep.
+/// One way of running a sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Variant {
-    /// Whether the row kernel prefetches its input rows.
+    /// Whether the classic sweep's row kernel prefetches its input rows.
     pub prefetch: bool,
     /// Whether `next` is written with streaming (non-temporal) stores.
     pub streaming: bool,
+    /// Rows per tile of the temporal wavefront.
+    pub tile_rows: usize,
 }
 
 impl Variant {
@@ -66,10 +71,27 @@ impl Offer {
                 let v = Variant {
                     prefetch: pf,
                     streaming,
+                    ..start
                 };
                 variants.push((v, v.name(prefetch, stores)));
             }
         }
+        if variants.len() < 2 {
+            variants.clear();
+        }
+        Offer { variants }
+    }
+
+    /// The wavefront's variants from `start`: its tiles of `start`'s rows,
+    /// then of each of `others` rows; empty without others.
+    pub fn tiles(start: Variant, others: &[usize]) -> Offer {
+        let mut variants: Vec<_> = std::iter::once(start.tile_rows)
+            .chain(others.iter().copied())
+            .map(|tile_rows| {
+                let v = Variant { tile_rows, ..start };
+                (v, format!("tiles of {tile_rows} rows"))
+            })
+            .collect();
         if variants.len() < 2 {
             variants.clear();
         }
@@ -94,6 +116,7 @@ mod tests {
     const START: Variant = Variant {
         prefetch: true,
         streaming: true,
+        tile_rows: 32,
     };
 
     #[test]
@@ -107,13 +130,14 @@ mod tests {
             pf.get(1),
             Some(Variant {
                 prefetch: false,
-                streaming: true
+                ..START
             })
         );
         assert!(pf.get(2).is_none());
         let cached = Variant {
             prefetch: false,
             streaming: false,
+            ..START
         };
         let stores = Offer::new(cached, false, true);
         assert_eq!(stores.names(), ["cached stores", "streaming stores"]);
@@ -134,5 +158,20 @@ mod tests {
             assert!(all[i + 1..].iter().all(|b| b != a), "{all:?}");
         }
         assert_eq!(all[0], START);
+    }
+
+    #[test]
+    fn a_tile_offer_starts_with_the_start_and_varies_only_the_height() {
+        assert!(Offer::tiles(START, &[]).names().is_empty());
+        let tiles = Offer::tiles(START, &[16]);
+        assert_eq!(tiles.names(), ["tiles of 32 rows", "tiles of 16 rows"]);
+        assert_eq!(tiles.get(0), Some(START));
+        assert_eq!(
+            tiles.get(1),
+            Some(Variant {
+                tile_rows: 16,
+                ..START
+            })
+        );
     }
 }

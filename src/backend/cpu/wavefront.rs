@@ -38,6 +38,7 @@ use super::kernel::{self, Inputs, Layout, Rows};
 use super::lines::{LineWriter, RowBuffer};
 use crate::grid::decomp::Block;
 use crate::machine::isa::Isa;
+use crate::temporal::MIN_TILE_ROWS;
 use ndarray::{ArrayViewMut2, ArrayViewMut3, s};
 use std::ops::Range;
 
@@ -172,6 +173,21 @@ impl Plan {
 /// restart at every run) and read more edge rows from the L3; taller ones
 /// fall out of the L2 and L3 share.
 const TILE_ROWS: usize = 32;
+
+/// The tile heights besides `rows` (the height [`tile_rows`] chose) that
+/// are worth timing on the machine: half of it, where that leaves the
+/// [`MIN_TILE_ROWS`] that still pay. The height that wins moves between
+/// machines and sizes: on a Zen 3 guest with two threads, tiles of 16 rows
+/// swept size L 1.2-1.3x faster than tiles of 32 at T = 4 and 8, while at
+/// M neither won clearly (notes/cpu-perf.md).
+pub fn other_tile_rows(rows: usize) -> Vec<usize> {
+    let half = rows / 2;
+    if half >= MIN_TILE_ROWS {
+        vec![half]
+    } else {
+        Vec::new()
+    }
+}
 
 /// Chooses the rows per tile for `sweeps` sweeps of rows `nk` values long:
 /// [`TILE_ROWS`], or fewer if the thirteen arrays' rows of the `sweeps`

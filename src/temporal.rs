@@ -467,6 +467,14 @@ pub fn clear_winner(best: &[f64]) -> (usize, bool) {
     (other, time < best[0] * (1.0 - MARGIN))
 }
 
+/// Least time one candidate's turn in a calibration round takes: its
+/// block is run again until it has passed. A sweep of a small grid takes
+/// a tenth of a millisecond, of the order of the threads' hand-off and of
+/// what other guests take from a shared machine: timed one block at a
+/// time, size XS on two threads calibrated T = 4 faster than T = 1 and then
+/// ran at 0.59-0.77x of it (notes/cpu-perf.md).
+pub const MIN_TURN_SECONDS: f64 = 0.01;
+
 /// How long a calibration times its candidates.
 #[derive(Debug, Clone, Copy)]
 pub struct Rounds {
@@ -481,9 +489,10 @@ pub struct Rounds {
     pub alternate: bool,
 }
 
-/// Times one round of each of `candidates` candidates per calibration
-/// round, the rounds interleaved, and returns each one's best seconds per
-/// sweep on the slowest rank; `None` when a stop request came (the
+/// Times one turn of each of `candidates` candidates per calibration
+/// round (its block, repeated to last [`MIN_TURN_SECONDS`]), the rounds
+/// interleaved, and returns each one's best seconds per sweep on the
+/// slowest rank; `None` when a stop request came (the
 /// rehearsal then sees it). `ready(solver, c)` readies candidate `c` and
 /// returns its sweeps per round. Collective.
 pub fn best_per_sweep(
@@ -503,11 +512,18 @@ pub fn best_per_sweep(
                 turn
             };
             let sweeps = ready(solver, c)?;
-            let (seconds, stop) = solver.timed_round(&mut gosa[..sweeps])?;
-            if stop {
-                return Ok(None);
+            // Blocks again until the turn lasts MIN_TURN_SECONDS (every rank
+            // sees the same slowest-rank times, so all run as many).
+            let (mut seconds, mut swept) = (0.0, 0);
+            while swept == 0 || seconds < MIN_TURN_SECONDS {
+                let (s, stop) = solver.timed_round(&mut gosa[..sweeps])?;
+                if stop {
+                    return Ok(None);
+                }
+                seconds += s;
+                swept += sweeps;
             }
-            best[c] = best[c].min(seconds / sweeps as f64);
+            best[c] = best[c].min(seconds / swept as f64);
         }
         if round + 1 >= rounds.min
             && solver.comm.max(started.elapsed().as_secs_f64()) > rounds.seconds

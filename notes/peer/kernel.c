@@ -7,7 +7,11 @@
 // points (nk = 16 q + 2). It times whole sweeps and prints the best of 5
 // runs of `reps` sweeps; its answers are not checked (see himeno for that).
 //
-// Build: gcc -O3 -march=native -fopenmp -o kernel notes/peer/kernel.c
+// GCC contracts a * b + c into fused multiply-adds by default
+// (-ffp-contract=fast), which changes the arithmetic: build with
+// -ffp-contract=off for the specification's (and himeno's) operations.
+//
+// Build: gcc -O3 -march=native -ffp-contract=off -fopenmp -o kernel notes/peer/kernel.c
 // Run:   OMP_NUM_THREADS=2 ./kernel NI NJ NK REPS   (e.g. 129 129 258 8)
 #include <immintrin.h>
 #include <stdio.h>

@@ -37,9 +37,7 @@ use std::time::Instant;
 
 /// The sweeps per exchange `--temporal auto` tries beside the classic one.
 pub const AUTO_CANDIDATES: [usize; 3] = [2, 4, 8];
-/// Fewest rows per wavefront tile that still pays (16-row tiles gained
-/// 1.05x at size M, 8-row ones lost 7 %: notes/cpu-perf.md).
-pub const MIN_TILE_ROWS: usize = 16;
+pub use crate::backend::cpu::wavefront::MIN_TILE_ROWS;
 /// How much faster per sweep a candidate must calibrate than the starting
 /// one (the classic sweep, the starting kernel) to be taken: more than the
 /// spread of two timings of the same block on a quiet machine, so that

@@ -38,7 +38,6 @@ use super::kernel::{self, Inputs, Layout, Rows};
 use super::lines::{LineWriter, RowBuffer};
 use crate::grid::decomp::Block;
 use crate::machine::isa::Isa;
-use crate::temporal::MIN_TILE_ROWS;
 use ndarray::{ArrayViewMut2, ArrayViewMut3, s};
 use std::ops::Range;
 
@@ -173,6 +172,10 @@ impl Plan {
 /// restart at every run) and read more edge rows from the L3; taller ones
 /// fall out of the L2 and L3 share.
 const TILE_ROWS: usize = 32;
+
+/// Fewest rows per wavefront tile that still pays (16-row tiles gained
+/// 1.05x at size M, 8-row ones lost 7 %: notes/cpu-perf.md).
+pub const MIN_TILE_ROWS: usize = 16;
 
 /// The tile heights besides `rows` (the height [`tile_rows`] chose) that
 /// are worth timing on the machine: half of it, where that leaves the

@@ -20,6 +20,27 @@ fn placements(r: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// What run `r` timed for its `kernel_choice`, in order, and what it
+/// chose (every trial timed, the reason naming the choice).
+fn timed(r: &serde_json::Value) -> (Vec<String>, String) {
+    let choice = &r["kernel_choice"];
+    let trials = choice["trials"].as_array().unwrap();
+    assert!(
+        trials.iter().all(|t| t["sweep_s"].as_f64().unwrap() > 0.0),
+        "{choice}"
+    );
+    let chosen = choice["chosen"].as_str().unwrap().to_string();
+    let reason = choice["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("{chosen} calibrated")),
+        "{reason}"
+    );
+    let names = trials
+        .iter()
+        .map(|t| t["kernel"].as_str().unwrap().to_string());
+    (names.collect(), chosen)
+}
+
 /// Two in-process ranks of size M, 2 x 14 fields of 2.2 M points (235
 /// MiB, beyond any last-level cache): `auto` times the four variants
 /// (prefetch or not, streaming or cached stores), records the choice with
@@ -34,25 +55,6 @@ fn auto_times_every_variant_beyond_the_cache_and_every_answer_is_the_same() {
         json_ok(&run(himeno(
             &[&base[..], extra, &["--format", "json"]].concat(),
         )))
-    };
-    // What a run timed, in order, and what it chose.
-    let timed = |r: &serde_json::Value| -> (Vec<String>, String) {
-        let choice = &r["kernel_choice"];
-        let trials = choice["trials"].as_array().unwrap();
-        assert!(
-            trials.iter().all(|t| t["sweep_s"].as_f64().unwrap() > 0.0),
-            "{choice}"
-        );
-        let chosen = choice["chosen"].as_str().unwrap().to_string();
-        let reason = choice["reason"].as_str().unwrap();
-        assert!(
-            reason.starts_with(&format!("{chosen} calibrated")),
-            "{reason}"
-        );
-        let names = trials
-            .iter()
-            .map(|t| t["kernel"].as_str().unwrap().to_string());
-        (names.collect(), chosen)
     };
     let auto = json(&[]);
     // The defaults are not recorded, as before the options existed.
@@ -149,15 +151,8 @@ fn auto_times_nothing_inside_the_cache_and_tile_heights_for_the_wavefront() {
     let classic = json(&["--temporal", "1", "--stores", "cached"]);
     let blocked = json(&["--temporal", "2"]);
     assert_eq!(blocked["temporal"], 2, "{blocked}");
-    let choice = &blocked["kernel_choice"];
-    let names: Vec<&str> = choice["trials"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["kernel"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["tiles of 32 rows", "tiles of 16 rows"], "{choice}");
-    let chosen = choice["chosen"].as_str().unwrap();
+    let (names, chosen) = timed(&blocked);
+    assert_eq!(names, ["tiles of 32 rows", "tiles of 16 rows"], "{blocked}");
     assert!(
         placements(&blocked)[0].contains(&format!(", {chosen};")),
         "{blocked}"

@@ -385,10 +385,14 @@ impl CpuBackend {
 
     /// Sets the rows per tile of the temporal wavefront and sizes each
     /// thread's wavefront buffers for them (an error when they cannot be
-    /// allocated).
+    /// allocated); buffers already large enough are kept (as when the
+    /// driver times the heights offered, all at most the first).
     fn set_tile_rows(&mut self, rows: usize) -> Result<()> {
         self.tile_rows = rows.max(1);
         let len = scratch_len(&self.block, self.parts.len(), self.tile_rows);
+        if self.scratch.len() == self.parts.len() && self.scratch.iter().all(|s| s.len() >= len) {
+            return Ok(());
+        }
         // Each thread makes and touches its own buffers (their pages then
         // sit on its NUMA node, and no sweep pays their page faults).
         self.scratch = self
@@ -403,19 +407,6 @@ impl CpuBackend {
             .into_iter()
             .collect::<Result<_>>()?;
         Ok(())
-    }
-
-    /// Sets the rows per tile of the temporal wavefront, keeping each
-    /// thread's wavefront buffers where they are large enough (as when
-    /// the driver times the heights offered, all at most the first).
-    fn use_tile_rows(&mut self, rows: usize) -> Result<()> {
-        let len = scratch_len(&self.block, self.parts.len(), rows.max(1));
-        if self.scratch.iter().all(|s| s.len() >= len) {
-            self.tile_rows = rows.max(1);
-            Ok(())
-        } else {
-            self.set_tile_rows(rows)
-        }
     }
 
     /// Splits `p`, `next` and the packed coefficients into the threads'
@@ -774,7 +765,7 @@ impl Backend for CpuBackend {
         };
         (self.prefetch, self.streaming) = (v.prefetch, v.streaming);
         if v.tile_rows != self.tile_rows {
-            self.use_tile_rows(v.tile_rows)?;
+            self.set_tile_rows(v.tile_rows)?;
         }
         Ok(())
     }

@@ -76,22 +76,25 @@ impl Offer {
                 variants.push((v, v.name(prefetch, stores)));
             }
         }
-        if variants.len() < 2 {
-            variants.clear();
-        }
-        Offer { variants }
+        Offer::of(variants)
     }
 
     /// The wavefront's variants from `start`: its tiles of `start`'s rows,
     /// then of each of `others` rows; empty without others.
     pub fn tiles(start: Variant, others: &[usize]) -> Offer {
-        let mut variants: Vec<_> = std::iter::once(start.tile_rows)
+        let variants = std::iter::once(start.tile_rows)
             .chain(others.iter().copied())
             .map(|tile_rows| {
                 let v = Variant { tile_rows, ..start };
                 (v, format!("tiles of {tile_rows} rows"))
             })
             .collect();
+        Offer::of(variants)
+    }
+
+    /// The offer of `variants`: nothing to choose from unless there are
+    /// two or more.
+    fn of(mut variants: Vec<(Variant, String)>) -> Offer {
         if variants.len() < 2 {
             variants.clear();
         }

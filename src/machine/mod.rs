@@ -8,4 +8,5 @@ pub mod cache;
 pub mod huge;
 pub mod isa;
 pub mod memory;
+pub mod team;
 pub mod threads;

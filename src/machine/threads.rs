@@ -4,15 +4,15 @@
 //! thread `t` always runs the `t`-th part of a static partition. Using one
 //! pool for both makes the stream bandwidth comparable with the solver's.
 //!
-//! A pool of one thread that would run where the caller runs anyway (unbound,
-//! or pinned to the one CPU the caller may use) spawns no thread: its work
-//! runs on the calling thread, because waking a worker and waiting for it
-//! took about a third of an iteration on grids that live in the L2
-//! (notes/cpu-perf.md). The caller then first-touches and sweeps the fields,
-//! as the worker would have.
+//! Part 0 runs on the calling thread wherever that is where it would run
+//! anyway (unbound, or pinned to the one CPU the caller may use), as an
+//! OpenMP master thread does: the caller then first-touches and sweeps its
+//! part, and only the other parts wait for a hand-off ([`super::team`]).
+//! Waking a worker and waiting for it took about a third of an iteration on
+//! grids that live in the L2 (notes/cpu-perf.md).
 
+use super::team::Team;
 use crate::error::{Error, Result};
-use rayon::{ThreadPool, ThreadPoolBuilder};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 
@@ -46,10 +46,8 @@ pub const MAX_THREADS_PER_CPU: usize = 8;
 
 /// A fixed pool of worker threads with a known placement.
 pub struct Pool {
-    /// The workers; `None` when the one part runs on the calling thread.
-    pool: Option<ThreadPool>,
-    /// Number of parts (threads), whether spawned or the caller.
-    threads: usize,
+    /// The threads, the caller among them where it runs part 0.
+    team: Team,
     bind: Bind,
     /// CPUs this process may run on, as the launcher left them.
     allowed: Vec<usize>,
@@ -96,43 +94,41 @@ fn unbound(allowed: usize) -> bool {
 }
 
 impl Pool {
-    /// Starts `threads` workers for the rank `node_rank` of its node; with
-    /// [`Bind::Cores`] thread `t` is pinned to the `t`-th CPU of the allowed
+    /// Starts `threads` workers for the rank `node = [node_rank,
+    /// node_ranks]` of its node's ranks; with [`Bind::Cores`] thread `t` is pinned to the `t`-th CPU of the allowed
     /// set (cyclically, with a warning, when there are more threads than
     /// CPUs). When the allowed set is the whole node, which the node's
     /// ranks share, rank `r`'s threads start at its `r * threads`-th CPU,
     /// so that ranks do not pin their threads onto the same CPUs.
     ///
-    /// One thread that would run where the caller may run anyway
+    /// Part 0, where it would run where the caller may run anyway
     /// ([`Bind::None`], or [`Bind::Cores`] onto the only CPU the caller is
-    /// allowed) is the calling thread itself: see [`Pool::spawned`].
-    pub fn new(threads: usize, bind: Bind, node_rank: usize) -> Result<Pool> {
+    /// allowed), runs on the calling thread itself: see [`Pool::spawned`].
+    /// Waiting threads spin briefly before they sleep where the rank's
+    /// threads have a CPU each ([`super::team`]).
+    pub fn new(threads: usize, bind: Bind, node: [usize; 2]) -> Result<Pool> {
+        let [node_rank, node_ranks] = node;
         let threads = threads.max(1);
         let allowed = affinity::allowed()?;
-        if spawns(threads, bind, &allowed) == 0 {
-            return Ok(Pool {
-                pool: None,
-                threads,
-                bind,
-                pinned: match bind {
-                    Bind::Cores => allowed.clone(),
-                    Bind::None => Vec::new(),
-                },
-                allowed,
-            });
+        if bind == Bind::Cores && allowed.is_empty() {
+            return Err(Error::usage(
+                "--bind cores is not supported on this platform: use --bind none",
+            ));
         }
-        let pool = ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|t| format!("himeno-worker-{t}"))
-            .build()
+        let caller = runs_on_caller(bind, &allowed);
+        // The CPUs this rank's threads have to themselves: the node's
+        // ranks share them when no launcher gave each its own.
+        let cpus = if allowed.is_empty() {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else if unbound(allowed.len()) {
+            allowed.len() / node_ranks.max(1)
+        } else {
+            allowed.len()
+        };
+        let team = Team::new(threads, caller, cpus)
             .map_err(|e| Error::runtime(format!("cannot start {threads} threads: {e}")))?;
         let mut pinned = Vec::new();
         if bind == Bind::Cores {
-            if allowed.is_empty() {
-                return Err(Error::usage(
-                    "--bind cores is not supported on this platform: use --bind none",
-                ));
-            }
             if threads > allowed.len() {
                 tracing::warn!(
                     threads,
@@ -148,7 +144,15 @@ impl Pool {
             pinned = (0..threads)
                 .map(|t| allowed[first.wrapping_add(t) % allowed.len()])
                 .collect();
-            let outcomes = broadcast_on(Some(&pool), |t| affinity::pin(pinned[t]));
+            // The caller's part needs no pinning: it runs on the caller
+            // only where the caller may use that one CPU alone.
+            let outcomes = broadcast_on(&team, |t| {
+                if caller && t == 0 {
+                    Ok(())
+                } else {
+                    affinity::pin(pinned[t])
+                }
+            });
             for (t, r) in outcomes.into_iter().enumerate() {
                 r.map_err(|e| {
                     Error::runtime(format!("cannot pin thread {t} to cpu {}: {e}", pinned[t]))
@@ -156,8 +160,7 @@ impl Pool {
             }
         }
         Ok(Pool {
-            pool: Some(pool),
-            threads,
+            team,
             bind,
             allowed,
             pinned,
@@ -165,8 +168,8 @@ impl Pool {
     }
 
     /// Threads [`Pool::new`] would spawn for `threads` parts under `bind`
-    /// when called from this thread: none for one part that runs on the
-    /// caller, else one per part.
+    /// when called from this thread: one per part, less the caller's where
+    /// it runs part 0.
     pub fn spawned(threads: usize, bind: Bind) -> usize {
         affinity::allowed().map_or(threads.max(1), |allowed| {
             spawns(threads.max(1), bind, &allowed)
@@ -174,15 +177,15 @@ impl Pool {
     }
 
     /// Number of worker threads (parts), the caller counted when it runs
-    /// the one part.
+    /// part 0.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.team.threads()
     }
 
     /// Runs `f(t)` once on every worker `t` and returns the results in
     /// thread order. Blocks until all are done.
     pub fn broadcast<R: Send>(&self, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-        broadcast_on(self.pool.as_ref(), f)
+        broadcast_on(&self.team, f)
     }
 
     /// Hands `items[t]` to worker `t` and runs `f(t, items[t])` there, one
@@ -300,27 +303,39 @@ impl std::str::FromStr for ThreadCpus {
     }
 }
 
-/// Threads to spawn for `threads` parts under `bind` for a caller allowed
-/// on `allowed`. One unbound part, or one pinned to the caller's only CPU,
-/// runs on the caller (0): it would run where the caller may anyway, and a
-/// worker costs a wake-up and a wait per call. One part pinned onto one of
-/// several allowed CPUs keeps its worker, so the caller's own affinity
-/// (which the threads it starts later inherit) stays as the launcher set it.
-fn spawns(threads: usize, bind: Bind, allowed: &[usize]) -> usize {
-    let caller = threads == 1
-        && match bind {
-            Bind::None => true,
-            Bind::Cores => allowed.len() == 1,
-        };
-    if caller { 0 } else { threads }
+/// Whether part 0 runs on the caller under `bind` for a caller allowed on
+/// `allowed`: unbound, or pinned where the caller's only CPU is anyway. A
+/// part pinned onto one of several allowed CPUs keeps its own worker, so
+/// the caller's affinity (which the threads it starts later inherit) stays
+/// as the launcher set it.
+fn runs_on_caller(bind: Bind, allowed: &[usize]) -> bool {
+    match bind {
+        Bind::None => true,
+        Bind::Cores => allowed.len() == 1,
+    }
 }
 
-/// `f(t)` for every thread of `pool`, or `f(0)` on the caller without one.
-fn broadcast_on<R: Send>(pool: Option<&ThreadPool>, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    match pool {
-        Some(pool) => pool.broadcast(|ctx| f(ctx.index())),
-        None => vec![f(0)],
-    }
+/// Threads to spawn for `threads` parts under `bind` for a caller allowed
+/// on `allowed`: one per part but the caller's.
+fn spawns(threads: usize, bind: Bind, allowed: &[usize]) -> usize {
+    threads - usize::from(runs_on_caller(bind, allowed))
+}
+
+/// `f(t)` for every part of `team`, results in part order.
+fn broadcast_on<R: Send>(team: &Team, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let slots: Vec<Mutex<Option<R>>> = (0..team.threads()).map(|_| Mutex::new(None)).collect();
+    team.run(&|t| {
+        let r = f(t);
+        *slots[t].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    });
+    slots
+        .into_iter()
+        .map(|s| {
+            s.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .expect("every part ran")
+        })
+        .collect()
 }
 
 /// CPU affinity through the Linux system calls (`sched_getaffinity`,
@@ -396,7 +411,7 @@ mod tests {
 
     #[test]
     fn pinned_threads_run_where_they_are_pinned() {
-        let pool = Pool::new(2, Bind::Cores, 0).unwrap();
+        let pool = Pool::new(2, Bind::Cores, [0, 1]).unwrap();
         if cfg!(target_os = "linux") {
             let seen = pool.broadcast(|_| affinity::current_cpu());
             let want: Vec<Option<usize>> = pool.pinned.iter().map(|&c| Some(c)).collect();
@@ -405,15 +420,16 @@ mod tests {
         }
     }
 
-    /// One unbound part runs on the caller; one pinned part keeps its own
-    /// worker unless the caller may only use that one CPU, so pinning it
-    /// never narrows the caller's affinity.
+    /// Part 0 runs on the caller where it would run there anyway
+    /// (unbound, or pinned to the caller's only CPU); a part pinned onto
+    /// one of several CPUs keeps its own worker, so pinning never narrows
+    /// the caller's affinity.
     #[test]
-    fn one_part_runs_on_the_caller_only_where_it_would_run_anyway() {
+    fn part_zero_runs_on_the_caller_only_where_it_would_run_anyway() {
         let me = std::thread::current().id();
-        let on = |pool: &Pool| pool.broadcast(|_| std::thread::current().id()) == vec![me];
-        let unbound = Pool::new(1, Bind::None, 0).unwrap();
-        assert!(on(&unbound));
+        let ids = |pool: &Pool| pool.broadcast(|_| std::thread::current().id());
+        let unbound = Pool::new(1, Bind::None, [0, 1]).unwrap();
+        assert_eq!(ids(&unbound), vec![me]);
         assert_eq!(Pool::spawned(1, Bind::None), 0);
         assert_eq!(unbound.threads(), 1);
         assert!(
@@ -421,12 +437,14 @@ mod tests {
                 .describe()
                 .starts_with("bind none: threads seen on cpus")
         );
-        assert!(!on(&Pool::new(2, Bind::None, 0).unwrap()));
-        assert_eq!(Pool::spawned(2, Bind::None), 2);
+        let two = ids(&Pool::new(2, Bind::None, [0, 1]).unwrap());
+        assert_eq!(two[0], me);
+        assert_ne!(two[1], me);
+        assert_eq!(Pool::spawned(2, Bind::None), 1);
         if cfg!(target_os = "linux") {
             let allowed = affinity::allowed().unwrap();
-            let pinned = Pool::new(1, Bind::Cores, 0).unwrap();
-            assert_eq!(on(&pinned), allowed.len() == 1);
+            let pinned = Pool::new(1, Bind::Cores, [0, 1]).unwrap();
+            assert_eq!(ids(&pinned) == vec![me], allowed.len() == 1);
             assert_eq!(
                 Pool::spawned(1, Bind::Cores),
                 usize::from(allowed.len() > 1)
@@ -436,13 +454,15 @@ mod tests {
             assert_eq!(seen, vec![Some(pinned.pinned[0])]);
         }
         assert_eq!(spawns(1, Bind::Cores, &[3]), 0);
+        assert_eq!(spawns(3, Bind::Cores, &[3]), 2);
         assert_eq!(spawns(1, Bind::Cores, &[0, 1]), 1);
-        assert_eq!(spawns(3, Bind::None, &[0]), 3);
+        assert_eq!(spawns(2, Bind::Cores, &[0, 1]), 2);
+        assert_eq!(spawns(3, Bind::None, &[0]), 2);
     }
 
     #[test]
     fn broadcast_returns_in_thread_order() {
-        let pool = Pool::new(3, Bind::None, 0).unwrap();
+        let pool = Pool::new(3, Bind::None, [0, 1]).unwrap();
         assert_eq!(pool.broadcast(|t| t * 10), vec![0, 10, 20]);
         assert!(pool.describe().contains("allowed"));
     }
@@ -456,7 +476,7 @@ mod tests {
             let t: ThreadCpus = text.parse().unwrap();
             assert_eq!(t.to_string(), text);
         }
-        let pool = Pool::new(2, Bind::Cores, 0).unwrap();
+        let pool = Pool::new(2, Bind::Cores, [0, 1]).unwrap();
         assert_eq!(pool.describe().parse::<ThreadCpus>(), Ok(pool.cpus()));
         assert!(
             "bind cores: threads on cpus x (allowed 0)"

@@ -288,9 +288,9 @@ impl CpuBackend {
         opts: &CpuOptions,
         node: [usize; 2],
     ) -> Result<CpuBackend> {
-        let [node_rank, node_ranks] = node;
+        let node_ranks = node[1];
         let sizes = Sizes::of(block, opts);
-        let pool = Pool::new(sizes.threads, opts.bind, node_rank)?;
+        let pool = Pool::new(sizes.threads, opts.bind, node)?;
         let threads = pool.threads();
         let lay = Layout {
             dims: block.local_dims(),

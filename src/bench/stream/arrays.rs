@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn kernels_validate_and_a_broken_one_fails() {
-        let pool = Pool::new(3, Bind::None, 0).unwrap();
+        let pool = Pool::new(3, Bind::None, [0, 1]).unwrap();
         let mut arr = Arrays::first_touch(&pool, 1001, 517).unwrap();
         let times = arr.time(&pool, &SingleComm, 4, &Kernel::ALL);
         assert!(
@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn triad_alone_is_validated() {
-        let pool = Pool::new(2, Bind::None, 0).unwrap();
+        let pool = Pool::new(2, Bind::None, [0, 1]).unwrap();
         let mut arr = Arrays::first_touch(&pool, 999, 33).unwrap();
         arr.time(&pool, &SingleComm, 2, &[Kernel::Triad, Kernel::Sum13]);
         assert!(arr.triad_valid(&pool));

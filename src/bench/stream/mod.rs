@@ -93,7 +93,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
             + Footprint::threads(Pool::spawned(threads, args.bind)),
         comm,
     )?;
-    let pool = Pool::new(threads, args.bind, comm.node_rank())?;
+    let pool = Pool::new(threads, args.bind, [comm.node_rank(), comm.node_size()])?;
     let mut arrays = Arrays::first_touch(&pool, elements, sum13_elements)?;
     let timings = arrays.time(&pool, comm, args.repeats, &Kernel::ALL);
     let ok = arrays.valid(&pool, args.repeats);
@@ -188,7 +188,7 @@ pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<Quick
     const REPEATS: usize = 5;
     let elements = default_elements(llc_bytes());
     let sum_elements = sum13_elements(elements);
-    let made = Pool::new(threads, bind, comm.node_rank())
+    let made = Pool::new(threads, bind, [comm.node_rank(), comm.node_size()])
         .and_then(|pool| Ok((Arrays::first_touch(&pool, elements, sum_elements)?, pool)));
     // Decided together: a rank that could not set up (memory refused) must
     // not leave the others waiting in the timing's collectives, and the run

@@ -626,42 +626,39 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
     omega: f32,
     out: &mut [f32],
 ) -> f64 {
+    let packing = coef.packing;
+    if k != packing.owned() {
+        // A piece of a row (the wavefront's points in the ghost layers, a
+        // few per row).
+        return piece(rows, coef, k, omega, out);
+    }
+    if k.len() < BLOCK {
+        return short_row(rows, coef, k, omega, out);
+    }
     let (k0, m) = (k.start, k.len());
     let set = rows.stencil(&k);
     let out = &mut out[k0..k0 + m];
-
     // On a cache line of its own: the compiler keeps the partial sums on
     // the stack and zeroes them with one 64-byte store per row, which a
     // frame that happened to put them across a page boundary made cost
     // 15% of the sweep (perf put 17% of the kernel's samples on it).
     let mut acc = Lanes([0.0f64; LANES]);
     let acc = &mut acc.0;
-    let packing = coef.packing;
-    if k != packing.owned() {
-        // A piece of a row (the wavefront's points in the ghost layers, a
-        // few per row): one point at a time.
-        points(&set, coef, k0, 0..m, omega, out, acc);
-        return acc.iter().sum();
-    }
-    // The whole blocks, then the rest of the row: its last block again
-    // where the row has one (at least BLOCK points), else whole chunks of
-    // LANES and the last `m % LANES` points. Points are summed in
-    // increasing order, each into its lane, so the sums do not depend on
-    // W.
+    // The whole blocks, then the row's last block again where it is not
+    // whole blocks. Points are summed in increasing order, each into its
+    // lane, so the sums do not depend on W.
     // Only rows already in the cache take the wide steps: from memory
     // (with prefetch) they measured 3-7% slower than 8-point chunks at
     // sizes M and L on one thread (notes/cpu-perf.md), as on Zen 4 before.
     let regular = packing.regular_blocks() * BLOCK;
     let blocks_of = &coef.values[..packing.regular_blocks() * BLOCK_VALUES];
-    let (first, rest) = out.split_at_mut(regular);
+    let first = &mut out[..regular];
     if W > LANES && !PREFETCH {
         blocks::<V, PREFETCH, W>(&set, blocks_of, omega, first, acc);
     } else {
         blocks::<N, PREFETCH, LANES>(&set, blocks_of, omega, first, acc);
     }
-    if regular == m {
-        // Whole blocks only.
-    } else if m >= BLOCK {
+    if regular < m {
         // The last BLOCK points as one block (overlapping the regular
         // blocks' last points: same operations per point, so the same
         // values), in the two steps the regular blocks take: two
@@ -679,23 +676,69 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
         let (sq, new) = last_block::<N>(&set, block, start, omega);
         // The whole block is stored, the points already stored again with
         // their same values: a copy of a variable length is a call.
+        // The new points' squares shifted to the front, zero after them:
+        // read from a copy with zeros behind it (element by element, the
+        // shift took 16 address computations and 16 scalar loads).
         let old = regular - start;
-        let tail: [f32; BLOCK] = std::array::from_fn(|x| *sq.get(old + x).unwrap_or(&0.0));
+        let mut behind = [0.0f32; 2 * BLOCK];
+        behind[..BLOCK].copy_from_slice(&sq);
+        let tail = &behind[old..old + BLOCK];
         for half in tail.chunks_exact(LANES) {
             for (a, s) in acc.iter_mut().zip(half) {
                 *a += f64::from(*s);
             }
         }
         out[start..].copy_from_slice(&new);
-        return acc.iter().sum();
     }
+    // Lanes combined left to right: a fixed order.
+    acc.iter().sum()
+}
+
+/// Points `k` of a row one at a time (`out` the whole row), as
+/// [`row_body`] sums them. Not inlined into the instruction-set copies, as
+/// [`short_row`]: scalar steps need no vector features, and the rare paths
+/// kept the hot path's stencil in memory (their pointers spilled to the
+/// stack on every row).
+#[inline(never)]
+fn piece<'a, S: Source<'a>>(
+    rows: &S,
+    coef: &CoefRow<'_>,
+    k: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+) -> f64 {
+    let set = rows.stencil(&k);
+    let mut acc = Lanes([0.0f64; LANES]);
+    let out = &mut out[k.clone()];
+    points(&set, coef, k.start, 0..k.len(), omega, out, &mut acc.0);
+    acc.0.iter().sum()
+}
+
+/// Points `k`, a whole row shorter than a block ([`BLOCK`] points; `out`
+/// the whole row): whole chunks of [`LANES`] points in the portable steps,
+/// then the last `m % LANES` points (the last [`LANES`] again where there
+/// is a chunk before them), as [`row_body`] sums them; not inlined, as
+/// [`piece`].
+#[inline(never)]
+fn short_row<'a, S: Source<'a>>(
+    rows: &S,
+    coef: &CoefRow<'_>,
+    k: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+) -> f64 {
+    let set = rows.stencil(&k);
+    let (k0, m) = (k.start, k.len());
+    let out = &mut out[k];
+    let mut acc = Lanes([0.0f64; LANES]);
+    let acc = &mut acc.0;
     let whole = m / LANES * LANES;
-    for x in (regular..whole).step_by(LANES) {
+    for x in (0..whole).step_by(LANES) {
         let (ss, new) = chunk(&set, coef, x, omega);
         for (a, s) in acc.iter_mut().zip(ss.0) {
             *a += f64::from(s * s);
         }
-        rest[x - regular..][..LANES].copy_from_slice(&new.0);
+        out[x..][..LANES].copy_from_slice(&new.0);
     }
     if whole == m {
         // No points left.
@@ -711,9 +754,8 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
             out[x] = new.0[l];
         }
     } else {
-        points(&set, coef, k0, whole..m, omega, out, acc);
+        points(&set, coef, k0, 0..m, omega, out, acc);
     }
-    // Lanes combined left to right: a fixed order.
     acc.iter().sum()
 }
 

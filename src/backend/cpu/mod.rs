@@ -465,21 +465,33 @@ fn partition(block: &Block, threads: usize) -> Vec<Part> {
     parts
 }
 
-/// The owned rows `(i, j)` of `part` of `block`, in memory order.
-fn part_rows(block: &Block, part: &Part) -> impl Iterator<Item = (usize, usize)> {
+/// The owned rows of `part` of `block`, in memory order, as runs of rows
+/// `(i, j)` of one plane: `(i, js)`.
+fn part_runs(block: &Block, part: &Part) -> impl Iterator<Item = (usize, Range<usize>)> {
     let (i0, j0, nj) = (block.origin(0), block.origin(1), block.n[1]);
-    part.rows.clone().map(move |q| (q / nj + i0, q % nj + j0))
+    let rows = part.rows.clone();
+    let mut q = rows.start;
+    std::iter::from_fn(move || {
+        (q < rows.end).then(|| {
+            // To the end of the plane or of the part, whichever comes first.
+            let end = rows.end.min((q / nj + 1) * nj);
+            let run = (q / nj + i0, q % nj + j0..(end - 1) % nj + j0 + 1);
+            q = end;
+            run
+        })
+    })
 }
 
-/// The classic sweep's row kernel: [`kernel::sweep_row_at`] (with
-/// prefetch) or [`kernel::sweep_row_at_cached`] (without, for fields well
-/// inside the cache).
-type RowAt = fn(Isa, &Inputs<'_>, usize, usize, Range<usize>, &mut [f32]) -> f64;
+/// The classic sweep's kernel for a run of rows:
+/// [`kernel::sweep_rows_at`] (with prefetch) or
+/// [`kernel::sweep_rows_at_cached`] (without, for fields well inside the
+/// cache).
+type RowsAt = fn(Isa, &Inputs<'_>, usize, Range<usize>, Range<usize>, &mut [f32], &mut [f64]);
 
 /// One thread's share of a classic sweep: its rows, the row kernel and
 /// the fields it reads.
 struct PartSweep<'a> {
-    row_at: RowAt,
+    rows_at: RowsAt,
     isa: Isa,
     inp: &'a Inputs<'a>,
     block: &'a Block,
@@ -489,14 +501,18 @@ struct PartSweep<'a> {
 impl PartSweep<'_> {
     /// Sweeps the rows straight into the part's memory `out` of `next`
     /// (the prefetching kernel prefetches each line of `next` before
-    /// writing it), storing each row's residual sum in `gosa`.
+    /// writing it), storing each row's residual sum in `gosa`, a run of
+    /// rows per call.
     fn cached(&self, out: &mut [f32], gosa: &mut [f64]) {
         let nk = self.inp.lay.dims[2];
         let start = self.part.mem.start * nk;
         let k = self.block.owned(2);
-        for ((i, j), g) in part_rows(self.block, self.part).zip(gosa) {
-            let row = &mut out[self.inp.lay.row(i, j) - start..][..nk];
-            *g = (self.row_at)(self.isa, self.inp, i, j, k.clone(), row);
+        let mut gosa = gosa;
+        for (i, js) in part_runs(self.block, self.part) {
+            let (g, rest) = gosa.split_at_mut(js.len());
+            gosa = rest;
+            let rows = &mut out[self.inp.lay.row(i, js.start) - start..];
+            (self.rows_at)(self.isa, self.inp, i, js, k.clone(), rows, g);
         }
     }
 
@@ -509,10 +525,11 @@ impl PartSweep<'_> {
         let k = self.block.owned(2);
         let mut buf = RowBuffer::new(nk, k.start);
         let mut writer = LineWriter::new(out);
-        for ((i, j), g) in part_rows(self.block, self.part).zip(gosa) {
+        let rows = part_runs(self.block, self.part).flat_map(|(i, js)| js.map(move |j| (i, j)));
+        for ((i, j), g) in rows.zip(gosa.chunks_exact_mut(1)) {
             let at = self.inp.lay.row(i, j);
             let row = buf.with_ends(&self.inp.p[at..at + nk], &k);
-            *g = (self.row_at)(self.isa, self.inp, i, j, k.clone(), row);
+            (self.rows_at)(self.isa, self.inp, i, j..j + 1, k.clone(), row, g);
             writer.write(at - start, row);
         }
     }
@@ -546,16 +563,16 @@ impl CpuBackend {
         }
         let (parts, block) = (&self.parts, &self.block);
         let streaming = self.streaming;
-        let row_at: RowAt = if self.prefetch {
-            kernel::sweep_row_at
+        let rows_at: RowsAt = if self.prefetch {
+            kernel::sweep_rows_at
         } else {
-            kernel::sweep_row_at_cached
+            kernel::sweep_rows_at_cached
         };
         // Each thread's span, for a timeline (two clock reads per thread).
         let spans = self.pool.scatter(work, |t, (out, g)| {
             let start = Instant::now();
             let sweep = PartSweep {
-                row_at,
+                rows_at,
                 isa,
                 inp: &inp,
                 block,

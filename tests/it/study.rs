@@ -51,8 +51,12 @@ fn scripts() -> Vec<PathBuf> {
 
 /// A bash command running `script` with `args` from the repository root.
 fn bash(script: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("bash");
-    c.current_dir(root()).arg(script).args(args);
+    // SIGHUP at its default, as a batch shell has it: bash cannot trap a
+    // signal that was ignored when it started (as under `nohup`).
+    let mut c = Command::new("env");
+    c.current_dir(root())
+        .args(["--default-signal=HUP", "bash", script])
+        .args(args);
     c
 }
 
@@ -855,22 +859,20 @@ fn a_stop_signal_ends_the_sweep_with_the_partial_record_and_a_report() {
         )
         .unwrap();
         let results = dir.join("r.jsonl");
-        // SIGHUP at its default for the sweep's shell: bash cannot trap a
-        // signal ignored when it starts, as it is under `nohup`.
-        let mut c = Command::new("env");
-        c.current_dir(root())
-            .args(["--default-signal=HUP", "bash", "scripts/sweep.sh"]);
-        c.args([
-            "--himeno",
-            BIN,
-            "--launcher",
-            "local",
-            "--extra",
-            "-v",
-            "--results",
-            results.to_str().unwrap(),
-            study.to_str().unwrap(),
-        ]);
+        let c = bash(
+            "scripts/sweep.sh",
+            &[
+                "--himeno",
+                BIN,
+                "--launcher",
+                "local",
+                "--extra",
+                "-v",
+                "--results",
+                results.to_str().unwrap(),
+                study.to_str().unwrap(),
+            ],
+        );
         let sweep = Running::start(c);
         // The first run's log, once its timed loop has begun.
         let first_log = || {

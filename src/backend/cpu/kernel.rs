@@ -153,7 +153,7 @@ per_isa!(
     /// values from row `(i, js.start)` on, a whole row of the local k
     /// extent each, and `gosa[n]` gets row `js.start + n`'s sum. One call
     /// per run rather than per row: the call, the dispatch and the checks
-    /// that hold for every row of the run were 225 of the 895
+    /// that hold for every row of the run were 325 of the 895
     /// instructions that a row of 96 points took (notes/cpu-perf.md).
     /// Every row is found at its offset from the one field, which the
     /// compiler turns into fewer live pointers than nine separate rows

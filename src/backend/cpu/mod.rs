@@ -503,11 +503,10 @@ impl PartSweep<'_> {
     /// (the prefetching kernel prefetches each line of `next` before
     /// writing it), storing each row's residual sum in `gosa`, a run of
     /// rows per call.
-    fn cached(&self, out: &mut [f32], gosa: &mut [f64]) {
+    fn cached(&self, out: &mut [f32], mut gosa: &mut [f64]) {
         let nk = self.inp.lay.dims[2];
         let start = self.part.mem.start * nk;
         let k = self.block.owned(2);
-        let mut gosa = gosa;
         for (i, js) in part_runs(self.block, self.part) {
             let (g, rest) = gosa.split_at_mut(js.len());
             gosa = rest;

@@ -34,6 +34,11 @@
 # times its tile heights instead (unless --tile-rows gives one): `r16` for
 # tiles of 16 rows (`8/r16` for T = auto).
 #
+# After each thread count's rows, a line gives the triad's range over the
+# repeats and its spread (max - min, in % of the best): the machine's own
+# run-to-run noise, against which a %triad difference is to be read (on a
+# shared cloud guest it has been 30-50 %).
+#
 # --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
 # beside the presets: "S M L 34x66x130".
 #
@@ -108,6 +113,8 @@ json_get=$(dirname "${BASH_SOURCE[0]}")/json-get
 field() { "$json_get" "$1"; }
 # The larger of two numbers (empty counts as nothing).
 best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b + 0 > a + 0) print b; else print a }'; }
+# The smaller of two numbers (empty counts as nothing).
+least() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b + 0 < a + 0) print b; else print a }'; }
 # 100 * a / b, with one decimal.
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", 100 * a / b }'; }
 # The median of the numbers given as arguments, with one decimal.
@@ -131,6 +138,7 @@ printf ' chosen\n'
 for t in $threads; do
     declare -A mf=() gb=() pairs=() pairs13=() valid=() chosen=() basemf=()
     triad=""
+    triad_low=""
     sum13=""
     # Interleaved, so that stream and solver see the same machine state.
     for _ in $(seq "$repeats"); do
@@ -138,6 +146,7 @@ for t in $threads; do
         triad_r=$(field triad_gbytes_per_s <<<"$st")
         sum13_r=$(field sum13_gbytes_per_s <<<"$st")
         triad=$(best "$triad" "$triad_r")
+        triad_low=$(least "$triad_low" "$triad_r")
         sum13=$(best "$sum13" "$sum13_r")
         for s in $sizes; do
             if [[ "$s" == *x* ]]; then
@@ -221,4 +230,6 @@ for t in $threads; do
             printf ' %s\n' "${chosen[$key]:--}"
         done
     done
+    printf '# threads %s: triad %.2f-%.2f GB/s over %s repeats, spread %s%% of the best\n' "$t" \
+        "$triad_low" "$triad" "$repeats" "$(pct "$(awk -v a="$triad" -v b="$triad_low" 'BEGIN { print a - b }')" "$triad")"
 done

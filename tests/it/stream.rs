@@ -223,7 +223,8 @@ fn bind_cores_pins_threads_and_reports_where() {
 /// and thread count, whose percentages are the solver's GB/s over the
 /// stream figures printed beside them; `auto` rows list the T each
 /// repeat chose, classic-sweep rows the prefetch kernel kept and wavefront
-/// rows the tile height.
+/// rows the tile height; a line after them gives the triad's range over
+/// the repeats.
 #[test]
 fn bench_cpu_script_prints_the_table() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -335,6 +336,18 @@ fn bench_cpu_script_prints_the_table() {
         assert!((paired - pct).abs() <= 0.1, "{out}");
         assert!((paired13 - pct13).abs() <= 0.1, "{out}");
     }
+    // The thread count's triad range closes its rows: one repeat, so
+    // lowest and best are the row's triad and the spread is none.
+    let spread = out
+        .lines()
+        .find_map(|l| l.strip_prefix("# threads 1: triad "))
+        .unwrap_or_else(|| panic!("no triad range in:\n{out}"));
+    let (range, rest) = spread
+        .split_once(" GB/s over 1 repeats, spread ")
+        .expect(spread);
+    let (low, high) = range.split_once('-').expect(range);
+    assert_eq!((low, high), (rows[0][5], rows[0][5]), "{out}");
+    assert_eq!(rest, "0.0% of the best", "{out}");
 }
 
 /// `scripts/bench-cpu.sh --base`: a second build run after each run gets

@@ -628,7 +628,9 @@ fn root_user() -> bool {
 /// `scripts/local-cluster.sh ARGS` for the state folder `dir` (relative to
 /// `cwd` if it is relative) and network `net`.
 fn cluster_script(cwd: &Path, dir: &str, net: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(root().join("scripts/local-cluster.sh"));
+    // Signals at their defaults: the stop-signal test sends SIGINT and
+    // SIGHUP to the script's shell.
+    let mut c = with_default_signals(root().join("scripts/local-cluster.sh"));
     c.args(args)
         .current_dir(cwd)
         .env("HIMENO_CLUSTER_DIR", dir)

@@ -182,6 +182,18 @@ pub fn ranks(launcher: Launcher, np: usize, args: &[&str]) -> Command {
     }
 }
 
+/// A command that runs `program` with every signal at its default
+/// disposition, as a batch system starts a job's shell. A shell cannot
+/// trap a signal that was ignored when it started, and the test process
+/// may have inherited ignored ones: SIGHUP under `nohup`, SIGINT and
+/// SIGQUIT when the suite itself was started in the background (`cmd &`).
+/// Tests that signal a script start it through this.
+pub fn with_default_signals(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("env");
+    c.arg("--default-signal").arg(program);
+    c
+}
+
 /// Writes `text` to `path` as an executable script (mode 755): the stand-in
 /// programs tests put first on PATH.
 pub fn write_executable(path: &std::path::Path, text: &str) {

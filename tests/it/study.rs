@@ -3,7 +3,7 @@
 
 use crate::common::{
     BIN, MPI, himeno, hydra, json_ok, launcher, launchers, ranks, run, stderr, stdout, stdout_ok,
-    write_executable,
+    with_default_signals, write_executable,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,12 +51,10 @@ fn scripts() -> Vec<PathBuf> {
 
 /// A bash command running `script` with `args` from the repository root.
 fn bash(script: &str, args: &[&str]) -> Command {
-    // SIGHUP at its default, as a batch shell has it: bash cannot trap a
-    // signal that was ignored when it started (as under `nohup`).
-    let mut c = Command::new("env");
-    c.current_dir(root())
-        .args(["--default-signal=HUP", "bash", script])
-        .args(args);
+    // Signals at their defaults, as a batch shell has them: the stop-signal
+    // test sends the sweep SIGHUP and SIGINT.
+    let mut c = with_default_signals("bash");
+    c.current_dir(root()).arg(script).args(args);
     c
 }
 

@@ -214,8 +214,8 @@ pub fn temp_file(tag: &str, name: &str) -> PathBuf {
 }
 
 /// The one deadline of the tests: waits for `child` at most `limit`; a
-/// child still running then is killed and reaped (never left behind) and
-/// the test fails, saying `what` and `stderr()` (what it wrote, read only
+/// child still running then is killed with everything it started, and
+/// reaped (never left behind), and the test fails, saying `what` and `stderr()` (what it wrote, read only
 /// after the kill).
 pub fn wait_or_kill(
     child: &mut Child,
@@ -226,12 +226,63 @@ pub fn wait_or_kill(
     match child.wait_timeout(limit).expect("wait works") {
         Some(s) => s,
         None => {
-            let _ = child.kill();
+            kill_tree(child.id());
             let _ = child.wait();
             panic!(
                 "{what:?} did not finish within {limit:?} (hang?); stderr:\n{}",
                 stderr()
             );
+        }
+    }
+}
+
+/// Processes whose parent is `parent`, read from /proc.
+pub fn children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
+        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let ppid = after.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Kills (SIGKILL) `pid` and every process below it. The whole tree is
+/// read before the first kill: a process killed first would hand its
+/// children to init, out of reach, and they would run on after the test
+/// (a stopped sweep's run left so took a core for the rest of a CI run).
+pub fn kill_tree(pid: u32) {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        tree.extend(children(tree[i]));
+        i += 1;
+    }
+    for p in tree.iter().rev() {
+        // SAFETY: kill(2) takes plain integers; a process already gone
+        // only makes it fail with ESRCH.
+        unsafe { libc::kill(*p as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+/// Kills a process and everything below it when a test fails before the
+/// process ended (a failed assertion between start and finish would
+/// otherwise leave a whole job running after the test).
+pub struct KillOnPanic(pub u32);
+
+impl Drop for KillOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            kill_tree(self.0);
         }
     }
 }

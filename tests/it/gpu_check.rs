@@ -579,20 +579,6 @@ fn gpu_check_quick_of_this_binary_passes_where_a_gpu_is_and_is_a_setup_error_els
     }
 }
 
-/// Kills process `.0` when a test fails before the process ended, so no
-/// check keeps running after its test.
-struct KillOnPanic(u32);
-
-impl Drop for KillOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let _ = Command::new("kill")
-                .args(["-KILL", &self.0.to_string()])
-                .status();
-        }
-    }
-}
-
 #[test]
 fn gpu_check_stopped_by_a_signal_kills_its_run_and_keeps_the_details() {
     if !cuda_or_skip("gpu_check_stopped_by_a_signal_kills_its_run_and_keeps_the_details") {

@@ -115,30 +115,6 @@ impl Running {
     }
 }
 
-/// Kills a launcher and everything below it when a test fails before the
-/// run ended, so no ranks keep running after the test (a failed assertion
-/// between start and finish would otherwise leave the whole job behind).
-struct KillOnPanic(u32);
-
-impl Drop for KillOnPanic {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        let mut tree = vec![self.0];
-        let mut i = 0;
-        while i < tree.len() {
-            tree.extend(children(tree[i]));
-            i += 1;
-        }
-        for pid in tree.iter().rev() {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        }
-    }
-}
-
 /// Starts `cmd`, sends it `sig` once a line containing `after` is on its
 /// stderr, and waits for the end.
 pub(crate) fn stop_after(cmd: Command, after: &str, sig: &str) -> Ended {
@@ -156,26 +132,6 @@ pub(crate) fn kill(sig: &str, pid: u32) {
         .expect("kill runs")
         .success();
     assert!(ok, "kill -{sig} {pid} failed");
-}
-
-/// Processes whose parent is `parent`, read from /proc.
-pub(crate) fn children(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
-        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let ppid = after.split_whitespace().nth(1).and_then(|s| s.parse().ok());
-        if ppid == Some(parent) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 /// The himeno processes below `launcher`: its children under Open MPI's

@@ -837,7 +837,8 @@ fn sweep_reads_max_ranks_in_base_10_and_refuses_what_is_not_a_count() {
 
 #[test]
 fn a_stop_signal_ends_the_sweep_with_the_partial_record_and_a_report() {
-    use crate::signals::{Running, children, kill};
+    use crate::common::children;
+    use crate::signals::{Running, kill};
     // To the sweep's shell (sbatch --signal=B:USR1, a time limit's
     // SIGTERM, a closed terminal), or to the run only (sbatch --signal=USR1
     // warns the job steps, not the batch shell).

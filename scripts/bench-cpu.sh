@@ -37,7 +37,7 @@
 # After each thread count's rows, a line gives the triad's range over the
 # repeats and its spread (max - min, in % of the best): the machine's own
 # run-to-run noise, against which a %triad difference is to be read (on a
-# shared cloud guest it has been 30-50 %).
+# shared cloud guest it has been 15-25 % within one run).
 #
 # --sizes takes presets and custom grids (NIxNJxNK), e.g. an in-cache grid
 # beside the presets: "S M L 34x66x130".
@@ -230,6 +230,7 @@ for t in $threads; do
             printf ' %s\n' "${chosen[$key]:--}"
         done
     done
+    spread=$(awk -v a="$triad" -v b="$triad_low" 'BEGIN { printf "%.1f", 100 * (a - b) / a }')
     printf '# threads %s: triad %.2f-%.2f GB/s over %s repeats, spread %s%% of the best\n' "$t" \
-        "$triad_low" "$triad" "$repeats" "$(pct "$(awk -v a="$triad" -v b="$triad_low" 'BEGIN { print a - b }')" "$triad")"
+        "$triad_low" "$triad" "$repeats" "$spread"
 done

@@ -8,7 +8,7 @@
 // mean of 5 runs of `reps` sweeps (himeno's MFLOPS is a mean over its timed
 // loop); its answers are not checked (see himeno for that). Its arrays are
 // on transparent huge pages, as himeno's fields are: without them this peer
-// ran 5-15 % slower from memory (notes/cpu-perf.md, seventeenth session).
+// ran about 7 % slower from memory (notes/cpu-perf.md, seventeenth session).
 //
 // GCC contracts a * b + c into fused multiply-adds by default
 // (-ffp-contract=fast), which changes the arithmetic: build with

@@ -215,8 +215,8 @@ pub fn temp_file(tag: &str, name: &str) -> PathBuf {
 
 /// The one deadline of the tests: waits for `child` at most `limit`; a
 /// child still running then is killed with everything it started, and
-/// reaped (never left behind), and the test fails, saying `what` and `stderr()` (what it wrote, read only
-/// after the kill).
+/// reaped (never left behind), and the test fails, saying `what` and
+/// `stderr()` (what it wrote, read only after the kill).
 pub fn wait_or_kill(
     child: &mut Child,
     limit: Duration,

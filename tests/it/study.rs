@@ -2,8 +2,8 @@
 //! pingpong`, and the scripts (syntax, shellcheck, dry runs, a real sweep).
 
 use crate::common::{
-    BIN, MPI, himeno, hydra, json_ok, launcher, launchers, ranks, run, stderr, stdout, stdout_ok,
-    with_default_signals, write_executable,
+    BIN, MPI, children, himeno, hydra, json_ok, launcher, launchers, ranks, run, stderr, stdout,
+    stdout_ok, with_default_signals, write_executable,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -837,7 +837,6 @@ fn sweep_reads_max_ranks_in_base_10_and_refuses_what_is_not_a_count() {
 
 #[test]
 fn a_stop_signal_ends_the_sweep_with_the_partial_record_and_a_report() {
-    use crate::common::children;
     use crate::signals::{Running, kill};
     // To the sweep's shell (sbatch --signal=B:USR1, a time limit's
     // SIGTERM, a closed terminal), or to the run only (sbatch --signal=USR1

@@ -186,7 +186,11 @@ pub fn check(
     // Rank 0 runs the reference kernel over the whole grid when asked to
     // verify and no known answer exists; counting it always (when asked)
     // keeps the check independent of the iteration count.
-    let verify_grid = (cfg.verify && comm.rank() == 0).then_some(&grid);
+    // A restart's checkpoint may be checked by a reference run of its own
+    // (`verify::after_rehearsal`), on grids small enough for it.
+    let restart_check = cfg.checkpoint.as_ref().is_some_and(|c| c.restart.is_some())
+        && crate::verify::reference_affordable(&grid, 1);
+    let verify_grid = ((cfg.verify || restart_check) && comm.rank() == 0).then_some(&grid);
     let need = rank_footprint(cfg, block, verify_grid);
     let mut need = need
         + match &cfg.checkpoint {
@@ -202,17 +206,19 @@ pub fn check(
         mapped: need.mapped.max(apart.mapped),
     };
     if let Some(c) = &cfg.checkpoint {
-        check_checkpoint_dir(&c.dir, comm)?;
+        let bytes = crate::checkpoint::rankfile::file_bytes(block);
+        check_checkpoint_dir(&c.dir, bytes, comm)?;
     }
     check_need(&format!("grid {grid}"), need, comm)?;
     Ok(need)
 }
 
-/// Checks, collectively, that every rank can write its files into the
-/// checkpoint folder `dir`, so that a folder that cannot take them is
-/// found now rather than at the first checkpoint, an hour into the run.
-pub fn check_checkpoint_dir(dir: &Path, comm: &dyn Comm) -> Result<()> {
-    let local = crate::checkpoint::store::check_writable(dir, comm.rank());
+/// Checks, collectively, that every rank can write its file of `bytes`
+/// into the checkpoint folder `dir`, so that a folder that cannot take
+/// them is found now rather than at the first checkpoint, an hour into
+/// the run.
+pub fn check_checkpoint_dir(dir: &Path, bytes: u64, comm: &dyn Comm) -> Result<()> {
+    let local = crate::checkpoint::store::check_writable(dir, comm.rank(), bytes);
     crate::comm::agree(comm, local, |()| Vec::new())
 }
 

@@ -132,6 +132,44 @@ pub fn fingerprint(grid: &Grid, block: &Block, p: &Array3<f32>) -> u64 {
     sum
 }
 
+/// This block's part of the field fingerprint (see [`fingerprint`]) from
+/// its owned values alone, in the order a checkpoint's rank file holds
+/// them (`i` slowest, `k` fastest).
+pub fn fingerprint_of_values(grid: &Grid, block: &Block, values: &[f32]) -> u64 {
+    let mut sum = 0u64;
+    let mut it = values.iter();
+    for li in block.owned(0) {
+        let gi = block.global(0, li) as u64;
+        for lj in block.owned(1) {
+            let gj = block.global(1, lj) as u64;
+            let row = (gi * grid.n[1] as u64 + gj) * grid.n[2] as u64;
+            for lk in block.owned(2) {
+                let Some(v) = it.next() else {
+                    return sum;
+                };
+                let g = row + block.global(2, lk) as u64;
+                sum = sum.wrapping_add(mix(mix(g) ^ u64::from(v.to_bits())));
+            }
+        }
+    }
+    sum
+}
+
+/// Most grid points of a reference run made without being asked for
+/// (`--verify`): its fields on rank 0 stay below a quarter GiB.
+pub const CHECK_MAX_POINTS: u64 = 1 << 22;
+
+/// Most point-iterations of such a run: a few seconds of the reference
+/// kernel.
+pub const CHECK_MAX_WORK: u64 = 1 << 29;
+
+/// Whether a reference run of `iterations` on `grid` is cheap enough to
+/// make without being asked (the check of a restart's checkpoint).
+pub fn reference_affordable(grid: &Grid, iterations: u64) -> bool {
+    let points = grid.n.iter().map(|&n| n as u64).product::<u64>();
+    points <= CHECK_MAX_POINTS && points.saturating_mul(iterations) <= CHECK_MAX_WORK
+}
+
 /// Formats a fingerprint as reports show it.
 pub fn fingerprint_hex(f: u64) -> String {
     format!("{f:016x}")
@@ -283,28 +321,82 @@ pub fn check_rehearsal(grid: &Grid, warmup: u64, got: &Answer) -> Option<Verdict
 
 /// The verdict of a run of `iterations` timed iterations whose rehearsal
 /// passed `rehearsal` (see [`check_rehearsal`]) and which has no check of
-/// its own: VALID, saying how. `restarted_from` is the iteration of the
-/// checkpoint a restarted run took up.
+/// its own: VALID, saying how. `restarted` is, for a restarted run, the
+/// iteration of the checkpoint it took up and the answer that
+/// checkpoint's state gives: a restart continues from whatever the
+/// checkpoint holds (a fault in an earlier segment carries into it), so
+/// that state is checked too, against the stored answer for its iteration
+/// or a reference run when one is affordable ([`reference_affordable`]);
+/// a state that differs fails the verdict, and one that cannot be checked
+/// leaves the run not checked, saying so.
 pub fn after_rehearsal(
     rehearsal: Verdict,
     iterations: u64,
-    restarted_from: Option<u64>,
-) -> Verdict {
-    let from = match restarted_from {
-        Some(at) => format!(
-            "from the checkpoint of iteration {at} of a run from the same initial state \
-             (its rank files checksummed)"
-        ),
-        None => "from the same initial state".to_string(),
-    };
-    Verdict {
+    restarted: Option<(u64, Answer)>,
+    grid: &Grid,
+    stop: &StopFlag,
+) -> Result<Verdict> {
+    let said = |from: String| Verdict {
         detail: format!(
             "the rehearsal from the initial state matched the stored known answer ({}); the \
              {iterations} timed iterations ran the same kernel and halo exchange {from}",
             rehearsal.detail
         ),
-        ..rehearsal
+        ..rehearsal.clone()
+    };
+    let Some((at, state)) = restarted else {
+        return Ok(said("from the same initial state".to_string()));
+    };
+    let want = match known_answer(grid, at) {
+        Some(want) => Some((want, "the stored known answer")),
+        None if reference_affordable(grid, at) => {
+            tracing::info!(
+                at,
+                "checking the restart's checkpoint against the reference"
+            );
+            match reference_run(grid, at, stop)? {
+                Some(want) => Some((want, "a reference run")),
+                None => {
+                    return Ok(Verdict {
+                        verified: None,
+                        against: Against::Interrupted,
+                        detail: "a stop signal ended the reference run before it could check \
+                                 the checkpoint this run restarted from"
+                            .into(),
+                    });
+                }
+            }
+        }
+        None => None,
+    };
+    let Some((want, source)) = want else {
+        return Ok(Verdict {
+            verified: None,
+            against: Against::Unchecked,
+            detail: format!(
+                "not checked: restarted from a checkpoint that could not be checked against a \
+                 known answer (iteration {at} of grid {grid}: no stored answer, and a \
+                 reference run of it is beyond {CHECK_MAX_POINTS} points or \
+                 {CHECK_MAX_WORK} point-iterations); pass --verify to check the whole run"
+            ),
+        });
+    };
+    let check = compare(&state, &want, Against::Reference);
+    if check.verified == Some(false) {
+        return Ok(Verdict {
+            verified: Some(false),
+            against: Against::Reference,
+            detail: format!(
+                "the checkpoint of iteration {at} this run restarted from does not hold the \
+                 state {source} gives: {}",
+                check.detail
+            ),
+        });
     }
+    Ok(said(format!(
+        "from the checkpoint of iteration {at}, whose state matched {source} ({})",
+        check.detail
+    )))
 }
 
 /// Fails with a verification error when gosa is not a finite number.

@@ -1,8 +1,13 @@
 //! A checkpoint's manifest: what the checkpoint is of (grid, process grid,
-//! ranks, temporal depth, the binary's version), where it stands (the
-//! iteration, the last gosa, the segments timed so far) and each rank's
-//! file with its checksum. Rank 0 writes it last, after every rank's file
-//! is on the disk: its presence is what commits a checkpoint.
+//! ranks, temporal depth, the binary's build), whose it is (the run that
+//! held the folder), where it stands (the iteration, the last gosa, the
+//! fingerprint of `p`, the segments timed so far) and each rank's file
+//! with its checksum. Rank 0 writes it last, after every rank's file is on
+//! the disk: its presence is what commits a checkpoint.
+//!
+//! A manifest is read as untrusted input: bounded in size, opened without
+//! blocking or following a link, and every number and file name checked
+//! before use, so that a hand-edited one is refused with one line.
 
 pub use super::store::MANIFEST;
 use crate::error::{Error, Result};
@@ -19,9 +24,21 @@ pub const COEFFICIENTS: &str = "not stored: a0..a3, b0..b2, c0..c2, bnd and wrk1
                                 changed by the solver, so a restart re-creates them from \
                                 the initial state";
 
+/// The name the manifest is written to before it is renamed into place.
+pub const MANIFEST_TMP: &str = "manifest.json.tmp";
+
 /// Largest manifest read (a manifest of the most ranks a run may have is
 /// far smaller).
 const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// Longest segment accepted, in seconds (a century): a larger, negative or
+/// non-finite `wall_s` is a hand edit, and would make the record's rates
+/// meaningless.
+const MAX_SEGMENT_S: f64 = 3.2e9;
+
+/// Most iterations a manifest may count (the most `--iterations` takes is
+/// far below; sums of counts stay far from overflowing).
+const MAX_ITERATIONS: u64 = 1 << 53;
 
 /// A stretch of timed iterations run by one job (one segment of a run
 /// that was stopped and restarted).
@@ -73,6 +90,22 @@ pub struct Identity {
     pub temporal: usize,
     /// The version of the binary.
     pub version: String,
+    /// The git commit it was built from (as the record's provenance says).
+    pub commit: String,
+    /// The Cargo features compiled in.
+    pub features: Vec<String>,
+}
+
+impl Identity {
+    /// The build as messages name it.
+    fn build(&self) -> String {
+        format!(
+            "{} (commit {}, features [{}])",
+            self.version,
+            self.commit,
+            self.features.join(",")
+        )
+    }
 }
 
 /// The manifest of one checkpoint.
@@ -82,6 +115,16 @@ pub struct Manifest {
     pub format: String,
     /// Version of the himeno binary that wrote it.
     pub version: String,
+    /// Git commit that binary was built from.
+    #[serde(default)]
+    pub git_commit: String,
+    /// Cargo features compiled into it.
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// The run that held the checkpoint folder when it was written (see
+    /// `super::lock`).
+    #[serde(default)]
+    pub owner: String,
     /// Global grid `[NI, NJ, NK]`.
     pub grid: [usize; 3],
     /// Process grid `[PI, PJ, PK]`.
@@ -96,6 +139,11 @@ pub struct Manifest {
     pub planned: u64,
     /// Gosa of the last iteration done.
     pub gosa: f64,
+    /// Fingerprint of the checkpointed `p` (`crate::verify::fingerprint`,
+    /// hexadecimal), which a restart recomputes from the rank files and
+    /// checks against a known answer or the reference.
+    #[serde(default)]
+    pub p_fingerprint: String,
     /// [`COEFFICIENTS`].
     pub coefficients: String,
     /// The segments timed up to this checkpoint, oldest first.
@@ -113,6 +161,8 @@ impl Manifest {
             ranks: self.ranks,
             temporal: self.temporal,
             version: self.version.clone(),
+            commit: self.git_commit.clone(),
+            features: self.features.clone(),
         }
     }
 
@@ -120,8 +170,15 @@ impl Manifest {
     pub fn read(path: &Path) -> Result<Manifest> {
         let shown = path.display();
         let mut text = Vec::new();
-        super::store::open_regular(path, "checkpoint manifest")?
-            .take(MAX_MANIFEST_BYTES)
+        let file = super::store::open_regular(path, "checkpoint manifest")?;
+        if file.metadata().is_ok_and(|m| m.len() > MAX_MANIFEST_BYTES) {
+            return Err(Error::usage(format!(
+                "the checkpoint manifest {shown} holds more than {} MiB: it is not one himeno \
+                 wrote",
+                MAX_MANIFEST_BYTES >> 20
+            )));
+        }
+        file.take(MAX_MANIFEST_BYTES)
             .read_to_end(&mut text)
             .map_err(|e| {
                 Error::usage(format!("cannot read the checkpoint manifest {shown}: {e}"))
@@ -142,7 +199,73 @@ impl Manifest {
                 "the checkpoint manifest {shown} does not list one file per rank"
             )));
         }
+        if let Err(why) = m.check_values() {
+            return Err(Error::usage(format!(
+                "the checkpoint manifest {shown} is not one himeno wrote: {why}"
+            )));
+        }
         Ok(m)
+    }
+
+    /// Checks what a hand edit could break that the types do not: file
+    /// names that stay inside the checkpoint's folder (exactly the names
+    /// himeno gives), counts in range, times finite and not negative, and
+    /// segments that tile the iterations done.
+    fn check_values(&self) -> std::result::Result<(), String> {
+        if let Some(f) = self
+            .files
+            .iter()
+            .find(|f| f.file != super::rank_file_name(f.rank))
+        {
+            return Err(format!(
+                "rank {}'s file is named '{}', not '{}'",
+                f.rank,
+                f.file.escape_debug(),
+                super::rank_file_name(f.rank)
+            ));
+        }
+        if self.iteration == 0 || self.iteration > self.planned || self.planned > MAX_ITERATIONS {
+            return Err(format!(
+                "iteration {} of {} planned is out of range (1 to the planned count, at most \
+                 {MAX_ITERATIONS})",
+                self.iteration, self.planned
+            ));
+        }
+        if !(self.gosa.is_finite() && self.gosa >= 0.0) {
+            return Err(format!(
+                "its gosa {} is not a finite sum of squares",
+                self.gosa
+            ));
+        }
+        let mut at = 0;
+        for s in &self.segments {
+            if s.from != at || s.to <= s.from || s.to > self.iteration {
+                return Err(format!(
+                    "its segment {}..{} does not follow on from iteration {at}",
+                    s.from, s.to
+                ));
+            }
+            if !(s.wall_s.is_finite() && (0.0..=MAX_SEGMENT_S).contains(&s.wall_s)) {
+                return Err(format!(
+                    "its segment {}..{} took {} s, not a time from 0 to {MAX_SEGMENT_S:e} s",
+                    s.from, s.to, s.wall_s
+                ));
+            }
+            at = s.to;
+        }
+        if at != self.iteration {
+            return Err(format!(
+                "its segments end at iteration {at}, not at its iteration {}",
+                self.iteration
+            ));
+        }
+        if !self.p_fingerprint.is_empty() && u64::from_str_radix(&self.p_fingerprint, 16).is_err() {
+            return Err(format!(
+                "its p fingerprint '{}' is not hexadecimal",
+                self.p_fingerprint.escape_debug()
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a checkpoint that is not of the run `want`: every term
@@ -165,13 +288,15 @@ impl Manifest {
             ))
         } else if have.version != want.version {
             Some(("himeno version", have.version, want.version.clone()))
+        } else if have.commit != want.commit || have.features != want.features {
+            Some(("himeno build", have.build(), want.build()))
         } else {
             None
         };
         match differs {
             Some((what, theirs, ours)) => Err(Error::usage(format!(
                 "the checkpoint {} is of {what} {theirs}, and this run's is {ours}: restart \
-                 with the options of the run that wrote it, or give another --restart",
+                 with the options and the build of the run that wrote it, or give another --restart",
                 path.display()
             ))),
             None => Ok(()),
@@ -191,7 +316,7 @@ impl Manifest {
         };
         let text = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::runtime(format!("cannot encode a checkpoint manifest: {e}")))?;
-        let tmp = dir.join(format!("{MANIFEST}.tmp"));
+        let tmp = dir.join(MANIFEST_TMP);
         let mut f = std::fs::File::create(&tmp).map_err(fail)?;
         f.write_all(&text).map_err(fail)?;
         f.write_all(b"\n").map_err(fail)?;

@@ -3,8 +3,13 @@
 //! (N-N, nothing shared to lock), each synced and checksummed; a manifest
 //! that rank 0 writes last, once every rank's file is on the disk, as the
 //! commit marker; a restart only on the same grid, process grid, rank
-//! count, temporal depth and version; the last K committed checkpoints
-//! kept.
+//! count, temporal depth and build; the last K committed checkpoints of
+//! the same problem kept. One run owns the folder for its lifetime (a
+//! lock, see [`lock`]), and never removes what it did not write.
+//!
+//! The checkpoints are a side job: one that cannot be written (a full
+//! disk) or an old one that cannot be removed is a warning in the record,
+//! and the run goes on from its last good checkpoint.
 //!
 //! A checkpoint holds what the loop carries from block to block: the owned
 //! points of `p`, the iteration count and the last gosa (the answer when
@@ -15,10 +20,12 @@
 //! bitwise the uninterrupted run's. The rehearsal (`--warmup`) runs from
 //! the initial state as always, before the checkpoint is loaded.
 //!
+//! - [`lock`]: the folder's owner;
 //! - [`manifest`]: the manifest, the segments, and the restart's origin;
 //! - [`rankfile`]: one rank's file;
 //! - [`store`]: the folder of checkpoints.
 
+pub mod lock;
 pub mod manifest;
 pub mod rankfile;
 pub mod store;
@@ -29,11 +36,15 @@ use crate::backend::Backend;
 use crate::comm::{self, Comm};
 use crate::config::{CheckpointConfig, Restart, RunConfig, RunLength};
 use crate::error::{Error, Result, print_line};
+use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::halo::Halo;
+use crate::signals::StopFlag;
 use crate::timing::{Lap, PhaseTimes};
+use crate::verify::{self, Answer};
 use manifest::{COEFFICIENTS, FORMAT, Identity, MANIFEST, Manifest, RankFile};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The version checkpoints are written by and restarted with.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -43,10 +54,25 @@ fn rank_file_name(rank: usize) -> String {
     format!("rank-{rank:06}.bin")
 }
 
+/// The failed side writes (checkpoints, removals) told one by one in the
+/// record; more are counted on one last line.
+const MAX_WARNINGS: usize = 3;
+
+/// The slowest write speed a checkpoint's time is estimated with, bytes
+/// per second, before one was timed (for the stop watchdog).
+const SLOW_WRITE_BYTES_PER_S: f64 = 10e6;
+
+/// Seconds a checkpoint is allowed beyond its estimate (a sync of the
+/// folders, a slow metadata server).
+const SAVE_SLACK_S: f64 = 10.0;
+
 /// The state a restart takes up, read and checked before the run.
 struct Resume {
     from: RestartedFrom,
     gosa: f64,
+    /// The checkpoint's fingerprint of `p` as its manifest holds it (empty
+    /// when the manifest has none).
+    p_fingerprint: String,
     segments: Vec<Segment>,
     /// This rank's file and the checksum the manifest holds for it.
     file: PathBuf,
@@ -68,6 +94,22 @@ pub struct Checkpointer {
     written: u64,
     last: Option<PathBuf>,
     spent_s: f64,
+    /// Rank 0's hold on the folder (see [`lock`]); `None` on other ranks.
+    _lock: Option<lock::FolderLock>,
+    /// Who holds the folder, as the manifests record it.
+    owner: String,
+    /// The checkpointed state a restart took up, as this run recomputed it
+    /// from the rank files (rank 0's; `None` elsewhere or without a
+    /// restart).
+    resumed: Option<Answer>,
+    /// The side writes that failed (rank 0's), first ones only.
+    warnings: Vec<String>,
+    /// How many side writes failed in all.
+    failures: usize,
+    /// The stop flag, whose watchdog is told how long a checkpoint takes.
+    stop: StopFlag,
+    /// Seconds the last checkpoint took this rank.
+    last_save_s: Option<f64>,
 }
 
 /// What the record says about the checkpoints a run wrote.
@@ -92,10 +134,16 @@ impl Checkpointer {
     /// whose committed checkpoints this run would overwrite. Either every
     /// rank goes on or every rank stops with exit 2 and one line from rank
     /// 0. `None` when the run has no checkpoint folder.
+    ///
+    /// Before anything is read, rank 0 takes the folder's lock (another
+    /// run holding it refuses this one, naming it), and every rank checks
+    /// that it sees that lock (a folder local to each node is refused).
+    /// `stop` is told how long each checkpoint should take.
     pub fn prepare(
         cfg: &RunConfig,
         block: &Block,
         comm: &dyn Comm,
+        stop: &StopFlag,
     ) -> Result<Option<Checkpointer>> {
         let Some(settings) = cfg.checkpoint.clone() else {
             return Ok(None);
@@ -109,7 +157,10 @@ impl Checkpointer {
             ranks: comm.size(),
             temporal: cfg.temporal,
             version: VERSION.to_string(),
+            commit: env!("HIMENO_GIT_COMMIT").to_string(),
+            features: crate::report::provenance::features(),
         };
+        let (folder_lock, owner) = own_folder(&settings.dir, comm)?;
         let local = find_resume(&settings, &identity, planned, comm.rank());
         let (resume, notes) = comm::agree(comm, local, |(r, _)| {
             vec![(
@@ -126,12 +177,24 @@ impl Checkpointer {
             None => Ok(()),
         };
         together(comm, read)?;
+        let grid = cfg.grid();
+        let resumed = match &resume {
+            Some(r) => resumed_answer(r, &grid, block, comm)?,
+            None => None,
+        };
         if comm.rank() == 0 {
             for n in notes {
                 print_line(&format!("himeno: {n}"));
             }
         }
         Ok(Some(Checkpointer {
+            _lock: folder_lock,
+            owner,
+            resumed,
+            warnings: Vec::new(),
+            failures: 0,
+            stop: stop.clone(),
+            last_save_s: None,
             earlier: resume
                 .as_ref()
                 .map(|r| r.segments.clone())
@@ -151,6 +214,49 @@ impl Checkpointer {
     /// Where the restart took up the work, if it is one.
     pub fn restarted_from(&self) -> Option<RestartedFrom> {
         self.resume.as_ref().map(|r| r.from.clone())
+    }
+
+    /// The iteration of the checkpoint a restart took up and the answer
+    /// its state gives (its gosa, and the fingerprint of `p` recomputed
+    /// from the rank files), for the verdict to check (rank 0's; `None`
+    /// elsewhere and without a restart).
+    pub fn resumed(&self) -> Option<(u64, Answer)> {
+        let from = self.resume.as_ref()?.from.iteration;
+        self.resumed.map(|a| (from, a))
+    }
+
+    /// The side writes that failed, one line each (rank 0's; empty
+    /// elsewhere): the record's warnings.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut all = self.warnings.clone();
+        if self.failures > all.len() {
+            all.push(format!(
+                "{} more checkpoint write(s) or removal(s) failed",
+                self.failures - all.len()
+            ));
+        }
+        all
+    }
+
+    /// Keeps `why` among the warnings (rank 0).
+    fn warn(&mut self, why: String) {
+        tracing::warn!("{why}");
+        self.failures += 1;
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push(why);
+        }
+    }
+
+    /// How long a checkpoint of this rank should take at most: three times
+    /// the last one, or its bytes at a slow disk's speed before one was
+    /// timed, and some slack.
+    fn expected_save(&self) -> Duration {
+        let bytes = rankfile::file_bytes(&self.block) as f64;
+        let s = match self.last_save_s {
+            Some(s) => 3.0 * s,
+            None => bytes / SLOW_WRITE_BYTES_PER_S,
+        };
+        Duration::try_from_secs_f64(s + SAVE_SLACK_S).unwrap_or(Duration::MAX)
     }
 
     /// Loads the checkpoint into the backend's `p` (after the reset to the
@@ -192,8 +298,15 @@ impl Checkpointer {
     /// far on this rank: every rank writes and syncs its file, rank 0 then
     /// commits the manifest and removes the old checkpoints, and a barrier
     /// ends it, so that the time it took falls on no rank's timed phases.
-    /// Returns the seconds it took this rank. Collective; a rank that
-    /// fails ends the job (see `crate::comm::with_comm`).
+    /// Returns the seconds it took this rank. Collective.
+    ///
+    /// A checkpoint that cannot be written on some rank (a full disk) is
+    /// not committed: rank 0 removes what was written of it and keeps a
+    /// warning, and the run goes on, its last committed checkpoint still
+    /// the one to restart from. An old checkpoint that cannot be removed
+    /// is a warning too. Only an error of the backend ends the run. The
+    /// stop watchdog is told how long the write should take, so that a
+    /// checkpoint written after a stop signal is not cut short.
     pub fn save(
         &mut self,
         done: u64,
@@ -204,82 +317,174 @@ impl Checkpointer {
         comm: &dyn Comm,
     ) -> Result<f64> {
         let mut clock = Lap::start();
+        self.stop.busy_for(self.expected_save());
         let wall_s = comm.max(loop_s);
         let folder = self.settings.dir.join(store::folder_name(done));
+        let made = if self.rank == 0 {
+            make_folder(&folder, &self.settings.dir).map_err(|e| e.message().to_string())
+        } else {
+            Ok(())
+        };
+        let made = comm::decide(comm, "the checkpoint's folder", &made, |mut all| {
+            Ok(all.swap_remove(0))
+        })?;
+        let committed = match made {
+            Ok(()) => self.write_and_commit(&folder, done, gosa, from, wall_s, backend, comm)?,
+            Err(why) => Err(why),
+        };
         if self.rank == 0 {
-            // A folder of this iteration without a manifest is what an
-            // interrupted write left; a committed one was refused before
-            // the run (see `find_resume`).
-            if folder.exists() {
-                std::fs::remove_dir_all(&folder).map_err(|e| {
-                    Error::runtime(format!(
-                        "cannot replace the uncommitted checkpoint {}: {e}",
-                        folder.display()
-                    ))
-                })?;
+            match &committed {
+                Ok(()) => self.prune(),
+                Err(why) => {
+                    // What was written of it would only fill the disk more.
+                    let _ = store::remove_checkpoint(&folder);
+                    let last = match &self.last {
+                        Some(m) => format!("the last committed is {}", m.display()),
+                        None => "this run has committed none".to_string(),
+                    };
+                    self.warn(format!(
+                        "the checkpoint at iteration {done} was not written ({why}); the run \
+                         went on, and {last}"
+                    ));
+                }
             }
-            std::fs::create_dir_all(&folder).map_err(|e| {
-                Error::runtime(format!(
-                    "cannot create the checkpoint folder {}: {e}",
-                    folder.display()
-                ))
-            })?;
-            store::sync_dir(&self.settings.dir)?;
         }
         comm.barrier();
+        if committed.is_ok() {
+            self.written += 1;
+            self.last = Some(folder.join(MANIFEST));
+        }
+        let spent = clock.lap();
+        self.last_save_s = Some(spent);
+        self.spent_s += spent;
+        // The write is over: a stop's grace counts from here.
+        self.stop.busy_for(Duration::ZERO);
+        tracing::info!(
+            iteration = done,
+            seconds = spent,
+            ok = committed.is_ok(),
+            "checkpoint"
+        );
+        Ok(spent)
+    }
+
+    /// Every rank writes its file into `folder`; rank 0 commits the
+    /// manifest when all did. Every rank learns whether the checkpoint was
+    /// committed, or why not. Collective; the outer error is the
+    /// backend's.
+    #[allow(clippy::too_many_arguments)]
+    fn write_and_commit(
+        &self,
+        folder: &Path,
+        done: u64,
+        gosa: f64,
+        from: u64,
+        wall_s: f64,
+        backend: &mut dyn Backend,
+        comm: &dyn Comm,
+    ) -> Result<std::result::Result<(), String>> {
+        let grid = Grid {
+            n: self.identity.grid,
+        };
         let field = backend.field()?;
-        let name = rank_file_name(self.rank);
-        let crc = rankfile::write(&folder.join(&name), self.rank, done, &self.block, &field)?;
+        let part = verify::fingerprint(&grid, &self.block, &field);
+        let crc = rankfile::write(
+            &folder.join(rank_file_name(self.rank)),
+            self.rank,
+            done,
+            &self.block,
+            &field,
+        );
         drop(field);
         let bytes = rankfile::file_bytes(&self.block);
-        let mine = format!("{crc}\t{bytes}");
-        if let Some(all) = comm.gather(mine.as_bytes()) {
-            let files = all
+        let mine = crc
+            .map(|crc| (crc, bytes, part))
+            .map_err(|e| e.message().to_string());
+        comm::decide(comm, "the checkpoint", &mine, |all| {
+            Ok(self.commit(folder, done, gosa, from, wall_s, all))
+        })
+    }
+
+    /// Rank 0's commit of the checkpoint at `done` from every rank's part
+    /// (its CRC-32, bytes and fingerprint of `p`, or why it failed).
+    fn commit(
+        &self,
+        folder: &Path,
+        done: u64,
+        gosa: f64,
+        from: u64,
+        wall_s: f64,
+        parts: Vec<std::result::Result<(u32, u64, u64), String>>,
+    ) -> std::result::Result<(), String> {
+        let failed: Vec<(usize, &String)> = parts
+            .iter()
+            .enumerate()
+            .filter_map(|(r, p)| p.as_ref().err().map(|e| (r, e)))
+            .collect();
+        if let Some((r, why)) = failed.first() {
+            return Err(format!(
+                "rank {r}: {why}{}",
+                match failed.len() {
+                    1 => String::new(),
+                    n => format!(" ({} other rank(s) failed too)", n - 1),
+                }
+            ));
+        }
+        let parts: Vec<(u32, u64, u64)> = parts.into_iter().flatten().collect();
+        let fingerprint = parts.iter().fold(0u64, |acc, p| acc.wrapping_add(p.2));
+        let mut segments = self.earlier.clone();
+        segments.push(Segment {
+            from,
+            to: done,
+            wall_s,
+        });
+        Manifest {
+            format: FORMAT.to_string(),
+            version: self.identity.version.clone(),
+            git_commit: self.identity.commit.clone(),
+            features: self.identity.features.clone(),
+            owner: self.owner.clone(),
+            grid: self.identity.grid,
+            procs: self.identity.procs,
+            ranks: self.identity.ranks,
+            temporal: self.identity.temporal,
+            iteration: done,
+            planned: self.planned,
+            gosa,
+            p_fingerprint: verify::fingerprint_hex(fingerprint),
+            coefficients: COEFFICIENTS.to_string(),
+            segments,
+            files: parts
                 .iter()
                 .enumerate()
-                .map(|(rank, b)| {
-                    let text = String::from_utf8_lossy(b);
-                    let (crc, bytes) = text.split_once('\t').unwrap_or_default();
-                    Ok(RankFile {
-                        rank,
-                        file: rank_file_name(rank),
-                        bytes: bytes.parse().map_err(|_| bad_part(rank))?,
-                        crc32: crc.parse().map_err(|_| bad_part(rank))?,
-                    })
+                .map(|(rank, &(crc32, bytes, _))| RankFile {
+                    rank,
+                    file: rank_file_name(rank),
+                    bytes,
+                    crc32,
                 })
-                .collect::<Result<Vec<_>>>()?;
-            let mut segments = self.earlier.clone();
-            segments.push(Segment {
-                from,
-                to: done,
-                wall_s,
-            });
-            Manifest {
-                format: FORMAT.to_string(),
-                version: self.identity.version.clone(),
-                grid: self.identity.grid,
-                procs: self.identity.procs,
-                ranks: self.identity.ranks,
-                temporal: self.identity.temporal,
-                iteration: done,
-                planned: self.planned,
-                gosa,
-                coefficients: COEFFICIENTS.to_string(),
-                segments,
-                files,
-            }
-            .commit(&folder)?;
-            for old in store::prune(&self.settings.dir, self.settings.keep)? {
-                tracing::info!(removed = %old.display(), "old checkpoint removed");
-            }
+                .collect(),
         }
-        comm.barrier();
-        self.written += 1;
-        self.last = Some(folder.join(MANIFEST));
-        let spent = clock.lap();
-        self.spent_s += spent;
-        tracing::info!(iteration = done, seconds = spent, "checkpoint committed");
-        Ok(spent)
+        .commit(folder)
+        .map_err(|e| e.message().to_string())
+    }
+
+    /// Removes the checkpoints of this problem the newest made useless
+    /// (rank 0); one that cannot be removed is a warning.
+    fn prune(&mut self) {
+        let identity = self.identity.clone();
+        let ours = |m: &Path| Manifest::read(m).is_ok_and(|m| m.identity() == identity);
+        match store::prune(&self.settings.dir, self.settings.keep, ours) {
+            Ok(gone) => {
+                for old in gone {
+                    tracing::info!(removed = %old.display(), "old checkpoint removed");
+                }
+            }
+            Err(e) => self.warn(format!(
+                "an old checkpoint was not removed ({}); the run went on",
+                e.message()
+            )),
+        }
     }
 
     /// The segments timed before this job's, oldest first.
@@ -301,6 +506,84 @@ impl Checkpointer {
     pub fn spent_s(&self) -> f64 {
         self.spent_s
     }
+}
+
+/// Takes the checkpoint folder `dir` for this run, collectively: rank 0
+/// creates it if needed and locks it (refused when another run holds it),
+/// then every rank checks that it sees rank 0's lock there (refused, naming
+/// the first host that does not, when the folder is local to each node).
+/// Returns rank 0's lock (`None` on other ranks) and the holder's token.
+fn own_folder(dir: &Path, comm: &dyn Comm) -> Result<(Option<lock::FolderLock>, String)> {
+    let token = lock::new_token();
+    let (held, mine) = if comm.rank() == 0 {
+        match lock::acquire(dir, &token) {
+            Ok(l) => (Some(l), Some(Ok(token))),
+            Err(e) => (None, Some(Err(e))),
+        }
+    } else {
+        (None, None)
+    };
+    let token = comm::decide(comm, "the checkpoint folder's lock", &mine, |mut all| {
+        all.swap_remove(0)
+            .unwrap_or_else(|| Err(Error::runtime("rank 0 did not lock the checkpoint folder")))
+    })?;
+    together(comm, lock::check_seen(dir, &token))?;
+    Ok((held, token))
+}
+
+/// Makes the folder of a new checkpoint (rank 0): a folder of this
+/// iteration without a manifest is what an interrupted write left, and is
+/// replaced (a committed one was refused before the run, see
+/// `find_resume`); anything else of that name that himeno did not write
+/// is left, and the checkpoint is not written.
+fn make_folder(folder: &Path, dir: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(folder).is_ok() {
+        store::remove_checkpoint(folder).map_err(|e| {
+            Error::runtime(format!(
+                "cannot replace the uncommitted checkpoint: {}",
+                e.message()
+            ))
+        })?;
+    }
+    std::fs::create_dir(folder).map_err(|e| {
+        Error::runtime(format!(
+            "cannot create the checkpoint folder {}: {e}",
+            folder.display()
+        ))
+    })?;
+    store::sync_dir(dir)
+}
+
+/// The answer the checkpoint `r` holds, on rank 0: its gosa and the
+/// fingerprint of `p` summed over every rank's values as read. A
+/// fingerprint that differs from the one the manifest holds refuses the
+/// restart (the files are not those the manifest was written with).
+/// Collective.
+fn resumed_answer(
+    r: &Resume,
+    grid: &Grid,
+    block: &Block,
+    comm: &dyn Comm,
+) -> Result<Option<Answer>> {
+    let part = verify::fingerprint_of_values(grid, block, &r.values);
+    let mine = part;
+    comm::decide(comm, "the checkpoint's fingerprint", &mine, |all| {
+        let sum = all.iter().fold(0u64, |acc, p| acc.wrapping_add(*p));
+        let got = verify::fingerprint_hex(sum);
+        if !r.p_fingerprint.is_empty() && r.p_fingerprint != got {
+            return Err(Error::usage(format!(
+                "the checkpoint {} holds p with fingerprint {got}, and its manifest says {}: \
+                 its files are not those it was written with; restart from another \
+                 checkpoint",
+                r.from.manifest, r.p_fingerprint
+            )));
+        }
+        Ok(Some(Answer {
+            gosa: r.gosa,
+            p_fingerprint: sum,
+        }))
+    })
+    .map(|a| if comm.rank() == 0 { a } else { None })
 }
 
 /// Goes on when every rank's `local` is fine; otherwise every rank stops
@@ -347,16 +630,16 @@ fn together(comm: &dyn Comm, local: Result<()>) -> Result<()> {
     local
 }
 
-/// The error for a rank whose part of the manifest did not arrive whole.
-fn bad_part(rank: usize) -> Error {
-    Error::runtime(format!(
-        "rank {rank}'s checksum for the manifest did not arrive whole"
-    ))
-}
-
 /// This rank's part of [`Checkpointer::prepare`]: the checkpoint to take
 /// up (its manifest checked, this rank's file named but not yet read) and
 /// the notes rank 0 tells, or why the run is refused.
+///
+/// Every committed checkpoint in the folder is read first: a manifest that
+/// is not one himeno wrote (a FIFO, a device, a hand edit) refuses the run,
+/// rather than being taken for a write cut short. `--restart latest` takes
+/// the newest committed checkpoint of this problem (the same identity);
+/// with none of it there, the newest of another is refused, saying how it
+/// differs.
 fn find_resume(
     settings: &CheckpointConfig,
     identity: &Identity,
@@ -365,25 +648,31 @@ fn find_resume(
 ) -> Result<(Option<Resume>, Vec<String>)> {
     let dir = &settings.dir;
     let found = store::list(dir)?;
-    let newest_committed = found.iter().rev().find(|f| f.committed);
+    let mut committed: Vec<(&store::Found, Manifest)> = Vec::new();
+    for f in found.iter().filter(|f| f.committed) {
+        committed.push((f, Manifest::read(&f.path.join(MANIFEST))?));
+    }
+    let is_ours = |m: &Manifest| m.identity() == *identity;
+    let newest_ours = committed.iter().rev().find(|(_, m)| is_ours(m));
     let mut notes = Vec::new();
     let manifest_path: Option<PathBuf> = match &settings.restart {
         None => None,
         Some(Restart::Latest) => {
+            let newest = newest_ours.or(committed.last());
             for f in found.iter().filter(|f| !f.committed) {
-                if newest_committed.is_none_or(|c| f.iteration > c.iteration) {
+                if newest.is_none_or(|(c, _)| f.iteration > c.iteration) {
                     notes.push(format!(
                         "the checkpoint {} has no manifest (its write was cut short): ignored, {}",
                         f.path.display(),
-                        match newest_committed {
-                            Some(c) => format!("restarting from {}", c.path.display()),
+                        match newest {
+                            Some((c, _)) => format!("restarting from {}", c.path.display()),
                             None => "no committed checkpoint is older".to_string(),
                         }
                     ));
                 }
             }
-            match newest_committed {
-                Some(c) => Some(c.path.join(MANIFEST)),
+            match newest {
+                Some((c, _)) => Some(c.path.join(MANIFEST)),
                 None => {
                     notes.push(format!(
                         "--restart latest: no committed checkpoint in {}, starting from the \
@@ -407,7 +696,7 @@ fn find_resume(
                         .is_some_and(|n| n.to_string_lossy().starts_with("ckpt-"))
             });
             if let Some(folder) = folder
-                && !path.exists()
+                && std::fs::symlink_metadata(&path).is_err()
             {
                 return Err(Error::usage(format!(
                     "the checkpoint {} has no manifest: it was never committed (its write \
@@ -441,6 +730,7 @@ fn find_resume(
                     manifest: path.display().to_string(),
                 },
                 gosa: m.gosa,
+                p_fingerprint: m.p_fingerprint,
                 segments: m.segments,
                 values: Vec::new(),
             })
@@ -448,17 +738,23 @@ fn find_resume(
         None => None,
     };
     // The run writes checkpoints after its start only: one already there
-    // would be overwritten.
+    // would be overwritten, or, of another problem, stand among this
+    // run's.
     let from = start.as_ref().map_or(0, |r| r.from.iteration);
-    if let Some(c) = found
-        .iter()
-        .rev()
-        .find(|f| f.committed && f.iteration > from)
-    {
+    if let Some((c, m)) = committed.iter().rev().find(|(c, _)| c.iteration > from) {
+        let whose = match m.check_fits(identity, &c.path) {
+            Ok(()) => "that this run would overwrite: restart from it (--restart latest), or give \
+                       another --checkpoint-dir"
+                .to_string(),
+            Err(e) => format!(
+                "of another run ({}): give this run another --checkpoint-dir",
+                e.message()
+                    .split_once(": restart")
+                    .map_or(e.message(), |(why, _)| why)
+            ),
+        };
         return Err(Error::usage(format!(
-            "the checkpoint folder {} holds a committed checkpoint at iteration {} that this \
-             run would overwrite: restart from it (--restart latest), or give another \
-             --checkpoint-dir",
+            "the checkpoint folder {} holds a committed checkpoint at iteration {} {whose}",
             dir.display(),
             c.iteration
         )));

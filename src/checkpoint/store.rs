@@ -32,7 +32,12 @@ pub fn folder_name(iteration: u64) -> String {
 }
 
 /// The checkpoints in `dir`, oldest first (none when `dir` does not
-/// exist yet).
+/// exist yet). Only real folders count: a `ckpt-*` entry that is a
+/// symbolic link, a file, a FIFO or anything else was not made by himeno,
+/// and nothing here follows or touches it. A checkpoint is committed when
+/// its folder holds an entry named [`MANIFEST`], whatever that entry is:
+/// one that is not a readable manifest is refused when read, never taken
+/// for a write cut short (and removed).
 pub fn list(dir: &Path) -> Result<Vec<Found>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -54,11 +59,12 @@ pub fn list(dir: &Path) -> Result<Vec<Found>> {
         else {
             continue;
         };
-        let path = entry.path();
-        if !path.is_dir() {
+        // The entry's own type: `file_type` does not follow a link.
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        let committed = path.join(MANIFEST).is_file();
+        let path = entry.path();
+        let committed = std::fs::symlink_metadata(path.join(MANIFEST)).is_ok();
         found.push(Found {
             iteration,
             path,
@@ -70,17 +76,42 @@ pub fn list(dir: &Path) -> Result<Vec<Found>> {
 }
 
 /// Opens `path` for reading when it is a regular file (a FIFO or a device
-/// named by mistake would block or never end).
+/// named by mistake would block or never end, a link may lead out of the
+/// checkpoint folder). The open itself does not block on a FIFO
+/// (`O_NONBLOCK`) nor follow a link in the last component (`O_NOFOLLOW`),
+/// and the type checked is that of what was opened (`fstat`), so nothing
+/// can be swapped in between a check and the open.
 pub fn open_regular(path: &Path, what: &str) -> Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display();
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => File::open(path)
-            .map_err(|e| Error::usage(format!("cannot read the {what} {shown}: {e}"))),
-        Ok(_) => Err(Error::usage(format!(
+    let cannot = |e: std::io::Error| Error::usage(format!("cannot read the {what} {shown}: {e}"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::usage(format!(
+                "the {what} {shown} is a symbolic link, which a checkpoint never holds"
+            )),
+            _ => cannot(e),
+        })?;
+    if !file.metadata().map_err(cannot)?.is_file() {
+        return Err(Error::usage(format!(
             "the {what} {shown} is not a regular file"
-        ))),
-        Err(e) => Err(Error::usage(format!("cannot read the {what} {shown}: {e}"))),
+        )));
     }
+    // Reads of a regular file never block: the flag goes, so that the file
+    // reads as one opened plainly.
+    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags != -1 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
 }
 
 /// Syncs the folder `dir` itself, so that the names created or renamed in
@@ -91,13 +122,20 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::runtime(format!("cannot sync the folder {}: {e}", dir.display())))
 }
 
-/// Checks that this rank can create files in the checkpoint folder `dir`,
-/// or, when it does not exist yet, in the nearest folder above it that
-/// does (the first checkpoint creates it): a file is made, synced and
-/// removed, so that a read-only or missing mount is found before the run,
-/// not at its first checkpoint, and a refused run leaves nothing behind.
+/// Bytes the write probe writes: a block of the disk, which a full file
+/// system refuses where an empty file would still be created.
+const PROBE_BYTES: usize = 4096;
+
+/// Checks that this rank can write a file of `bytes` (its part of one
+/// checkpoint) in the checkpoint folder `dir`, or, when it does not exist
+/// yet, in the nearest folder above it that does (the run creates it): a
+/// file is made, written, synced and removed, and the file system must
+/// have `bytes` free, so that a read-only, missing or full mount is found
+/// before the run, not at its first checkpoint, and a refused run leaves
+/// nothing behind. A `dir` (or a folder above it) that is a symbolic link
+/// to nothing is refused: the run could not create the folder it names.
 /// `rank` keeps the probes of concurrent ranks apart.
-pub fn check_writable(dir: &Path, rank: usize) -> Result<()> {
+pub fn check_writable(dir: &Path, rank: usize, bytes: u64) -> Result<()> {
     let refuse = |why: String| {
         Error::usage(format!(
             "the checkpoint folder {} cannot be written ({why}): give a writable \
@@ -107,6 +145,12 @@ pub fn check_writable(dir: &Path, rank: usize) -> Result<()> {
     };
     let mut at = dir;
     while !at.exists() {
+        if std::fs::symlink_metadata(at).is_ok() {
+            return Err(refuse(format!(
+                "{} is a symbolic link to nothing",
+                at.display()
+            )));
+        }
         at = match at.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
@@ -115,23 +159,105 @@ pub fn check_writable(dir: &Path, rank: usize) -> Result<()> {
     if !at.is_dir() {
         return Err(refuse(format!("{} is not a folder", at.display())));
     }
+    if let Some(free) = free_bytes(at)
+        && free < bytes
+    {
+        return Err(refuse(format!(
+            "{} has {free} bytes free, and one checkpoint of this rank takes {bytes}",
+            at.display()
+        )));
+    }
     let probe = at.join(format!(
         ".himeno-probe-{}-{}-{rank}",
         crate::comm::hostname(),
         std::process::id()
     ));
-    let made = File::create(&probe).and_then(|f| f.sync_all());
+    let made = File::create(&probe).and_then(|mut f| {
+        use std::io::Write;
+        f.write_all(&[0u8; PROBE_BYTES])?;
+        f.sync_all()
+    });
     let _ = std::fs::remove_file(&probe);
     made.map_err(|e| refuse(e.to_string()))
 }
 
+/// Bytes an unprivileged writer may still use on the file system of `at`
+/// (`None` when it cannot be asked).
+fn free_bytes(at: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(at.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a struct statvfs of our own.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    Some((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
+/// Whether `name` is one a checkpoint's folder holds when himeno wrote it:
+/// the manifest, its temporary name, or a rank file.
+fn made_by_himeno(name: &str) -> bool {
+    name == MANIFEST
+        || name == super::manifest::MANIFEST_TMP
+        || name
+            .strip_prefix("rank-")
+            .and_then(|n| n.strip_suffix(".bin"))
+            .is_some_and(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Removes the checkpoint folder `folder`, touching only what himeno puts
+/// there: the manifest first (a removal cut short leaves an uncommitted
+/// folder, never a committed one with missing files), then the rank files
+/// and the manifest's temporary, each only when it is a plain file, then
+/// the folder itself. A folder that is a link, or that still holds
+/// anything else afterwards, is left (an error says so): what himeno did
+/// not write is never removed.
+pub fn remove_checkpoint(folder: &Path) -> Result<()> {
+    let fail = |e: std::io::Error| {
+        Error::runtime(format!(
+            "cannot remove the checkpoint {}: {e}",
+            folder.display()
+        ))
+    };
+    let meta = std::fs::symlink_metadata(folder).map_err(fail)?;
+    if !meta.is_dir() {
+        return Err(Error::runtime(format!(
+            "{} is not a folder himeno made: left as it is",
+            folder.display()
+        )));
+    }
+    let plain = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    let manifest = folder.join(MANIFEST);
+    if plain(&manifest) {
+        std::fs::remove_file(&manifest).map_err(fail)?;
+    }
+    for entry in std::fs::read_dir(folder).map_err(fail)?.flatten() {
+        let path = entry.path();
+        if entry.file_name().to_str().is_some_and(made_by_himeno) && plain(&path) {
+            std::fs::remove_file(&path).map_err(fail)?;
+        }
+    }
+    std::fs::remove_dir(folder).map_err(|e| {
+        Error::runtime(format!(
+            "cannot remove the checkpoint {} ({e}): it holds what himeno did not write, \
+             left as it is",
+            folder.display()
+        ))
+    })
+}
+
 /// Removes what a newer committed checkpoint made useless: committed ones
+/// of this run (`ours` says which: the same problem, by their manifests)
 /// beyond the newest `keep`, and uncommitted ones older than the newest
-/// committed (left by a write that was interrupted). Returns the folders
-/// removed.
-pub fn prune(dir: &Path, keep: usize) -> Result<Vec<PathBuf>> {
+/// committed of this run (left by a write that was interrupted).
+/// Checkpoints of other runs, and manifests that cannot be read, are never
+/// touched. Returns the folders removed, or the first that could not be.
+pub fn prune(dir: &Path, keep: usize, ours: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
     let found = list(dir)?;
-    let committed: Vec<&Found> = found.iter().filter(|f| f.committed).collect();
+    let committed: Vec<&Found> = found
+        .iter()
+        .filter(|f| f.committed && ours(&f.path.join(MANIFEST)))
+        .collect();
     let Some(newest) = committed.last().map(|f| f.iteration) else {
         return Ok(Vec::new());
     };
@@ -147,15 +273,7 @@ pub fn prune(dir: &Path, keep: usize) -> Result<Vec<PathBuf>> {
         )
         .collect();
     for d in &doomed {
-        // The manifest goes first: a removal cut short leaves an
-        // uncommitted folder, never a committed one with missing files.
-        let _ = std::fs::remove_file(d.join(MANIFEST));
-        std::fs::remove_dir_all(d).map_err(|e| {
-            Error::runtime(format!(
-                "cannot remove the old checkpoint {}: {e}",
-                d.display()
-            ))
-        })?;
+        remove_checkpoint(d)?;
     }
     Ok(doomed)
 }
@@ -182,7 +300,7 @@ mod tests {
             its,
             [(10, true), (20, true), (25, false), (30, true), (40, false)]
         );
-        let gone = prune(&dir, 2).unwrap();
+        let gone = prune(&dir, 2, |_| true).unwrap();
         assert_eq!(gone.len(), 2, "{gone:?}");
         let its: Vec<u64> = list(&dir).unwrap().iter().map(|f| f.iteration).collect();
         assert_eq!(

@@ -170,6 +170,11 @@ pub fn render(r: &Record) -> String {
         r.verification.against.name(),
         r.verification.detail
     );
+    // A side write that failed: the numbers above stand, but the run did
+    // not do all it was asked.
+    for w in &r.warnings {
+        let _ = writeln!(s, " Warning : {w}");
+    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,

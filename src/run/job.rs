@@ -91,7 +91,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
     let baseline = memory::resident_now();
     let need = preflight::check(&cfg, &block, quick_footprint, comm)?;
-    let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm)?;
+    let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm, &stop)?;
     let mut backend = backend::create(&cfg, &grid, &block, comm)?;
     let halo = Halo::new(&block, backend.as_mut())?;
     let run = temporal::Run {
@@ -189,13 +189,17 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             // Without a full check of the timed iterations (a --seconds run,
             // a count with no stored answer), the checked rehearsal is the
             // verdict.
+            // A restart's checkpoint is checked there too (see
+            // `verify::after_rehearsal`).
             match rehearsal.take() {
                 Some(r) if full.verified.is_none() && !full.interrupted() => {
                     verify::after_rehearsal(
                         r,
                         outcome.iterations,
-                        outcome.restarted_from.as_ref().map(|r| r.iteration),
-                    )
+                        checkpoint.as_ref().and_then(|c| c.resumed()),
+                        &grid,
+                        &stop,
+                    )?
                 }
                 _ => full,
             }
@@ -228,6 +232,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let code = if quick_failed && code == 0 { 2 } else { code };
 
     if comm.rank() == 0 {
+        // Side writes that failed (a checkpoint, an old one's removal):
+        // the measurement stands, the record says what failed.
+        let warnings = checkpoint.as_ref().map_or_else(Vec::new, |c| c.warnings());
         let record = Record::build(
             &outcome,
             RecordInputs {
@@ -239,6 +246,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 mpi_library: comm.library(),
                 temporal: temporal_choice,
                 kernel: kernel_choice,
+                warnings,
             },
         );
         let printed = print_record(&record, cfg.format);
@@ -273,7 +281,12 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             error::print_line(&format!("himeno: {e}"));
             failed = true;
         }
-        if failed && code != 1 {
+        // A failed side write is told after the record is kept, and turns
+        // a clean exit into exit 2 (a wrong answer keeps its 1).
+        for w in &record.warnings {
+            error::print_line(&format!("himeno: warning: {w}"));
+        }
+        if (failed || !record.warnings.is_empty()) && code != 1 {
             return Ok(ExitCode::from(2));
         }
     }

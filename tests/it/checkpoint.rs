@@ -176,11 +176,16 @@ fn periodic(dir: &Path) -> Value {
     )))
 }
 
-/// The names in `dir`, sorted, with the sizes of the files below.
+/// The names in `dir`, sorted, with the sizes of the files below; the
+/// folder's lock is left out (it names the last run that held the folder,
+/// refused or not).
 fn listing(dir: &Path) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
+        if name == himeno::checkpoint::lock::LOCK {
+            continue;
+        }
         if e.path().is_dir() {
             for f in std::fs::read_dir(e.path()).unwrap().flatten() {
                 let len = f.metadata().unwrap().len();

@@ -468,6 +468,63 @@ mod tests {
     }
 
     #[test]
+    fn a_restart_from_a_checkpoint_too_large_to_check_is_not_checked() {
+        let rehearsal = Verdict {
+            verified: Some(true),
+            against: Against::Rehearsal,
+            detail: "ok".into(),
+        };
+        let state = Answer {
+            gosa: 1.0,
+            p_fingerprint: 1,
+        };
+        // Far beyond a reference run made unasked: nothing is allocated.
+        let big = Grid {
+            n: [4096, 4096, 4096],
+        };
+        assert!(!reference_affordable(&big, 1));
+        let v = after_rehearsal(
+            rehearsal.clone(),
+            20,
+            Some((10, state)),
+            &big,
+            &StopFlag::never(),
+        )
+        .unwrap();
+        assert_eq!(v.verified, None, "{v:?}");
+        assert!(
+            v.detail
+                .starts_with("not checked: restarted from a checkpoint"),
+            "{v:?}"
+        );
+        // A small grid is checked, and a state that is not the reference's
+        // fails.
+        let small = Grid::new([6, 7, 8]).unwrap();
+        let v =
+            after_rehearsal(rehearsal, 20, Some((3, state)), &small, &StopFlag::never()).unwrap();
+        assert_eq!(v.verified, Some(false), "{v:?}");
+    }
+
+    #[test]
+    fn a_checkpoints_values_fingerprint_as_its_field() {
+        let g = Grid::new([7, 6, 9]).unwrap();
+        let b = Block::of(&g, &ProcGrid { p: [2, 1, 2] }, 3);
+        let f = Fields::initial(&g, &b).unwrap();
+        let mut values = Vec::new();
+        for li in b.owned(0) {
+            for lj in b.owned(1) {
+                for lk in b.owned(2) {
+                    values.push(f.p[[li, lj, lk]]);
+                }
+            }
+        }
+        assert_eq!(
+            fingerprint_of_values(&g, &b, &values),
+            fingerprint(&g, &b, &f.p)
+        );
+    }
+
+    #[test]
     fn nan_gosa_is_a_verification_error() {
         assert!(check_finite(1.0, 3).is_ok());
         assert!(matches!(

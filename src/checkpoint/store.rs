@@ -205,6 +205,19 @@ fn made_by_himeno(name: &str) -> bool {
             .is_some_and(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Whether the folder `folder` holds only what himeno puts in a
+/// checkpoint's folder, each a plain file.
+fn holds_only_ours(folder: &Path) -> bool {
+    std::fs::read_dir(folder).is_ok_and(|mut entries| {
+        entries.all(|e| {
+            e.is_ok_and(|e| {
+                e.file_name().to_str().is_some_and(made_by_himeno)
+                    && e.file_type().is_ok_and(|t| t.is_file())
+            })
+        })
+    })
+}
+
 /// Removes the checkpoint folder `folder`, touching only what himeno puts
 /// there: the manifest first (a removal cut short leaves an uncommitted
 /// folder, never a committed one with missing files), then the rank files
@@ -250,8 +263,9 @@ pub fn remove_checkpoint(folder: &Path) -> Result<()> {
 /// of this run (`ours` says which: the same problem, by their manifests)
 /// beyond the newest `keep`, and uncommitted ones older than the newest
 /// committed of this run (left by a write that was interrupted).
-/// Checkpoints of other runs, and manifests that cannot be read, are never
-/// touched. Returns the folders removed, or the first that could not be.
+/// Checkpoints of other runs, manifests that cannot be read, and folders
+/// holding anything himeno does not write are never touched. Returns the
+/// folders removed, or the first that could not be.
 pub fn prune(dir: &Path, keep: usize, ours: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
     let found = list(dir)?;
     let committed: Vec<&Found> = found
@@ -271,6 +285,7 @@ pub fn prune(dir: &Path, keep: usize, ours: impl Fn(&Path) -> bool) -> Result<Ve
                 .filter(|f| !f.committed && f.iteration < newest)
                 .map(|f| f.path.clone()),
         )
+        .filter(|d| holds_only_ours(d))
         .collect();
     for d in &doomed {
         remove_checkpoint(d)?;

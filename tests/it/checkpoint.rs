@@ -542,3 +542,392 @@ fn the_sweep_gives_every_run_a_checkpoint_folder_of_its_own() {
     unique.dedup();
     assert_eq!(unique.len(), folders.len(), "{out}");
 }
+
+/// `a` with `--iterations n`.
+fn planning(mut a: Vec<String>, n: u64) -> Vec<String> {
+    assert_eq!(a[2], "--iterations");
+    a[3] = n.to_string();
+    a
+}
+
+/// A small tmpfs mounted for one test, unmounted (and its mount point
+/// removed) when dropped; `None`, saying why, where mounting is not
+/// allowed (not root, no tmpfs).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(name: &str, bytes: u64) -> Option<SmallDisk> {
+        let at = fresh_dir(name);
+        std::fs::create_dir_all(&at).unwrap();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(&at)
+            .output();
+        match o {
+            Ok(o) if o.status.success() => Some(SmallDisk(at)),
+            other => {
+                eprintln!(
+                    "skipping: cannot mount a small tmpfs here (root and tmpfs needed): {other:?}"
+                );
+                let _ = std::fs::remove_dir(&at);
+                None
+            }
+        }
+    }
+
+    /// Fills the disk to its last byte.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        while f.write_all(&[0u8; 4096]).is_ok() {}
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The one record a results file holds.
+fn only_record(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
+#[test]
+fn a_checkpoint_the_disk_cannot_take_is_a_warning_and_the_run_keeps_its_record() {
+    // Room for the first two checkpoints of 4 ranks (a page per file),
+    // not for the later ones: the run goes on, ends complete, prints and
+    // appends its record with the failures as warnings, and exits 2.
+    let Some(disk) = SmallDisk::mount("full-later", 48 << 10) else {
+        return;
+    };
+    let dir = disk.0.join("ck");
+    let results = temp_file("ckpt", "full-later.jsonl");
+    let a = args("2x2x1", 1, 1, &dir);
+    let o = run(command(
+        Launcher::Local,
+        4,
+        &a,
+        &[
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-keep",
+            "4",
+            "--output",
+            results.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).expect("the report is printed");
+    assert_eq!(r["complete"], true, "{r}");
+    assert_eq!(answer(&r), reference(), "the measurement is the run's");
+    let written = r["checkpoints"]["written"].as_u64().unwrap();
+    assert!((1..4).contains(&written), "{r}");
+    let warnings = r["warnings"].as_array().expect("warnings in the record");
+    assert!(
+        warnings[0].as_str().unwrap().contains("was not written"),
+        "{r}"
+    );
+    assert_eq!(only_record(&results)["warnings"], r["warnings"]);
+    assert!(
+        stderr(&o).contains("himeno: warning: the checkpoint at iteration"),
+        "{}",
+        stderr(&o)
+    );
+    // What the run committed is whole: the restart takes up the last one.
+    let o = run(command(
+        Launcher::Local,
+        4,
+        &planning(a, 12),
+        &["--restart", "latest"],
+    ));
+    let r = json_ok(&o);
+    assert_eq!(r["restarted_from"]["iteration"], 2 * written, "{r}");
+    drop(disk);
+    let _ = std::fs::remove_file(&results);
+}
+
+#[test]
+fn a_full_or_dangling_checkpoint_folder_is_refused_before_the_run() {
+    if let Some(disk) = SmallDisk::mount("full-before", 64 << 10) {
+        disk.fill();
+        let o = run(command(
+            Launcher::Local,
+            2,
+            &args("1x1x2", 1, 1, &disk.0.join("ck")),
+            &[],
+        ));
+        assert_clean_error(&o, &["cannot be written"]);
+        assert!(stderr(&o).contains("free"), "{}", stderr(&o));
+    }
+    let link = temp_file("ckpt", "dangling");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(temp_file("ckpt", "nowhere"), &link).unwrap();
+    let o = run(command(
+        Launcher::Local,
+        2,
+        &args("1x1x2", 1, 1, &link),
+        &[],
+    ));
+    assert_clean_error(&o, &["symbolic link to nothing"]);
+    let o = run(command(
+        Launcher::Local,
+        2,
+        &args("1x1x2", 1, 1, &link.join("below")),
+        &[],
+    ));
+    assert_clean_error(&o, &["symbolic link to nothing"]);
+    std::fs::remove_file(&link).unwrap();
+}
+
+#[test]
+fn a_held_checkpoint_folder_refuses_another_run_naming_its_holder() {
+    let dir = fresh_dir("held");
+    // The holder hangs in its loop: it holds the folder until it is killed.
+    let mut holder = command(Launcher::Local, 2, &args("1x1x2", 1, 1, &dir), &[]);
+    holder
+        .env("HIMENO_FAULT", "0:3:hang")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = holder.spawn().unwrap();
+    let _guard = KillOnPanic(child.id());
+    let lock = dir.join(himeno::checkpoint::lock::LOCK);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(&lock).is_ok_and(|t| t.contains("token")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder never locked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = format!("pid {}", child.id());
+    // Another run of the same problem, a restart, and another problem.
+    for extra in [&[][..], &["--restart", "latest"][..]] {
+        let o = run(command(
+            Launcher::Local,
+            2,
+            &args("1x1x2", 1, 1, &dir),
+            extra,
+        ));
+        assert_clean_error(&o, &["in use by another run"]);
+        assert!(stderr(&o).contains(&pid), "{}", stderr(&o));
+    }
+    let mut other = args("1x1x2", 1, 1, &dir);
+    other[1] = "9x10x11".into();
+    let o = run(command(Launcher::Local, 2, &other, &[]));
+    assert_clean_error(&o, &["in use by another run"]);
+    // A holder that died holds nothing: the kernel released its lock.
+    kill_tree(child.id());
+    let _ = child.wait();
+    let r = json_ok(&run(command(
+        Launcher::Local,
+        2,
+        &args("1x1x2", 1, 1, &dir),
+        &["--checkpoint-every", "4"],
+    )));
+    assert_eq!(r["checkpoints"]["written"], 2, "{r}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn ckpt_entries_himeno_did_not_write_are_never_followed_or_removed() {
+    // A committed checkpoint outside the folder, linked in as an old one;
+    // a file, a FIFO and a folder of someone else's with checkpoint names.
+    let outside = fresh_dir("outside");
+    let _ = periodic(&outside);
+    let outside_before = listing(&outside);
+    let dir = fresh_dir("foreign");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(outside.join("ckpt-0000000008"), dir.join("ckpt-0000000001"))
+        .unwrap();
+    std::fs::write(dir.join("ckpt-0000000003"), "mine").unwrap();
+    mkfifo(&dir.join("ckpt-0000000005"));
+    std::fs::create_dir_all(dir.join("ckpt-0000000007")).unwrap();
+    std::fs::write(dir.join("ckpt-0000000007/notes.txt"), "mine too").unwrap();
+    let foreign: Vec<(String, u64)> = listing(&dir)
+        .into_iter()
+        .filter(|(n, _)| !n.starts_with("ckpt-0000000001"))
+        .collect();
+    let r = json_ok(&run(command(
+        Launcher::Local,
+        4,
+        &args("2x2x1", 1, 1, &dir),
+        &["--checkpoint-every", "2", "--checkpoint-keep", "1"],
+    )));
+    assert_eq!(r["checkpoints"]["written"], 4, "{r}");
+    assert_eq!(listing(&outside), outside_before, "the link was followed");
+    let now = listing(&dir);
+    for entry in &foreign {
+        assert!(now.contains(entry), "{entry:?} was touched: {now:?}");
+    }
+    assert!(
+        std::fs::symlink_metadata(dir.join("ckpt-0000000001"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // Its own checkpoints were pruned to the newest.
+    assert!(dir.join("ckpt-0000000008/manifest.json").is_file());
+    assert!(!dir.join("ckpt-0000000006").exists());
+    // A link where the run would write a checkpoint: that checkpoint is a
+    // warning, the link's target untouched, the record kept.
+    let dir2 = fresh_dir("link-in-the-way");
+    std::fs::create_dir_all(&dir2).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("ckpt-0000000008"),
+        dir2.join("ckpt-0000000004"),
+    )
+    .unwrap();
+    let o = run(command(
+        Launcher::Local,
+        4,
+        &args("2x2x1", 1, 1, &dir2),
+        &["--checkpoint-every", "2"],
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["checkpoints"]["written"], 3, "{r}");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("iteration 4 was not written"),
+        "{r}"
+    );
+    assert_eq!(listing(&outside), outside_before, "the link was followed");
+    for d in [&outside, &dir, &dir2] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
+fn hand_edited_or_odd_manifests_are_refused_and_never_pruned() {
+    let dir = fresh_dir("edited");
+    let _ = periodic(&dir);
+    let newest = dir.join("ckpt-0000000008");
+    let m = newest.join("manifest.json");
+    let text = std::fs::read_to_string(&m).unwrap();
+    let base = planning(args("2x2x1", 1, 1, &dir), 12);
+    let latest = ["--restart", "latest"];
+    let refused = |words: &str| {
+        let before = listing(&dir);
+        for extra in [&latest[..], &[][..]] {
+            let o = run(command(Launcher::Local, 4, &base, extra));
+            assert_refused(&o, words, &dir, &before);
+        }
+    };
+    let edits: [(&str, &str, &str); 7] = [
+        ("\"rank-000001.bin\"", "\"../rank-000001.bin\"", "is named"),
+        ("\"rank-000001.bin\"", "\"/etc/passwd\"", "is named"),
+        (
+            "\"rank-000001.bin\"",
+            "\"ckpt/rank-000001.bin\"",
+            "is named",
+        ),
+        ("\"wall_s\": ", "\"wall_s\": -", "s, not a time"),
+        (
+            "\"iteration\": 8",
+            "\"iteration\": 18446744073709551616",
+            "not one",
+        ),
+        ("\"iteration\": 8", "\"iteration\": 9", "segments end"),
+        ("\"planned\": 10", "\"planned\": 7", "out of range"),
+    ];
+    for (from, to, words) in edits {
+        let edited = text.replacen(from, to, 1);
+        assert_ne!(edited, text, "{from}");
+        std::fs::write(&m, &edited).unwrap();
+        refused(words);
+    }
+    let huge_wall = text.replacen("\"wall_s\": ", "\"wall_s\": 1e308, \"x\": ", 1);
+    std::fs::write(&m, &huge_wall).unwrap();
+    refused("s, not a time");
+    // Not a regular file: a FIFO, a link to /dev/zero, a huge file.
+    std::fs::remove_file(&m).unwrap();
+    mkfifo(&m);
+    refused("not a regular file");
+    std::fs::remove_file(&m).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &m).unwrap();
+    refused("symbolic link");
+    std::fs::remove_file(&m).unwrap();
+    let f = std::fs::File::create(&m).unwrap();
+    f.set_len(100 << 20).unwrap();
+    drop(f);
+    refused("more than");
+    std::fs::remove_file(&m).unwrap();
+    // Another build's (same version, another commit).
+    let commit = serde_json::from_str::<Value>(&text).unwrap()["git_commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::write(&m, text.replacen(&commit, &format!("{commit}0"), 1)).unwrap();
+    let before = listing(&dir);
+    let o = run(command(Launcher::Local, 4, &base, &latest));
+    assert_refused(&o, "is of himeno build", &dir, &before);
+    std::fs::write(&m, &text).unwrap();
+    let r = json_ok(&run(command(Launcher::Local, 4, &base, &latest)));
+    assert_eq!(r["restarted_from"]["iteration"], 8, "{r}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_restart_checks_the_state_it_takes_up_against_the_reference() {
+    // A grid whose rehearsal has a stored answer: the restart's verdict
+    // used to be VALID from the rehearsal alone, whatever the checkpoint.
+    let grid_args = |dir: &Path| {
+        let mut a = args("1x1x2", 1, 1, dir);
+        a[1] = "9x10x11".into();
+        a[5] = "50".into();
+        a
+    };
+    let dir = fresh_dir("perturbed");
+    let a = grid_args(&dir);
+    let mut first = command(Launcher::Local, 2, &a, &["--checkpoint-every", "2"]);
+    first.env("HIMENO_FAULT", "0:5:perturb");
+    let _ = run(first);
+    assert!(dir.join("ckpt-0000000008/manifest.json").is_file());
+    let o = run(command(
+        Launcher::Local,
+        2,
+        &planning(a, 12),
+        &["--restart", "latest"],
+    ));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("restarted from does not hold the state"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The same without the fault: VALID, saying the checkpoint was checked.
+    let dir = fresh_dir("clean");
+    let a = grid_args(&dir);
+    let _ = run(command(
+        Launcher::Local,
+        2,
+        &a,
+        &["--checkpoint-every", "2"],
+    ));
+    let r = json_ok(&run(command(
+        Launcher::Local,
+        2,
+        &planning(a, 12),
+        &["--restart", "latest"],
+    )));
+    assert_eq!(r["verified"], true, "{r}");
+    let detail = r["verification"]["detail"].as_str().unwrap();
+    assert!(detail.contains("matched a reference run"), "{detail}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,9 +6,10 @@
 //! are right, that ping-pong marks inter-node pairs, and that the shipped
 //! Slurm template runs a study that `himeno report` splits by hosts, stops
 //! with an incomplete record before its time limit, and shares a results
-//! file with a concurrent job; and that the long-run template, warned
+//! file with a concurrent job; that the long-run template, warned
 //! before its limit, checkpoints, requeues itself and ends with the
-//! uninterrupted run's answer.
+//! uninterrupted run's answer; and that a checkpoint folder local to each
+//! host is refused before the run, a shared one used.
 //!
 //! The cluster: the one at `HIMENO_CLUSTER_DIR` when that is set (scripts/
 //! test.sh brings it up and takes it down), else the one at the default
@@ -1210,4 +1211,54 @@ fn a_long_run_warned_before_its_limit_requeues_itself_and_ends_with_the_uninterr
         "not yet converged: {whole}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_checkpoint_folder_local_to_each_host_is_refused_before_the_run() {
+    let Some(c) = cluster() else { return };
+    let run_into = |dir: &str| {
+        let mut cmd = c.script(&["mpirun"]);
+        cmd.args([
+            "-n",
+            "4",
+            BIN,
+            "--procs",
+            "2x1x2",
+            "--grid",
+            "13x13x13",
+            "--iterations",
+            "10",
+            "--threads",
+            "1",
+            "--format",
+            "json",
+            "--checkpoint-dir",
+            dir,
+            "--checkpoint-every",
+            "2",
+        ])
+        .env("OMPI_MCA_mpi_yield_when_idle", "1");
+        run(cmd)
+    };
+    // Each host has a /tmp of its own: rank 0's folder is not node2's.
+    let local = format!("/tmp/himeno-node-local-{}", std::process::id());
+    let o = run_into(&local);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "it ran: {}", stdout(&o));
+    let lines = himeno_lines(&o);
+    assert_eq!(lines.len(), 1, "{}", stderr(&o));
+    assert!(
+        lines[0].contains("host node2 does not see the checkpoint folder"),
+        "{}",
+        lines[0]
+    );
+    // A folder both hosts share takes the run's checkpoints.
+    let shared = scratch("checkpoints");
+    let r = json_ok(&run_into(shared.join("ck").to_str().unwrap()));
+    assert_eq!(r["checkpoints"]["written"], 4, "{r}");
+    assert_eq!(
+        r["provenance"]["hosts"],
+        serde_json::json!(["node1", "node2"])
+    );
+    std::fs::remove_dir_all(&shared).unwrap();
 }

@@ -824,7 +824,7 @@ fn gpu_check_by_default_writes_a_fresh_private_folder_and_never_follows_a_plante
     let mut folders = Vec::new();
     for _ in 0..2 {
         let o = run_with_limit(
-            s.command(&["--quick"], &[nvrtc.clone()]),
+            s.command(&["--quick"], std::slice::from_ref(&nvrtc)),
             Duration::from_secs(120),
         );
         assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
@@ -879,7 +879,7 @@ fn gpu_check_whose_report_cannot_be_written_ends_with_exit_2_and_one_line() {
     // A full standard output.
     let inner = s.command(
         &["--quick", "--out", s.dir.join("out").to_str().unwrap()],
-        &[nvrtc.clone()],
+        std::slice::from_ref(&nvrtc),
     );
     let o = run_with_limit(
         in_shell("exec \"$0\" \"$@\" >/dev/full", &inner),

@@ -33,6 +33,10 @@ pub const CUDA_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
 pub const RUST_LOG: &str = "RUST_LOG";
 /// The host name, when `/proc` does not give it.
 pub const HOSTNAME: &str = "HOSTNAME";
+/// `himeno gpu-check`'s results folder (as `--out`).
+pub const GPU_CHECK_DIR: &str = "HIMENO_GPU_CHECK_DIR";
+/// The folder of fresh private folders (`himeno gpu-check`'s default).
+pub const TMPDIR: &str = "TMPDIR";
 
 /// The launchers' variables for the job's size, in the order trusted.
 pub const LAUNCHER_SIZE: [&str; 5] = [
@@ -82,6 +86,16 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: NVRTC_LIB,
         meaning: "the NVRTC library file (`libnvrtc.so.12` or `.13`) to open instead of searching",
+    },
+    Variable {
+        name: GPU_CHECK_DIR,
+        meaning: "`himeno gpu-check`'s results folder, as `--out DIR`: created if missing (not \
+                  its parents), else it must be empty",
+    },
+    Variable {
+        name: TMPDIR,
+        meaning: "where `himeno gpu-check` makes its fresh private results folder \
+                  (`himeno-gpu-check.XXXXXX`, mode 0700) when none is named (`/tmp`; never created)",
     },
     Variable {
         name: CUDA_CONNECTIONS,
@@ -175,6 +189,8 @@ mod tests {
             CUDA_CONNECTIONS,
             HOSTNAME,
             RUST_LOG,
+            GPU_CHECK_DIR,
+            TMPDIR,
         ];
         let groups = LAUNCHER_SIZE
             .iter()

@@ -10,7 +10,7 @@
 // only from its own layer or those below. This is the one copy of the map;
 // `tests/it/layers.rs` reads it (one `N. module, module;` line per layer)
 // and keeps every file of `src/` to it. This entry point is above them all.
-// 1. error, environment, hash, timing, timeline, signals, progress, output;
+// 1. error, environment, hash, timing, timeline, signals, progress, output, files;
 // 2. machine, grid, comm;
 // 3. problem, verify;
 // 4. config;
@@ -29,6 +29,7 @@ pub mod config;
 pub mod environment;
 pub mod error;
 pub mod fault;
+pub mod files;
 pub mod gpu_check;
 pub mod grid;
 pub mod halo;

@@ -76,17 +76,20 @@ pub fn run(args: &TraceBenchArgs) -> Result<ExitCode> {
             *b = b.min(measure(m, args.laps));
         }
     }
-    println!(
-        "mode        ns_per_lap  (fastest of {} x {} laps)",
+    // One write through the output policy: a standard output that cannot
+    // take the table is one `himeno:` line and exit 2, not a panic.
+    let mut table = format!(
+        "mode        ns_per_lap  (fastest of {} x {} laps)\n",
         args.repeats, args.laps
     );
     for (name, ns) in ["off", "keep", "ring"].iter().zip(best) {
-        println!("{name:<10} {ns:>11.2}");
+        table.push_str(&format!("{name:<10} {ns:>11.2}\n"));
     }
-    println!(
-        "recording_ns_per_event keep={:.2} ring={:.2}",
+    table.push_str(&format!(
+        "recording_ns_per_event keep={:.2} ring={:.2}\n",
         best[1] - best[0],
         best[2] - best[0]
-    );
+    ));
+    crate::output::print_report(&table)?;
     Ok(ExitCode::SUCCESS)
 }

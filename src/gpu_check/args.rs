@@ -13,8 +13,8 @@ use std::time::Duration;
 pub struct Settings {
     /// The binary to check.
     pub himeno: PathBuf,
-    /// The results folder.
-    pub out: PathBuf,
+    /// The results folder the user named; `None`: a fresh private one.
+    pub out: Option<PathBuf>,
     /// Iterations of each correctness run.
     pub iterations: u64,
     /// Iterations of each XL timing run.
@@ -38,14 +38,11 @@ pub struct GpuCheckArgs {
     pub himeno: Option<PathBuf>,
     /// Results folder: gpu-check.txt (the report), results.jsonl (every
     /// run's record with its "check" label), transfer.json, details.tar.gz
-    /// (each run's command line, stdout and stderr).
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "OUT",
-        default_value = "/tmp/himeno-gpu-check"
-    )]
-    pub out: PathBuf,
+    /// (each run's command line, stdout and stderr). Created if missing
+    /// (not its parents), else it must be empty: nothing in it is replaced.
+    /// Default: a fresh private folder $TMPDIR/himeno-gpu-check.XXXXXX.
+    #[arg(long, value_name = "DIR", env = crate::environment::GPU_CHECK_DIR)]
+    pub out: Option<PathBuf>,
     /// Iterations of each correctness run [default: 20, --quick 4].
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<u64>)]
     pub iterations: Option<u64>,

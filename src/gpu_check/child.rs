@@ -1,14 +1,49 @@
 //! The runs of `himeno gpu-check` as child processes: each with a time
-//! limit (killed when it passes, so the check never hangs) and killed at
-//! a stop signal, its command line, stdout and stderr kept as files for
-//! the details archive.
+//! limit and killed at a stop signal, its command line, stdout and stderr
+//! kept as files for the details archive.
+//!
+//! Each child leads a process group of its own, and the group is what is
+//! ended: SIGTERM, a moment to stop, then SIGKILL, before the child is
+//! reaped (so its group id cannot be reused meanwhile). A wrapper script's
+//! processes end with it instead of living on, reparented to init, with a
+//! GPU context open. A child's own group does not get the terminal's
+//! Ctrl-C, so the check's stop signals (SIGTERM, SIGINT, SIGUSR1 and
+//! SIGHUP alike, [`stop_signals`]) are what end it.
 
+use crate::files;
 use crate::signals::StopFlag;
 use std::ffi::OsString;
-use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How long a child's group has between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// The signals that stop a check: the run's stop signals and SIGHUP (a
+/// closed terminal or session), each raising the returned flag.
+///
+/// Unlike a benchmark run's (`StopFlag::install`), a second SIGINT does
+/// not end the check at once and there is no watchdog: the check itself
+/// never blocks, and ending it then would leave its child's group on the
+/// device. The run going is ended within a poll and [`TERM_GRACE`].
+pub fn stop_signals() -> StopFlag {
+    let stop = StopFlag::never();
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGHUP,
+    ] {
+        let flag = stop.clone();
+        // SAFETY: the action only updates atomics (`StopFlag::raise`),
+        // which is async-signal-safe.
+        let _ = unsafe { signal_hook::low_level::register(sig, move || flag.raise()) };
+    }
+    stop
+}
 
 /// How a child process ended, with what it printed.
 #[derive(Debug)]
@@ -22,6 +57,8 @@ pub struct Ran {
     pub stopped: bool,
     /// Why it could not be started, if so.
     pub spawn_error: Option<String>,
+    /// Whether its output files were created (by this run: they are its).
+    pub files_made: bool,
     /// Its standard output.
     pub stdout: String,
     /// Its standard error.
@@ -60,8 +97,10 @@ impl Ran {
     }
 }
 
-/// Runs `cmd` with its output into `out` and `err`, for at most `limit`
-/// and until `stop` is raised: a child still running then is killed.
+/// Runs `cmd` with its output into the new files `out` and `err`, for at
+/// most `limit` and until `stop` is raised: a child still running then is
+/// ended with its process group, and so is what is left of its group when
+/// it ends by itself.
 pub fn run_limited(
     mut cmd: Command,
     limit: Duration,
@@ -72,37 +111,46 @@ pub fn run_limited(
     if stop.raised() {
         return Ran::failed(None, true);
     }
-    let files = File::create(out).and_then(|o| Ok((o, File::create(err)?)));
+    let files = files::create_new(out).and_then(|o| Ok((o, files::create_new(err)?)));
+    let files_made = files.is_ok();
     let spawned = files.and_then(|(o, e)| {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(o))
             .stderr(Stdio::from(e))
+            .process_group(0)
             .spawn()
     });
     let mut child = match spawned {
         Ok(c) => c,
-        Err(e) => return Ran::failed(Some(e.to_string()), false),
+        Err(e) => {
+            return Ran {
+                files_made,
+                ..Ran::failed(Some(e.to_string()), false)
+            };
+        }
     };
     let start = Instant::now();
     // Short polls first: most runs of the check end within milliseconds
     // (a stub) or seconds, and a fixed long poll would add up over ~50.
     let mut nap = Duration::from_millis(1);
     let (code, timed_out, stopped) = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break (status.code(), false, false),
-            Ok(None) if start.elapsed() >= limit || stop.raised() => {
-                let _ = child.kill();
-                let _ = child.wait();
+        match has_exited(&child) {
+            Ok(true) => {
+                let status = end_group(&mut child, Duration::ZERO);
+                break (status.and_then(|s| s.code()), false, false);
+            }
+            Ok(false) if start.elapsed() >= limit || stop.raised() => {
+                end_group(&mut child, TERM_GRACE);
                 break (None, !stop.raised(), stop.raised());
             }
-            Ok(None) => {
+            Ok(false) => {
                 std::thread::sleep(nap.min(limit.saturating_sub(start.elapsed())));
                 nap = (nap * 2).min(Duration::from_millis(50));
             }
             Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                end_group(&mut child, Duration::ZERO);
                 return Ran {
+                    files_made,
                     stdout: read(out),
                     stderr: read(err),
                     ..Ran::failed(Some(format!("cannot wait for it: {e}")), false)
@@ -115,9 +163,50 @@ pub fn run_limited(
         timed_out,
         stopped,
         spawn_error: None,
+        files_made,
         stdout: read(out),
         stderr: read(err),
     }
+}
+
+/// Whether `child` has ended, without reaping it: while it is a zombie,
+/// its pid, and so its process group's id, stays taken.
+fn has_exited(child: &Child) -> std::io::Result<bool> {
+    // SAFETY: waitid writes only the siginfo it is given; WNOWAIT leaves
+    // the child to be reaped by `Child::wait`.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            child.id(),
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: waitid filled the siginfo (si_pid 0: no child has ended).
+    Ok(unsafe { info.si_pid() } != 0)
+}
+
+/// Ends the process group that `child` leads: SIGTERM and up to `grace`
+/// for the child to end (none when it has), then SIGKILL for all that is
+/// left of the group; then reaps the child. Its exit status, if known.
+fn end_group(child: &mut Child, grace: Duration) -> Option<std::process::ExitStatus> {
+    let group = -(child.id() as libc::pid_t);
+    if !grace.is_zero() {
+        // SAFETY: kill only sends a signal; the group is the child's own,
+        // whose id the unreaped child holds.
+        unsafe { libc::kill(group, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < grace && !has_exited(child).unwrap_or(true) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    // SAFETY: as above; a group with no process left is ESRCH, ignored.
+    unsafe { libc::kill(group, libc::SIGKILL) };
+    child.wait().ok()
 }
 
 impl Ran {
@@ -128,6 +217,7 @@ impl Ran {
             timed_out: false,
             stopped,
             spawn_error,
+            files_made: false,
             stdout: String::new(),
             stderr: String::new(),
         }
@@ -197,7 +287,8 @@ impl Runner {
         }
         line.push(quote(&self.bin.to_string_lossy()));
         line.extend(args.iter().map(|a| quote(a)));
-        let _ = std::fs::write(self.runs.join(format!("{name}.cmd")), line.join(" ") + "\n");
+        let _ = files::create_new(&self.runs.join(format!("{name}.cmd")))
+            .and_then(|mut f| f.write_all((line.join(" ") + "\n").as_bytes()));
         run_limited(
             cmd,
             self.limit,
@@ -264,8 +355,8 @@ mod tests {
             Command::new(d.join("missing")),
             Duration::from_secs(1),
             &never,
-            &d.join("o"),
-            &d.join("e"),
+            &d.join("o2"),
+            &d.join("e2"),
         );
         assert!(r.why(Duration::ZERO).starts_with("cannot be started"));
         let _ = std::fs::remove_dir_all(d);
@@ -296,10 +387,81 @@ mod tests {
             Command::new("true"),
             Duration::from_secs(9),
             &stop,
+            &d.join("o2"),
+            &d.join("e2"),
+        );
+        assert!(r.stopped && r.code.is_none(), "{r:?}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// Whether process `pid` is still alive 5 s from now (a zombie is
+    /// not): a killed process takes a moment to go.
+    fn survives(pid: &str) -> bool {
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|st| st.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+        };
+        let t = Instant::now();
+        while alive() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        alive()
+    }
+
+    #[test]
+    fn a_child_past_its_limit_is_ended_with_its_whole_group() {
+        let d = scratch("group");
+        // A wrapper that ignores SIGTERM, with a grandchild that does too.
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "trap '' TERM; sh -c \"trap '' TERM; sleep 60 & echo \\$!; wait\" & wait",
+        ]);
+        let r = run_limited(
+            cmd,
+            Duration::from_millis(300),
+            &StopFlag::never(),
             &d.join("o"),
             &d.join("e"),
         );
-        assert!(r.stopped && r.code.is_none(), "{r:?}");
+        assert!(r.timed_out, "{r:?}");
+        let grandchild = r.stdout.trim().to_string();
+        assert!(!grandchild.is_empty(), "{r:?}");
+        assert!(
+            !survives(&grandchild),
+            "grandchild {grandchild} outlived the limit"
+        );
+        // A child that ends by itself leaves no process behind either.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 60 & echo $!"]);
+        let never = StopFlag::never();
+        let r = run_limited(
+            cmd,
+            Duration::from_secs(30),
+            &never,
+            &d.join("o2"),
+            &d.join("e2"),
+        );
+        assert!(r.ok(), "{r:?}");
+        let left = r.stdout.trim().to_string();
+        assert!(!survives(&left), "{left} outlived its parent");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_planted_link_is_never_written_through() {
+        let d = scratch("link");
+        std::fs::write(d.join("victim"), "kept").unwrap();
+        std::os::unix::fs::symlink(d.join("victim"), d.join("o")).unwrap();
+        let r = run_limited(
+            Command::new("true"),
+            Duration::from_secs(9),
+            &StopFlag::never(),
+            &d.join("o"),
+            &d.join("e"),
+        );
+        assert!(r.spawn_error.is_some(), "{r:?}");
+        assert_eq!(std::fs::read_to_string(d.join("victim")).unwrap(), "kept");
         let _ = std::fs::remove_dir_all(d);
     }
 

@@ -15,9 +15,15 @@
 //! Its options and their validation into [`Settings`] are `args`'s. Every run is a child
 //! process of the binary under test (`child`), with a
 //! time limit. The verdict is the exit code: 0 PASS, 1 FAIL (a GPU result
-//! differs from the CPU's), 2 setup error (or a stop signal: no verdict),
+//! differs from the CPU's, or a correctness run gave none), 2 setup error
+//! (or a stop signal, or a report that cannot be written: no verdict),
 //! 3 PARTIAL (a part could not run). A build without `cuda` refuses the
 //! command (`disabled`).
+//!
+//! The results folder is the user's (`--out`, `HIMENO_GPU_CHECK_DIR`),
+//! new or empty, or a fresh private one; the check writes only files it
+//! creates there, new (`crate::files`), and removes only its own details
+//! folder once archived.
 
 mod args;
 mod child;
@@ -35,14 +41,16 @@ use disabled as nvrtc;
 
 pub use args::{GpuCheckArgs, Settings};
 
+use crate::environment;
 use crate::error::{Error, Result};
+use crate::files;
 use crate::signals::StopFlag;
-use child::{Runner, run_limited};
+use child::{Ran, Runner, run_limited};
 use matrix::Part;
 use serde_json::Value;
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -55,8 +63,11 @@ pub const EXIT_PARTIAL: u8 = 3;
 const FILES: [&str; 3] = ["gpu-check.txt", "results.jsonl", "transfer.json"];
 /// The details archive's name.
 const ARCHIVE: &str = "details.tar.gz";
-/// The details folder's name when no archive could be made.
+/// The details folder's name: the scratch folder of the runs' files,
+/// archived at the end (kept as a folder when no archive can be made).
 const DETAILS: &str = "details";
+/// Prefix of the fresh private results folder made when none is named.
+const PRIVATE_PREFIX: &str = "himeno-gpu-check";
 
 /// How a part ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,23 +99,127 @@ impl std::fmt::Display for Outcome {
 enum Failed {
     /// It exited 1: its own verification found the answer wrong.
     WrongAnswer,
-    /// Anything else: it did not start, failed, passed its time limit or
-    /// printed no record.
-    NoResult,
+    /// It passed its time limit and was killed.
+    TimedOut,
+    /// It exited 0 without a JSON record (or one without a fingerprint).
+    NoRecord,
+    /// It did not start, failed otherwise or died of a signal.
+    Crashed,
 }
 
-/// The report: on standard output as it goes, and in gpu-check.txt.
+impl Failed {
+    /// How `ran`, which did not end well, failed.
+    fn of(ran: &Ran) -> Failed {
+        if ran.timed_out {
+            Failed::TimedOut
+        } else if ran.code == Some(1) {
+            Failed::WrongAnswer
+        } else {
+            Failed::Crashed
+        }
+    }
+}
+
+/// What the FAIL verdict counts: GPU results that differ from the
+/// reference, and runs that gave no result, by how.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Tally {
+    /// Comparisons that found a different field or gosa.
+    differs: usize,
+    /// Runs that gave no result: wrong answers, time-outs, no records,
+    /// other failures.
+    wrong: usize,
+    timed_out: usize,
+    no_record: usize,
+    crashed: usize,
+}
+
+impl Tally {
+    /// Counts a run that gave no result.
+    fn missed(&mut self, why: Failed) {
+        *match why {
+            Failed::WrongAnswer => &mut self.wrong,
+            Failed::TimedOut => &mut self.timed_out,
+            Failed::NoRecord => &mut self.no_record,
+            Failed::Crashed => &mut self.crashed,
+        } += 1;
+    }
+
+    /// What the FAIL verdict says happened: a difference only when one was
+    /// found, and the runs that gave no result by how they ended.
+    fn summary(&self) -> String {
+        let mut said = Vec::new();
+        match self.differs {
+            0 => {}
+            1 => said.push("a GPU result differs from the CPU's".to_string()),
+            n => said.push(format!("{n} GPU results differ from the CPU's")),
+        }
+        let missed = self.wrong + self.timed_out + self.no_record + self.crashed;
+        if missed > 0 {
+            let how: Vec<String> = [
+                (
+                    self.wrong,
+                    "failed its own verification",
+                    "failed their own verification",
+                ),
+                (self.timed_out, "timed out", "timed out"),
+                (self.no_record, "printed no record", "printed no record"),
+                (self.crashed, "failed", "failed"),
+            ]
+            .iter()
+            .filter(|(n, ..)| *n > 0)
+            .map(|&(n, one, many)| format!("{n} {}", if n == 1 { one } else { many }))
+            .collect();
+            let runs = if missed == 1 { "run" } else { "runs" };
+            said.push(format!(
+                "no result from {missed} {runs}: {}",
+                how.join(", ")
+            ));
+        }
+        if said.is_empty() {
+            said.push("a correctness part failed".into());
+        }
+        format!("{}; see the FAIL and FAILED lines above", said.join("; "))
+    }
+}
+
+/// The report: on standard output as it goes, and in gpu-check.txt. A
+/// write that fails on either ends the check (no run starts after it) and
+/// its exit is 2 with one `himeno:` line: a report or result that was
+/// lost is never a verdict.
 struct Report {
     file: File,
+    /// The report file's path, for the message.
+    path: PathBuf,
+    /// Whether standard output, and the file, still take lines.
+    stdout_ok: bool,
+    file_ok: bool,
+    /// The first write that failed, as the error line says it.
+    failed: Option<String>,
 }
 
 impl Report {
-    /// Prints `line`. A standard output that went away does not cut the
-    /// report short: the file is the one that is collected.
+    /// Prints `line` on whichever of standard output and the file still
+    /// take lines.
     fn line(&mut self, line: impl AsRef<str>) {
         let text = format!("{}\n", line.as_ref());
-        let _ = std::io::stdout().lock().write_all(text.as_bytes());
-        let _ = self.file.write_all(text.as_bytes());
+        if self.stdout_ok
+            && let Err(e) = std::io::stdout().lock().write_all(text.as_bytes())
+        {
+            self.stdout_ok = false;
+            self.fail(format!("cannot write the report to standard output: {e}"));
+        }
+        if self.file_ok
+            && let Err(e) = self.file.write_all(text.as_bytes())
+        {
+            self.file_ok = false;
+            self.fail(format!("cannot write {}: {e}", self.path.display()));
+        }
+    }
+
+    /// Notes a failed write of the check's (the first one is told).
+    fn fail(&mut self, why: String) {
+        self.failed.get_or_insert(why);
     }
 }
 
@@ -112,7 +227,9 @@ impl Report {
 struct Check<'a> {
     settings: &'a Settings,
     runner: Runner,
-    /// The scratch folder of the details (archived at the end).
+    /// The results folder.
+    out: PathBuf,
+    /// The scratch folder of the details, in `out` (archived at the end).
     work: PathBuf,
     report: Report,
     results: File,
@@ -125,40 +242,42 @@ struct Check<'a> {
     /// GPU run records seen, and how many of them were emulated.
     gpu_records: usize,
     emulated_records: usize,
+    /// Differences and runs without a result, for the FAIL verdict.
+    tally: Tally,
 }
 
 /// Runs the check `s` describes. Errors before the report exists (a build
-/// without `cuda`, a results folder that cannot be written) are returned;
-/// everything after is in the report and the exit code.
+/// without `cuda`, a results folder that cannot be made or is not empty)
+/// are returned; everything after is in the report and the exit code,
+/// but a report or result that could not be written is an error.
 pub fn run(s: &Settings) -> Result<ExitCode> {
     nvrtc::ensure_build()?;
-    // SIGTERM, SIGINT, SIGUSR1: the run going is killed, the details are
-    // archived, and the check ends without a verdict.
-    let stop = StopFlag::install();
+    // SIGTERM, SIGINT, SIGUSR1, SIGHUP: the run going is ended with its
+    // group, the details are archived, and the check ends without a
+    // verdict.
+    let stop = child::stop_signals();
+    let out = results_folder(s.out.as_deref())?;
     let cannot = |what: &str, e: std::io::Error| {
-        Error::runtime(format!("cannot {what} in {}: {e}", s.out.display()))
+        Error::runtime(format!("cannot {what} in {}: {e}", out.display()))
     };
-    std::fs::create_dir_all(&s.out).map_err(|e| cannot("create the results folder", e))?;
-    for f in FILES.iter().chain([&ARCHIVE]) {
-        let _ = std::fs::remove_file(s.out.join(f));
-    }
-    let _ = std::fs::remove_dir_all(s.out.join(DETAILS));
-    let report = File::create(s.out.join(FILES[0])).map_err(|e| cannot("write", e))?;
-    let results = File::create(s.out.join(FILES[1])).map_err(|e| cannot("write", e))?;
-    let work = std::env::temp_dir().join(format!(
-        "himeno-gpu-check-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    std::fs::create_dir_all(work.join("runs"))
-        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", work.display())))?;
+    let work = out.join(DETAILS);
+    std::fs::create_dir(&work)
+        .and_then(|()| std::fs::create_dir(work.join("runs")))
+        .map_err(|e| cannot("create the details folder", e))?;
+    let report = files::create_new(&out.join(FILES[0])).map_err(|e| cannot("write", e))?;
+    let results = files::create_new(&out.join(FILES[1])).map_err(|e| cannot("write", e))?;
     let mut ck = Check {
         settings: s,
         runner: Runner::new(s.himeno.clone(), work.join("runs"), s.run_limit, stop),
+        report: Report {
+            file: report,
+            path: out.join(FILES[0]),
+            stdout_ok: true,
+            file_ok: true,
+            failed: None,
+        },
+        out,
         work,
-        report: Report { file: report },
         results,
         parts: Part::ALL
             .iter()
@@ -168,9 +287,37 @@ pub fn run(s: &Settings) -> Result<ExitCode> {
         emulated_device: false,
         gpu_records: 0,
         emulated_records: 0,
+        tally: Tally::default(),
     };
     let code = ck.all();
-    Ok(ExitCode::from(code))
+    match ck.report.failed.take() {
+        Some(why) => Err(Error::runtime(why)),
+        None => Ok(ExitCode::from(code)),
+    }
+}
+
+/// The results folder: the one named (created without its parents, else
+/// it must be empty), or a fresh private one in `TMPDIR` (never created).
+fn results_folder(named: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = named {
+        return files::empty_dir(dir)
+            .map(|()| dir.to_path_buf())
+            .map_err(|e| {
+                Error::usage(format!(
+                    "cannot use results folder {} (--out, {}): {e}",
+                    dir.display(),
+                    environment::GPU_CHECK_DIR
+                ))
+            });
+    }
+    let tmp = environment::get_os(environment::TMPDIR).map_or_else(|| "/tmp".into(), PathBuf::from);
+    files::private_dir(&tmp, PRIVATE_PREFIX).map_err(|e| {
+        Error::usage(format!(
+            "cannot make a private results folder in {} ({e}): set TMPDIR to an existing \
+             folder, or give --out DIR",
+            tmp.display()
+        ))
+    })
 }
 
 impl Check<'_> {
@@ -197,7 +344,7 @@ impl Check<'_> {
             self.local = found.local.clone();
         }
         self.report.line(format!(
-            "== himeno GPU check{}{}, {}, host {}",
+            "== himeno GPU check{}{}, {}, host {}, results in {}",
             if self.emulated_device {
                 " (EMULATED device: correctness only)"
             } else {
@@ -205,7 +352,8 @@ impl Check<'_> {
             },
             if self.settings.quick { " (quick)" } else { "" },
             crate::report::provenance::utc_now(),
-            crate::comm::hostname()
+            crate::comm::hostname(),
+            self.out.display()
         ));
         for l in lines {
             self.report.line(l);
@@ -226,20 +374,26 @@ impl Check<'_> {
         self.verdict()
     }
 
-    /// Whether a stop signal came: no run starts after it.
+    /// Whether a stop signal came, or a write of the report or results
+    /// failed: no run starts after it.
     fn stopped(&self) -> bool {
-        self.runner.stop.raised()
+        self.runner.stop.raised() || self.report.failed.is_some()
     }
 
-    /// The end of a check cut short by a stop signal (exit 2): what ran
-    /// is in the report and the details, but there is no verdict.
+    /// The end of a check cut short by a stop signal or a failed write
+    /// (exit 2): what ran is in the report and the details, but there is
+    /// no verdict.
     fn no_verdict(&mut self) -> u8 {
         self.report.line("");
         self.finish();
-        self.report.line(
-            "gpu-check: STOPPED by a signal before the end: no verdict (the report and the \
-             details hold the runs that ended)",
-        );
+        let why = match &self.report.failed {
+            Some(e) => format!("a write failed ({e})"),
+            None => "by a signal".into(),
+        };
+        self.report.line(format!(
+            "gpu-check: STOPPED {why} before the end: no verdict (the report and the details \
+             hold the runs that ended)"
+        ));
         2
     }
 
@@ -266,11 +420,9 @@ impl Check<'_> {
         if !ran.ok() {
             let why = ran.why(self.runner.limit);
             self.report.line(tables::failed(&run.name, &why));
-            return Err(if ran.code == Some(1) {
-                Failed::WrongAnswer
-            } else {
-                Failed::NoResult
-            });
+            let failed = Failed::of(&ran);
+            self.tally.missed(failed);
+            return Err(failed);
         }
         let record: Value = match serde_json::from_str(&ran.stdout) {
             Ok(v @ Value::Object(_)) => v,
@@ -279,7 +431,8 @@ impl Check<'_> {
                     &run.name,
                     "exit 0, but no JSON record on stdout",
                 ));
-                return Err(Failed::NoResult);
+                self.tally.missed(Failed::NoRecord);
+                return Err(Failed::NoRecord);
             }
         };
         if gpu {
@@ -287,8 +440,9 @@ impl Check<'_> {
             self.emulated_records += usize::from(matrix::emulated(&record));
         }
         if let Err(e) = writeln!(self.results, "{}", labelled(&run.name, &record)) {
-            let line = format!("  note: {}'s record is not in results.jsonl: {e}", run.name);
-            self.report.line(line);
+            let path = self.out.join(FILES[1]);
+            self.report
+                .fail(format!("cannot write {}: {e}", path.display()));
         }
         Ok(record)
     }
@@ -328,6 +482,7 @@ impl Check<'_> {
                         let ok = matrix::agrees(&gpu, &cpu);
                         self.report
                             .line(tables::comparison(&g.run.name, ok, &gpu, &cpu));
+                        self.tally.differs += usize::from(!ok);
                         ok
                     }
                     Err(_) => false,
@@ -358,14 +513,15 @@ impl Check<'_> {
             Ok(r) => {
                 let (line, copy) = tables::transfer(&r);
                 d2d = copy;
-                let kept = std::fs::copy(
-                    self.work.join("runs").join("transfer.out"),
-                    s.out.join(FILES[2]),
-                );
+                let path = self.out.join(FILES[2]);
+                let kept =
+                    std::fs::read(self.work.join("runs").join("transfer.out")).and_then(|bytes| {
+                        files::create_new(&path).and_then(|mut f| f.write_all(&bytes))
+                    });
                 self.report.line(line);
                 if let Err(e) = kept {
                     self.report
-                        .line(format!("  note: transfer.json not written: {e}"));
+                        .fail(format!("cannot write {}: {e}", path.display()));
                 }
                 self.mark(Part::Transfer, Outcome::Ok);
             }
@@ -421,6 +577,7 @@ impl Check<'_> {
                          variant's {f}"
                     );
                     self.report.line(line);
+                    self.tally.differs += 1;
                     self.mark(Part::Occupancy, Outcome::Fail);
                 }
             }
@@ -466,6 +623,7 @@ impl Check<'_> {
                     let line =
                         format!("  FAIL  {}: fingerprint {fp} differs from {f}", sp.run.name);
                     self.report.line(line);
+                    self.tally.differs += 1;
                     self.mark(Part::Staging, Outcome::Fail);
                 }
             }
@@ -490,6 +648,7 @@ impl Check<'_> {
         if fp.is_none() {
             self.report
                 .line(format!("  FAIL  {what}: its record has no p_fingerprint"));
+            self.tally.missed(Failed::NoRecord);
             self.mark(part, Outcome::Fail);
         }
         fp
@@ -523,10 +682,7 @@ impl Check<'_> {
             ""
         };
         let (code, line) = if failed {
-            (
-                1,
-                format!("FAIL ({device}a GPU result differs from the CPU's; see FAIL lines above)"),
-            )
+            (1, format!("FAIL ({device}{})", self.tally.summary()))
         } else if partial {
             (
                 EXIT_PARTIAL,
@@ -554,56 +710,47 @@ impl Check<'_> {
     }
 
     /// Archives the details (or keeps them as a folder when `tar` fails),
-    /// removes the scratch folder and says where the results are.
+    /// removes the details folder once archived and says where the
+    /// results are.
     fn finish(&mut self) {
-        let out = &self.settings.out;
+        let out = self.out.clone();
+        let archive = out.join(ARCHIVE);
+        // The archive is tar's standard output, a file created new here:
+        // tar never opens a path of the results folder itself.
         let mut tar = Command::new("tar");
         tar.arg("-czf")
-            .arg(out.join(ARCHIVE))
+            .arg("-")
             .arg("-C")
             .arg(&self.work)
-            .args(["--exclude", "tar.out", "--exclude", "tar.err", "."]);
+            .args(["--exclude", "tar.err", "."]);
         // Archived after a stop signal too: that is when the details
         // matter most.
         let tarred = run_limited(
             tar,
             Duration::from_secs(120),
             &StopFlag::never(),
-            &self.work.join("tar.out"),
+            &archive,
             &self.work.join("tar.err"),
         );
         let details = if tarred.ok() {
             let _ = std::fs::remove_dir_all(&self.work);
             ARCHIVE
         } else {
-            let _ = std::fs::remove_file(out.join(ARCHIVE));
-            let kept = std::fs::rename(&self.work, out.join(DETAILS));
-            let why = tarred.why(Duration::from_secs(120));
-            match kept {
-                Ok(()) => {
-                    self.report.line(format!(
-                        "note: no details archive (tar {why}): kept as a folder"
-                    ));
-                    DETAILS
-                }
-                Err(e) => {
-                    self.report.line(format!(
-                        "note: no details archive (tar {why}), and they cannot be moved \
-                         ({e}): they stay in {}",
-                        self.work.display()
-                    ));
-                    ""
-                }
+            if tarred.files_made {
+                let _ = std::fs::remove_file(&archive);
             }
+            let why = tarred.why(Duration::from_secs(120));
+            self.report.line(format!(
+                "note: no details archive (tar {why}): kept as the folder {DETAILS}/"
+            ));
+            DETAILS
         };
         let mut names: Vec<&str> = FILES
             .iter()
             .copied()
             .filter(|f| out.join(f).exists())
             .collect();
-        if !details.is_empty() {
-            names.push(details);
-        }
+        names.push(details);
         self.report
             .line(format!("results: {} ({})", out.display(), names.join(", ")));
     }
@@ -637,6 +784,27 @@ mod tests {
         assert_eq!(v["check"], "cpu-9x10x5");
         assert_eq!(v["gosa"], 1.0);
         assert_eq!(labelled("x", &json!({})), "{\"check\":\"x\"}");
+    }
+
+    #[test]
+    fn a_fail_says_differs_only_when_a_result_differed() {
+        let mut t = Tally::default();
+        t.missed(Failed::TimedOut);
+        let said = t.summary();
+        assert!(
+            said.starts_with("no result from 1 run: 1 timed out;"),
+            "{said}"
+        );
+        assert!(!said.contains("differs"), "{said}");
+        t.differs = 2;
+        t.missed(Failed::Crashed);
+        t.missed(Failed::WrongAnswer);
+        t.missed(Failed::WrongAnswer);
+        assert_eq!(
+            t.summary(),
+            "2 GPU results differ from the CPU's; no result from 4 runs: 2 failed their own \
+             verification, 1 timed out, 1 failed; see the FAIL and FAILED lines above"
+        );
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! - `validate`: the options into a [`crate::config::RunConfig`] (and the
 //!   self-test's problem), after the job decides where its ranks sweep;
 //! - `job`: the benchmark job (backend, solver, verdict, report);
+//! - `outputs`: the run's files and checkpoint folder, distinct;
 //! - `selftest`: the halo self-test job.
 
 pub mod args;
 mod job;
+mod outputs;
 mod selftest;
 mod validate;
 

@@ -20,6 +20,7 @@ pub mod timeline;
 
 use crate::args::ProblemArgs;
 use crate::error::{self, Error, Result};
+use crate::files::{self, Named};
 use crate::grid::decomp::ProcGrid;
 use crate::grid::{FLOPS_PER_POINT, Grid, Preset};
 use crate::output::{self, Format};
@@ -101,6 +102,9 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         error::print_line(&format!("himeno report: skipped {}: {}", m.source, m.why));
     }
     let mut study = group::group(&loaded.records);
+    if let Some(dir) = &args.plot {
+        check_plot_files(&plot::planned(&study.groups, dir), args)?;
+    }
     let net = match (
         &args.model_pingpong,
         args.model_latency_us,
@@ -151,6 +155,27 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses plot files of `report` that would replace one of its inputs
+/// (a results file, the ping-pong report) or one another, by any alias
+/// (exit 2, before anything is printed or drawn).
+fn check_plot_files(pictures: &[PathBuf], args: &ReportArgs) -> Result<()> {
+    let outputs: Vec<Named> = pictures
+        .iter()
+        .map(|p| Named::whole("--plot DIR's picture", p))
+        .collect();
+    let mut inputs: Vec<Named> = args
+        .files
+        .iter()
+        .map(|f| Named::new("results file", f))
+        .collect();
+    inputs.extend(
+        args.model_pingpong
+            .iter()
+            .map(|f| Named::new("--model-pingpong", f)),
+    );
+    files::distinct(&outputs, &inputs)
 }
 
 /// Adds the model's prediction to every row of `g`, with the rate given or

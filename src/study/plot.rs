@@ -9,6 +9,11 @@
 //! points, the phase bars and the captions, since halos that cross hosts
 //! cost more than halos within one.
 //!
+//! Each picture is drawn in memory and written whole under a new name,
+//! then renamed into place (`crate::files::write_whole`): a reader never
+//! sees a cut picture, and a link planted at a picture's name is replaced,
+//! never written through.
+//!
 //! Text in both formats is laid out with a TrueType font that plotters'
 //! `ab_glyph` backend reads from memory, so no font library is linked; the
 //! font file is looked up at run time (`HIMENO_FONT`, then common system
@@ -91,9 +96,9 @@ fn ensure_font() -> Result<()> {
 }
 
 /// Makes `dir` ready for the pictures before anything is printed: a font
-/// found, the folder created and writable (a test file made and removed).
-/// So a bad `--plot DIR` is an error before the tables go to stdout, not
-/// after.
+/// found, the folder created (not its parents: nothing above what the user
+/// named is made) and writable (a test file made and removed). So a bad
+/// `--plot DIR` is an error before the tables go to stdout, not after.
 pub fn prepare(dir: &Path) -> Result<()> {
     ensure_font()?;
     let refuse = |e: &dyn std::fmt::Display| {
@@ -102,7 +107,10 @@ pub fn prepare(dir: &Path) -> Result<()> {
             dir.display()
         ))
     };
-    std::fs::create_dir_all(dir).map_err(|e| refuse(&e))?;
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(refuse(&e)),
+        _ => {}
+    }
     if !dir.is_dir() {
         return Err(refuse(&"it is not a directory"));
     }
@@ -113,11 +121,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
         ".himeno-plot-test-{}-{stamp:x}",
         std::process::id()
     ));
-    std::fs::OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .open(&test)
-        .map_err(|e| refuse(&e))?;
+    crate::files::create_new(&test).map_err(|e| refuse(&e))?;
     std::fs::remove_file(&test).map_err(|e| refuse(&e))
 }
 
@@ -161,24 +165,81 @@ fn stems(groups: &[Group]) -> Vec<String> {
         .collect()
 }
 
+/// The files [`write_all`] writes for `groups` into `dir`, in order: per
+/// group and picture, the SVG and the PNG.
+pub fn planned(groups: &[Group], dir: &Path) -> Vec<PathBuf> {
+    stems(groups)
+        .iter()
+        .flat_map(|stem| {
+            Picture::ALL.into_iter().flat_map(move |pic| {
+                ["svg", "png"].map(|ext| dir.join(format!("{stem}-{}.{ext}", pic.name())))
+            })
+        })
+        .collect()
+}
+
 /// Writes every group's pictures into `dir` (see [`prepare`]) and returns
 /// the paths written.
 pub fn write_all(groups: &[Group], dir: &Path) -> Result<Vec<PathBuf>> {
     prepare(dir)?;
-    let mut written = Vec::new();
-    for (g, stem) in groups.iter().zip(stems(groups)) {
+    let paths = planned(groups, dir);
+    let mut files = paths.iter();
+    for g in groups {
         for pic in Picture::ALL {
-            let svg = dir.join(format!("{stem}-{}.svg", pic.name()));
-            let png = dir.join(format!("{stem}-{}.png", pic.name()));
-            pic.draw(&SVGBackend::new(&svg, SIZE).into_drawing_area(), g)
-                .map_err(|e| plot_error(&svg, &e))?;
-            pic.draw(&BitMapBackend::new(&png, SIZE).into_drawing_area(), g)
-                .map_err(|e| plot_error(&png, &e))?;
-            written.push(svg);
-            written.push(png);
+            let (Some(svg), Some(png)) = (files.next(), files.next()) else {
+                return Err(Error::runtime(
+                    "the plot files were not planned per picture",
+                ));
+            };
+            write_picture(svg, svg_bytes(SIZE, |a| pic.draw(a, g)))?;
+            write_picture(png, png_bytes(SIZE, |a| pic.draw(a, g)))?;
         }
     }
-    Ok(written)
+    Ok(paths)
+}
+
+/// The picture `draw` makes on a `size` canvas, as SVG text.
+pub(super) fn svg_bytes(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> std::result::Result<(), String>,
+) -> std::result::Result<Vec<u8>, String> {
+    let mut text = String::new();
+    {
+        let area = SVGBackend::with_string(&mut text, size).into_drawing_area();
+        draw(&area)?;
+    }
+    Ok(text.into_bytes())
+}
+
+/// The picture `draw` makes on a `size` canvas, as a PNG file's bytes.
+pub(super) fn png_bytes(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> std::result::Result<(), String>,
+) -> std::result::Result<Vec<u8>, String> {
+    let (w, h) = size;
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    {
+        let area = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+        draw(&area)?;
+    }
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder
+        .write_header()
+        .and_then(|mut w| w.write_image_data(&rgb))
+        .map_err(|e| format!("cannot encode the PNG: {e}"))?;
+    Ok(bytes)
+}
+
+/// Writes a drawn picture whole at `path` (see the module's notes).
+pub(super) fn write_picture(
+    path: &Path,
+    drawn: std::result::Result<Vec<u8>, String>,
+) -> Result<()> {
+    let bytes = drawn.map_err(|e| plot_error(path, &e))?;
+    crate::files::write_whole(path, &bytes).map_err(|e| plot_error(path, &e.to_string()))
 }
 
 fn plot_error(path: &Path, e: &str) -> Error {

@@ -10,6 +10,7 @@
 
 use super::plot;
 use crate::error::{Error, Result};
+use crate::files::{self, Named};
 use crate::timing::Phase;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -266,9 +267,9 @@ where
 
 /// Runs `himeno report --timeline`: draws `count` iterations of the trace
 /// at `path` from `from` into `dir` (default: beside the trace, named
-/// after it) and returns the summary for standard output.
+/// after it) and returns the summary for standard output. A picture that
+/// is the trace itself, by any alias, is refused before anything is read.
 pub fn report(path: &Path, dir: Option<&Path>, from: Option<u64>, count: u64) -> Result<String> {
-    let w = load(path, from, count)?;
     let (dir, stem) = match dir {
         Some(d) => (d.to_path_buf(), "timeline".to_string()),
         None => (
@@ -283,14 +284,15 @@ pub fn report(path: &Path, dir: Option<&Path>, from: Option<u64>, count: u64) ->
             ),
         ),
     };
-    plot::prepare(&dir)?;
-    let size = (WIDTH, height(w.ranks));
     let svg = dir.join(format!("{stem}.svg"));
     let png = dir.join(format!("{stem}.png"));
-    let fail =
-        |p: &Path, why: String| Error::runtime(format!("cannot draw {}: {why}", p.display()));
-    draw(&SVGBackend::new(&svg, size).into_drawing_area(), &w).map_err(|x| fail(&svg, x))?;
-    draw(&BitMapBackend::new(&png, size).into_drawing_area(), &w).map_err(|x| fail(&png, x))?;
+    let outputs = [svg.clone(), png.clone()].map(|p| Named::whole("--timeline's picture", p));
+    files::distinct(&outputs, &[Named::new("--timeline", path)])?;
+    let w = load(path, from, count)?;
+    plot::prepare(&dir)?;
+    let size = (WIDTH, height(w.ranks));
+    plot::write_picture(&svg, plot::svg_bytes(size, |a| draw(a, &w)))?;
+    plot::write_picture(&png, plot::png_bytes(size, |a| draw(a, &w)))?;
     Ok(text(&w, &[svg, png]))
 }
 

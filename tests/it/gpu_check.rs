@@ -29,12 +29,19 @@ const CUDA: bool = cfg!(feature = "cuda");
 /// one containing `$STUB_WRONG` fails its own verification (exit 1).
 /// `$STUB_EMULATED` marks every rank emulated, `$STUB_NO_DRIVER` fails
 /// every GPU run as a machine without a driver does. `$STUB_LOG` collects
-/// the command lines.
+/// the command lines. A command line containing `$STUB_TREE` starts a
+/// grandchild that never ends (its pid appended to `$STUB_PIDS`) and
+/// waits for it, as a wrapper script does.
 const STUB_HIMENO: &str = r#"#!/usr/bin/env bash
 set -euo pipefail
 all=" $* "
 echo "$*" >> "$STUB_LOG"
 if [ "${1:-}" = --version ]; then echo "himeno 0.1.0 (stub)"; exit 0; fi
+if [ -n "${STUB_TREE:-}" ] && [[ "$all" == *"$STUB_TREE"* ]]; then
+    sleep 300 &
+    echo $! >> "$STUB_PIDS"
+    wait
+fi
 for v in STUB_HANG STUB_GARBLE STUB_WRONG; do
     pat=${!v:-}
     if [ -n "$pat" ] && [[ "$all" == *"$pat"* ]]; then
@@ -135,12 +142,19 @@ impl Stubs {
     /// Runs `himeno gpu-check` on the stub with `extra` options and `env`
     /// set (the search of NVRTC confined to the fake root).
     fn run(&self, extra: &[&str], env: &[(&str, String)]) -> Output {
+        let out = self.dir.join("out");
+        let mut with_out = vec!["--out", out.to_str().unwrap()];
+        with_out.extend_from_slice(extra);
+        run_with_limit(self.command(&with_out, env), Duration::from_secs(120))
+    }
+
+    /// The `himeno gpu-check` command of [`Stubs::run`], without a
+    /// results folder unless `extra` names one.
+    fn command(&self, extra: &[&str], env: &[(&str, String)]) -> Command {
         let mut c = Command::new(BIN);
         c.arg("gpu-check")
             .arg("--himeno")
             .arg(self.dir.join("bin/himeno"))
-            .arg("--out")
-            .arg(self.dir.join("out"))
             .arg("--search-root")
             .arg(self.dir.join("root"))
             .args(extra)
@@ -151,7 +165,8 @@ impl Stubs {
             .env("HOME", self.dir.join("home"))
             .env("TMPDIR", self.dir.join("tmp"))
             .env("VIRTUAL_ENV", self.root("venv"))
-            .env("STUB_LOG", self.dir.join("calls.log"));
+            .env("STUB_LOG", self.dir.join("calls.log"))
+            .env("STUB_PIDS", self.dir.join("pids"));
         for k in [
             "HIMENO_NVRTC_LIB",
             "CUDA_HOME",
@@ -161,13 +176,23 @@ impl Stubs {
             "CONDA_PREFIX",
             "PYTHONPATH",
             "OUT",
+            "HIMENO_GPU_CHECK_DIR",
         ] {
             c.env_remove(k);
         }
         for (k, v) in env {
             c.env(k, v);
         }
-        run_with_limit(c, Duration::from_secs(120))
+        c
+    }
+
+    /// The pids `$STUB_TREE` runs left in `$STUB_PIDS`.
+    fn grandchildren(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
     }
 
     /// The command lines the stub saw.
@@ -642,4 +667,344 @@ fn gpu_check_in_a_build_without_cuda_says_how_to_get_one() {
     assert!(stdout(&o).is_empty());
     assert!(s.results().is_empty(), "{:?}", s.results());
     assert!(s.calls().is_empty());
+}
+
+/// Whether process `pid` is still alive 5 s from now (a zombie is not).
+fn survives(pid: &str) -> bool {
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|st| st.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+    };
+    let t = Instant::now();
+    while alive() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = alive();
+    if left {
+        // Not left behind for the rest of the suite.
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
+    }
+    left
+}
+
+/// `inner` (the himeno binary, its arguments and environment) run by
+/// `sh -c script`, where `"$0" "$@"` is the himeno command line.
+fn in_shell(script: &str, inner: &Command) -> Command {
+    let mut c = Command::new("sh");
+    c.args(["-c", script, BIN]).args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
+}
+
+/// The `himeno:` lines of standard error.
+fn told(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("himeno:"))
+        .map(String::from)
+        .collect()
+}
+
+/// Every file under `dir` with its contents (links as `-> target`).
+fn snapshot(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        if m.is_symlink() {
+            let to = std::fs::read_link(&p).unwrap();
+            all.push((p, format!("-> {}", to.display())));
+        } else if m.is_dir() {
+            all.push((p.clone(), "dir".into()));
+            all.extend(snapshot(&p));
+        } else {
+            all.push((p.clone(), std::fs::read_to_string(&p).unwrap_or_default()));
+        }
+    }
+    all.sort();
+    all
+}
+
+#[test]
+fn gpu_check_never_replaces_or_removes_what_a_results_folder_holds() {
+    if !cuda_or_skip("gpu_check_never_replaces_or_removes_what_a_results_folder_holds") {
+        return;
+    }
+    let s = Stubs::new("kept", &LAYOUTS);
+    let nvrtc = ("STUB_NVRTC_FOUND", s.root(LAYOUTS[0]).display().to_string());
+    let out = s.dir.join("out");
+    std::fs::write(out.join("results.jsonl"), "{\"earlier\":1}\n").unwrap();
+    std::fs::create_dir(out.join("details")).unwrap();
+    std::fs::write(out.join("details/notes.txt"), "mine").unwrap();
+    let before = snapshot(&out);
+    // Named by the option, by HIMENO_GPU_CHECK_DIR, and a folder with only
+    // a hidden file: each refused before any run, nothing touched.
+    std::fs::create_dir(s.dir.join("hidden")).unwrap();
+    std::fs::write(s.dir.join("hidden/.keep"), "k").unwrap();
+    let by_env = ("HIMENO_GPU_CHECK_DIR", out.display().to_string());
+    let hidden = s.dir.join("hidden");
+    for (extra, env) in [
+        (vec!["--quick"], vec![nvrtc.clone(), by_env.clone()]),
+        (
+            vec!["--quick", "--out", out.to_str().unwrap()],
+            vec![nvrtc.clone()],
+        ),
+        (
+            vec!["--quick", "--out", hidden.to_str().unwrap()],
+            vec![nvrtc.clone()],
+        ),
+    ] {
+        let o = run_with_limit(s.command(&extra, &env), Duration::from_secs(60));
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let lines = told(&o);
+        assert_eq!(lines.len(), 1, "{}", stderr(&o));
+        assert!(lines[0].contains("not empty"), "{}", lines[0]);
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+    assert_eq!(snapshot(&out), before);
+    assert!(s.calls().is_empty(), "no run starts: {}", s.calls());
+    // The generic OUT is not ours: a check with it set leaves its folder
+    // alone and writes a fresh folder of its own.
+    let o = run_with_limit(
+        s.command(&["--quick"], &[nvrtc, ("OUT", out.display().to_string())]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(snapshot(&out), before);
+    // A folder with no parent is not made, nor is its parent.
+    let o = s.run_in(&s.dir.join("no/such"));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(told(&o).len(), 1, "{}", stderr(&o));
+    assert!(!s.dir.join("no").exists());
+}
+
+impl Stubs {
+    /// Runs a quick check into `out`.
+    fn run_in(&self, out: &Path) -> Output {
+        let nvrtc = (
+            "STUB_NVRTC_FOUND",
+            self.root(LAYOUTS[0]).display().to_string(),
+        );
+        run_with_limit(
+            self.command(&["--quick", "--out", out.to_str().unwrap()], &[nvrtc]),
+            Duration::from_secs(120),
+        )
+    }
+}
+
+#[test]
+fn gpu_check_by_default_writes_a_fresh_private_folder_and_never_follows_a_planted_one() {
+    if !cuda_or_skip("gpu_check_by_default_writes_a_fresh_private_folder") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let s = Stubs::new("private", &LAYOUTS);
+    let nvrtc = ("STUB_NVRTC_FOUND", s.root(LAYOUTS[0]).display().to_string());
+    let tmp = s.dir.join("tmp");
+    // What someone else left at the old fixed name: a folder of links to
+    // a file that must stay as it is.
+    let victim = s.dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let planted = tmp.join("himeno-gpu-check");
+    std::fs::create_dir(&planted).unwrap();
+    for f in [
+        "gpu-check.txt",
+        "results.jsonl",
+        "transfer.json",
+        "details.tar.gz",
+    ] {
+        std::os::unix::fs::symlink(&victim, planted.join(f)).unwrap();
+    }
+    let before = snapshot(&planted);
+    let mut folders = Vec::new();
+    for _ in 0..2 {
+        let o = run_with_limit(
+            s.command(&["--quick"], std::slice::from_ref(&nvrtc)),
+            Duration::from_secs(120),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+        let out = stdout(&o);
+        let last = out
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("results: "))
+            .unwrap();
+        let folder = PathBuf::from(last["results: ".len()..].split(" (").next().unwrap());
+        assert!(
+            out.lines()
+                .next()
+                .unwrap()
+                .contains(&folder.display().to_string())
+        );
+        assert_eq!(folder.parent(), Some(tmp.as_path()), "{last}");
+        let name = folder.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("himeno-gpu-check."), "{name}");
+        let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", folder.display());
+        let report = std::fs::read_to_string(folder.join("gpu-check.txt")).unwrap();
+        assert_eq!(report, out);
+        folders.push(folder);
+    }
+    assert_ne!(folders[0], folders[1], "a fresh folder per check");
+    assert_eq!(snapshot(&planted), before);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A TMPDIR that does not exist is not created: one line, exit 2.
+    let missing = s.dir.join("nonexistent");
+    let o = run_with_limit(
+        s.command(
+            &["--quick"],
+            &[nvrtc, ("TMPDIR", missing.display().to_string())],
+        ),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let lines = told(&o);
+    assert_eq!(lines.len(), 1, "{}", stderr(&o));
+    assert!(lines[0].contains("TMPDIR"), "{}", lines[0]);
+    assert!(!missing.exists());
+}
+
+#[test]
+fn gpu_check_whose_report_cannot_be_written_ends_with_exit_2_and_one_line() {
+    if !cuda_or_skip("gpu_check_whose_report_cannot_be_written_ends_with_exit_2") {
+        return;
+    }
+    let s = Stubs::new("full", &LAYOUTS);
+    let nvrtc = ("STUB_NVRTC_FOUND", s.root(LAYOUTS[0]).display().to_string());
+    // A full standard output.
+    let inner = s.command(
+        &["--quick", "--out", s.dir.join("out").to_str().unwrap()],
+        std::slice::from_ref(&nvrtc),
+    );
+    let o = run_with_limit(
+        in_shell("exec \"$0\" \"$@\" >/dev/full", &inner),
+        Duration::from_secs(120),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let lines = told(&o);
+    assert_eq!(lines.len(), 1, "{}", stderr(&o));
+    assert!(
+        lines[0].contains("cannot write the report to standard output"),
+        "{}",
+        lines[0]
+    );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert!(
+        !s.calls().contains("--grid 9x10x5"),
+        "the check stops at the failed write: {}",
+        s.calls()
+    );
+    // Its own files on a disk that takes no more (a file size limit of
+    // 4 KiB, the signal it sends ignored so that writes fail instead).
+    let out2 = s.dir.join("out2");
+    let inner = s.command(&["--quick", "--out", out2.to_str().unwrap()], &[nvrtc]);
+    let c = in_shell("trap '' XFSZ; ulimit -f 8; exec \"$0\" \"$@\"", &inner);
+    let o = run_with_limit(c, Duration::from_secs(120));
+    assert_eq!(o.status.code(), Some(2), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = told(&o);
+    assert_eq!(lines.len(), 1, "{}", stderr(&o));
+    assert!(lines[0].contains("cannot write"), "{}", lines[0]);
+    assert!(!stdout(&o).contains("gpu-check: PASS"), "{}", stdout(&o));
+}
+
+#[test]
+fn gpu_check_at_its_run_limit_ends_the_whole_process_group() {
+    if !cuda_or_skip("gpu_check_at_its_run_limit_ends_the_whole_process_group") {
+        return;
+    }
+    let s = Stubs::new("group", &[]);
+    let t = Instant::now();
+    let o = s.run(
+        &["--quick", "--run-limit", "1"],
+        &[
+            ("STUB_NVRTC_FOUND", "/x/libnvrtc.so.13".into()),
+            ("STUB_TREE", "bench transfer".into()),
+        ],
+    );
+    assert_says(
+        &s,
+        &o,
+        3,
+        &["FAILED transfer no result after 1 s", "gpu-check: PARTIAL"],
+    );
+    assert!(t.elapsed() < Duration::from_secs(40), "{:?}", t.elapsed());
+    let left = s.grandchildren();
+    assert_eq!(left.len(), 1, "{left:?}");
+    for pid in left {
+        assert!(
+            !survives(&pid),
+            "the wrapper's child {pid} outlived the run limit"
+        );
+    }
+}
+
+#[test]
+fn gpu_check_stopped_by_sighup_ends_its_run_group_and_reports() {
+    if !cuda_or_skip("gpu_check_stopped_by_sighup_ends_its_run_group_and_reports") {
+        return;
+    }
+    let s = Stubs::new("hup", &[]);
+    let hang = "--grid 33x35x37 --iterations 20 --warmup 2 --backend cpu";
+    let mut c = s.command(
+        &["--out", s.dir.join("out").to_str().unwrap()],
+        &[
+            ("STUB_NVRTC_FOUND", "/x/libnvrtc.so.13".into()),
+            ("STUB_TREE", hang.into()),
+        ],
+    );
+    c.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let t = Instant::now();
+    let child = c.spawn().unwrap();
+    let _guard = KillOnPanic(child.id());
+    while s.grandchildren().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(60), "{}", s.calls());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crate::signals::kill("HUP", child.id());
+    let o = child.wait_with_output().unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{}", stderr(&o));
+    assert!(out.contains("FAILED cpu-33x35x37"), "{out}");
+    assert!(out.contains("gpu-check: STOPPED by a signal"), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    for pid in s.grandchildren() {
+        assert!(!survives(&pid), "the run's child {pid} outlived the stop");
+    }
+    assert_eq!(
+        s.results(),
+        ["details.tar.gz", "gpu-check.txt", "results.jsonl"]
+    );
+}
+
+#[test]
+fn gpu_check_fail_says_what_happened_when_no_result_came_back() {
+    if !cuda_or_skip("gpu_check_fail_says_what_happened_when_no_result_came_back") {
+        return;
+    }
+    let nvrtc = ("STUB_NVRTC_FOUND", String::from("/x/libnvrtc.so.13"));
+    let occ4 = "--grid 13x11x9 --iterations 4 --warmup 2 --gpu-occupancy 4";
+    for (var, said) in [
+        ("STUB_HANG", "no result from 1 run: 1 timed out"),
+        ("STUB_GARBLE", "no result from 1 run: 1 printed no record"),
+        (
+            "STUB_WRONG",
+            "no result from 1 run: 1 failed its own verification",
+        ),
+    ] {
+        let s = Stubs::new(&format!("nores-{var}"), &[]);
+        let o = s.run(
+            &["--quick", "--run-limit", "2"],
+            &[nvrtc.clone(), (var, occ4.into())],
+        );
+        assert_says(&s, &o, 1, &["occupancy              fail", said]);
+        let verdict = stdout(&o).lines().last().unwrap_or_default().to_string();
+        assert!(verdict.starts_with("gpu-check: FAIL ("), "{verdict}");
+        assert!(!verdict.contains("differs"), "{verdict}");
+    }
 }

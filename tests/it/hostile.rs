@@ -152,6 +152,22 @@ fn every_command_turns_a_failed_stdout_into_exit_2() {
     let dir = scratch("stdout-commands");
     let results = dir.join("r.jsonl");
     std::fs::write(&results, real_record(&dir, "s", "1x1x1", 1) + "\n").unwrap();
+    let study = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/inputs/studies/local-strong.env"
+    );
+    let trace = dir.join("t.json");
+    let trace = trace.to_str().unwrap();
+    stdout_ok(&run(himeno(&[
+        "--grid",
+        "9x9x9",
+        "--iterations",
+        "2",
+        "--trace",
+        trace,
+    ])));
+    let plots = dir.join("plots");
+    let plots = plots.to_str().unwrap();
     let commands: Vec<Vec<&str>> = vec![
         vec!["report", results.to_str().unwrap()],
         vec!["report", results.to_str().unwrap(), "--format", "json"],
@@ -170,6 +186,17 @@ fn every_command_turns_a_failed_stdout_into_exit_2() {
         vec!["--help"],
         vec!["--version"],
         vec!["report", "--help"],
+        vec!["bench", "trace", "--laps", "1000", "--repeats", "1"],
+        vec![
+            "bench",
+            "pingpong",
+            "--local-ranks",
+            "2",
+            "--max-bytes",
+            "8",
+        ],
+        vec!["plan", study],
+        vec!["report", "--timeline", trace, "--plot", plots],
     ];
     for args in &commands {
         for out in [Out::File("/dev/full"), Out::ClosedPipe] {

@@ -1089,3 +1089,41 @@ fn counts_with_leading_zeros_are_read_in_base_10_by_every_script() {
         assert!(stderr(&o).starts_with("bind.sh: "), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn a_plot_name_planted_as_a_link_is_replaced_never_written_through() {
+    let dir = scratch("planted-plot");
+    let f = dir.join("r.jsonl");
+    std::fs::write(&f, real_record(&dir) + "\n").unwrap();
+    let f = f.to_str().unwrap();
+    let plots = dir.join("plots");
+    stdout_ok(&run(himeno(&[
+        "report",
+        f,
+        "--plot",
+        plots.to_str().unwrap(),
+    ])));
+    let names: Vec<PathBuf> = std::fs::read_dir(&plots)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    for p in &names {
+        std::fs::remove_file(p).unwrap();
+        std::os::unix::fs::symlink(&victim, p).unwrap();
+    }
+    stdout_ok(&run(himeno(&[
+        "report",
+        f,
+        "--plot",
+        plots.to_str().unwrap(),
+    ])));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    for p in &names {
+        let m = std::fs::symlink_metadata(p).unwrap();
+        assert!(m.is_file() && m.len() > 0, "{}", p.display());
+    }
+    // Nothing but the pictures: no temporary file is left.
+    assert_eq!(std::fs::read_dir(&plots).unwrap().count(), names.len());
+}

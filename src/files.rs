@@ -1,0 +1,445 @@
+//! The files and folders a command writes, by one set of rules for every
+//! command:
+//!
+//! - two outputs of one command, or an output and an input, never name the
+//!   same file: a symlink, a hard link, `./x` or `dir/../x` alias of it is
+//!   the same file ([`distinct`]), refused before anything is written;
+//! - a whole-file output (a plot, a timeline, a report) is written under a
+//!   new name in its folder and renamed into place ([`write_whole`]): a
+//!   reader sees the old file or the new one, never a cut one, and a link
+//!   planted at the name is replaced, never written through;
+//! - a file of a folder the command made is created new, without following
+//!   a link ([`create_new`]);
+//! - a folder the user did not name is a fresh private one, as `mktemp -d`
+//!   makes it ([`private_dir`]), and a folder the user named is created
+//!   without its parents and used only when empty ([`empty_dir`]): nothing
+//!   is created outside what the user named, and nothing the user had is
+//!   removed or emptied.
+
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// A path a command reads or writes, with the option that named it (for
+/// the message: `--trace`, `--plot DIR's picture`, ...).
+#[derive(Debug, Clone)]
+pub struct Named {
+    /// How the command line named it.
+    pub what: String,
+    /// The path.
+    pub path: PathBuf,
+    /// Whether it is written whole and renamed into place
+    /// ([`write_whole`]): a link at its name is then replaced, not
+    /// followed, so two such outputs collide only at the same name.
+    pub whole: bool,
+}
+
+impl Named {
+    /// `path`, named by `what`: an input, or an output opened where it
+    /// leads (appended to, through links).
+    pub fn new(what: impl Into<String>, path: impl Into<PathBuf>) -> Named {
+        Named {
+            what: what.into(),
+            path: path.into(),
+            whole: false,
+        }
+    }
+
+    /// The output `path`, named by `what`, written by [`write_whole`].
+    pub fn whole(what: impl Into<String>, path: impl Into<PathBuf>) -> Named {
+        Named {
+            whole: true,
+            ..Named::new(what, path)
+        }
+    }
+}
+
+/// Where a path leads: the file it reaches when there is one, else the
+/// absolute path at which it would be created.
+#[derive(Debug, PartialEq, Eq)]
+enum Place {
+    /// An existing file or folder: its device and inode, which every alias
+    /// (symlink, hard link, `..`) shares.
+    Inode(u64, u64),
+    /// A file yet to be created, its folder resolved.
+    Path(PathBuf),
+}
+
+/// Most symlinks followed to resolve one path (as the kernel's limit).
+const MAX_LINKS: u32 = 40;
+
+/// Where `path` leads (see [`Place`]).
+fn place(path: &Path) -> Place {
+    let mut path = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        if let Ok(m) = std::fs::metadata(&path) {
+            return Place::Inode(m.dev(), m.ino());
+        }
+        // A dangling symlink: the file would be created at its target.
+        match std::fs::read_link(&path) {
+            Ok(target) => {
+                path = match path.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                };
+            }
+            Err(_) => break,
+        }
+    }
+    Place::Path(resolved(&path))
+}
+
+/// The directory entry `path` names: its folder resolved, its own name
+/// kept (a link there is the entry, not what it leads to).
+fn entry(path: &Path) -> PathBuf {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            resolved(dir).join(name)
+        }
+        _ => resolved(path),
+    }
+}
+
+/// Whether the outputs `a` and `b` would write the same file: the same
+/// name when both replace theirs whole, else the same file by any alias.
+fn collide(a: &Named, pa: &Place, b: &Named, pb: &Place) -> bool {
+    if a.whole && b.whole {
+        entry(&a.path) == entry(&b.path)
+    } else {
+        pa == pb
+    }
+}
+
+/// `path` made absolute with its folder's symlinks and `..` resolved as
+/// far as the folder exists (the rest kept as written, `.` dropped).
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(path)
+    };
+    let mut done = PathBuf::from("/");
+    let mut rest = Vec::new();
+    for c in absolute.components() {
+        match c {
+            Component::Normal(n) => rest.push(n.to_os_string()),
+            Component::ParentDir => rest.push("..".into()),
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+        }
+    }
+    // The longest existing prefix is canonicalized; the names after it
+    // cannot be links (they do not exist), so `..` among them is plain.
+    let mut split = rest.len();
+    while split > 0 {
+        let prefix: PathBuf = rest[..split].iter().collect();
+        if let Ok(c) = done.join(&prefix).canonicalize() {
+            done = c;
+            break;
+        }
+        split -= 1;
+    }
+    for n in &rest[split..] {
+        if n == ".." {
+            done.pop();
+        } else {
+            done.push(n);
+        }
+    }
+    done
+}
+
+/// Refuses (exit 2, one line) two of `outputs`, or an output and one of
+/// `inputs`, that are the same file by any alias: the later write would
+/// replace the earlier output, or the input the command reads. (An output
+/// and an input compare by file whatever the output's kind: a picture
+/// that would stand in for the results file it was drawn from, even by a
+/// hard link, is refused.)
+pub fn distinct(outputs: &[Named], inputs: &[Named]) -> Result<()> {
+    let places: Vec<Place> = outputs.iter().map(|o| place(&o.path)).collect();
+    for (i, (a, pa)) in outputs.iter().zip(&places).enumerate() {
+        for (b, pb) in outputs[..i].iter().zip(&places) {
+            if collide(a, pa, b, pb) {
+                return Err(Error::usage(format!(
+                    "{} {} and {} {} are the same file, and one would replace the other: \
+                     give each output a file of its own",
+                    b.what,
+                    b.path.display(),
+                    a.what,
+                    a.path.display()
+                )));
+            }
+        }
+        for b in inputs {
+            if *pa == place(&b.path) {
+                return Err(Error::usage(format!(
+                    "{} {} is the same file as the input {} {}, which it would replace: \
+                     write it elsewhere",
+                    a.what,
+                    a.path.display(),
+                    b.what,
+                    b.path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses (exit 2, one line) an output that lies inside `folder` (or is
+/// it): a folder a run owns (its checkpoints) is written by that run alone.
+pub fn outside(output: &Named, folder: &Named) -> Result<()> {
+    let dir = resolved(&folder.path);
+    let file = match place(&output.path) {
+        Place::Path(p) => p,
+        Place::Inode(..) => resolved(&output.path),
+    };
+    let same = place(&output.path) == place(&folder.path);
+    if same || file.starts_with(&dir) {
+        return Err(Error::usage(format!(
+            "{} {} lies in {} {}, which the run's checkpoints own: write it elsewhere",
+            output.what,
+            output.path.display(),
+            folder.what,
+            folder.path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A name in `dir` for a file on its way to `base`: hidden, and unlikely
+/// to be taken (the process id, the time and `attempt`).
+fn temporary(dir: &Path, base: &std::ffi::OsStr, attempt: u32) -> PathBuf {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    // The base name is cut so that the temporary one stays a valid name.
+    let base = base.as_bytes();
+    let base = String::from_utf8_lossy(&base[..base.len().min(120)]).into_owned();
+    dir.join(format!(
+        ".{base}.himeno-{}-{stamp:x}-{attempt}",
+        std::process::id()
+    ))
+}
+
+/// Creates the file `path` new (`O_CREAT|O_EXCL|O_NOFOLLOW`, readable by
+/// all as the umask allows): an existing file or a link planted at the
+/// name is an error, never opened.
+pub fn create_new(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o644)
+        .open(path)
+}
+
+/// Writes `bytes` as the whole file `path`: into a new file of a fresh
+/// name in the same folder, synced, then renamed over `path`. A link at
+/// `path` is replaced, never followed; a failure leaves whatever `path`
+/// was, and no temporary file.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("it names a folder, not a file"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut attempt = 0;
+    let (tmp, mut file) = loop {
+        let tmp = temporary(dir, name, attempt);
+        match create_new(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// A fresh folder `PREFIX.XXXXXX` in `parent`, made as `mktemp -d` makes
+/// one (`mkdtemp`: a new name, mode 0700, never an existing folder).
+/// `parent` itself must exist: it is never created.
+pub fn private_dir(parent: &Path, prefix: &str) -> std::io::Result<PathBuf> {
+    let mut template = parent.join(format!("{prefix}.XXXXXX")).into_os_string();
+    template.push("\0");
+    let mut bytes = template.into_vec();
+    // mkdtemp replaces the Xs in place.
+    let made = unsafe {
+        // SAFETY: `bytes` is a NUL-terminated buffer that outlives the call,
+        // which writes only within it.
+        libc::mkdtemp(bytes.as_mut_ptr().cast())
+    };
+    if made.is_null() {
+        return Err(std::io::Error::last_os_error());
+    }
+    bytes.pop();
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+}
+
+/// Makes the folder `dir` the user named ready to be written: created if
+/// missing (its parent must exist: nothing above it is created), else it
+/// must be an empty folder, so that nothing in it is replaced or removed.
+pub fn empty_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        Err(_) => {}
+    }
+    let mut entries = std::fs::read_dir(dir)?;
+    if entries.next().is_some() {
+        return Err(std::io::Error::other(
+            "it is not empty, and nothing in it is replaced: name a new or empty folder",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder of one test, removed with everything in it when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let d =
+                std::env::temp_dir().join(format!("himeno-files-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Scratch(d)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn every_alias_of_one_file_is_the_same_file() {
+        let s = Scratch::new("alias");
+        let d = &s.0;
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::fs::write(d.join("r.jsonl"), "").unwrap();
+        std::fs::hard_link(d.join("r.jsonl"), d.join("hard")).unwrap();
+        std::os::unix::fs::symlink(d.join("r.jsonl"), d.join("soft")).unwrap();
+        std::os::unix::fs::symlink("new.json", d.join("dangling")).unwrap();
+        std::os::unix::fs::symlink(d.join("sub"), d.join("linkdir")).unwrap();
+        let same = [
+            ("r.jsonl", "r.jsonl"),
+            ("r.jsonl", "hard"),
+            ("r.jsonl", "soft"),
+            ("r.jsonl", "sub/../r.jsonl"),
+            ("dangling", "new.json"),
+            ("sub/t.json", "linkdir/t.json"),
+            ("sub/t.json", "sub/./x/../t.json"),
+        ];
+        for (a, b) in same {
+            let outs = [Named::new("--a", d.join(a)), Named::new("--b", d.join(b))];
+            let e = distinct(&outs, &[]).expect_err(&format!("{a} and {b}"));
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.message().contains("are the same file"), "{}", e.message());
+            let e = distinct(&outs[..1], &outs[1..]).expect_err(&format!("{a} as input {b}"));
+            assert!(e.message().contains("the input --b"), "{}", e.message());
+        }
+        for (a, b) in [("r.jsonl", "t.json"), ("sub/t.json", "t.json")] {
+            let outs = [Named::new("--a", d.join(a)), Named::new("--b", d.join(b))];
+            distinct(&outs, &[]).unwrap();
+        }
+        // Outputs that replace their names whole collide only by name: a
+        // link at one name is replaced, not written through.
+        let whole = |a: &str, b: &str| {
+            distinct(
+                &[
+                    Named::whole("--a", d.join(a)),
+                    Named::whole("--b", d.join(b)),
+                ],
+                &[],
+            )
+        };
+        whole("r.jsonl", "soft").unwrap();
+        whole("r.jsonl", "hard").unwrap();
+        assert!(whole("sub/t.svg", "linkdir/t.svg").is_err());
+        assert!(whole("r.jsonl", "sub/../r.jsonl").is_err());
+        let mixed = [
+            Named::whole("--a", d.join("soft")),
+            Named::new("--b", d.join("r.jsonl")),
+        ];
+        assert!(
+            distinct(&mixed, &[]).is_err(),
+            "an appended output follows the link"
+        );
+    }
+
+    #[test]
+    fn an_output_inside_an_owned_folder_is_refused() {
+        let s = Scratch::new("inside");
+        let ck = Named::new("--checkpoint-dir", s.0.join("ck"));
+        for bad in ["ck", "ck/trace.json", "ck/./sub/../r.jsonl"] {
+            let e = outside(&Named::new("--trace", s.0.join(bad)), &ck).unwrap_err();
+            assert!(e.message().contains("checkpoints own"), "{}", e.message());
+        }
+        outside(&Named::new("--trace", s.0.join("ck2")), &ck).unwrap();
+    }
+
+    #[test]
+    fn a_whole_file_replaces_a_link_instead_of_writing_through_it() {
+        let s = Scratch::new("whole");
+        let victim = s.0.join("victim");
+        std::fs::write(&victim, "kept").unwrap();
+        let out = s.0.join("plot.svg");
+        std::os::unix::fs::symlink(&victim, &out).unwrap();
+        write_whole(&out, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "new");
+        assert!(!out.symlink_metadata().unwrap().is_symlink());
+        assert_eq!(
+            std::fs::read_dir(&s.0).unwrap().count(),
+            2,
+            "no temporary left"
+        );
+        assert!(
+            create_new(&out).is_err(),
+            "an existing file is not reopened"
+        );
+    }
+
+    #[test]
+    fn private_folders_are_fresh_and_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = Scratch::new("private");
+        let a = private_dir(&s.0, "himeno-x").unwrap();
+        let b = private_dir(&s.0, "himeno-x").unwrap();
+        assert_ne!(a, b);
+        let mode = std::fs::metadata(&a).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(private_dir(&s.0.join("missing"), "x").is_err());
+        assert!(!s.0.join("missing").exists(), "a parent is never created");
+        empty_dir(&s.0.join("fresh")).unwrap();
+        empty_dir(&s.0.join("fresh")).unwrap();
+        assert!(empty_dir(&s.0).is_err(), "a folder with files is refused");
+        assert!(empty_dir(&s.0.join("no/such")).is_err());
+    }
+}

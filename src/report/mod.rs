@@ -54,6 +54,8 @@ pub struct RecordInputs<'a> {
     pub temporal: Option<TemporalChoice>,
     /// Which kernel `--prefetch auto` timed fastest, when it timed any.
     pub kernel: Option<KernelChoice>,
+    /// Side writes that failed (a checkpoint, a trace, ...).
+    pub warnings: Vec<String>,
 }
 
 impl Record {
@@ -146,6 +148,7 @@ impl Record {
             restarted_from: out.restarted_from.clone(),
             segments: out.segments.clone(),
             checkpoints: out.checkpoints.clone(),
+            warnings: inp.warnings,
         }
     }
 }

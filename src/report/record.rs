@@ -227,6 +227,10 @@ pub struct Record {
     /// The checkpoints this job wrote (absent without a checkpoint folder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<Written>,
+    /// Side writes that failed (a checkpoint, a trace, ...): the measurement is kept, the run
+    /// exits 2.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The default of counts that records written before them did not have:

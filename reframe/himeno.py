@@ -4,8 +4,12 @@
 #   himeno_check      classic iterations and temporal blocking (--temporal 4)
 #                     on 1, 2 and 4 ranks;
 #   himeno_gpu_check  GPU ranks, on partitions with the feature `gpu` only.
-# Sanity is the run's own verification verdict (exit 0 and "verified": true,
-# checked against the reference kernel); performance: MFLOPS, effective
+# Sanity is the run's own verification verdict (every rank's own exit status
+# 0 and "verified": true, checked against the reference kernel), with the
+# launcher's status (mpirun, srun) told apart from himeno's: each rank runs
+# under a small sh wrapper that reports the rank's status on a line of its
+# own, so that a launcher's failure is never taken for himeno's, nor the
+# reverse; performance: MFLOPS, effective
 # GB/s (56 bytes per point) and the communication fraction of the slowest
 # rank, read from the JSON report.
 #
@@ -16,7 +20,9 @@
 
 import json
 import os
+import shlex
 import shutil
+import stat
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -27,6 +33,49 @@ from reframe.core.builtins import (parameter, performance_function,
 # Units of the performance variables, also the units a references file
 # must give.
 UNITS = {'mflops': 'MFLOPS', 'gbytes_per_s': 'GB/s', 'comm_fraction': ''}
+
+
+# What every rank runs: himeno ($0) with its options, then its own exit
+# status on a line of its own. Under a launcher, the launcher's status is
+# its own: a rank killed, one never started, or the launcher failing after
+# every rank ended well.
+RANK_WRAPPER = '"$0" "$@"; s=$?; echo "himeno rank exit status: $s"; exit $s'
+
+# The launcher's status, echoed by the job script after it returns.
+LAUNCHER_STATUS = r'^launcher exit status: (\d+)$'
+
+# One rank's own status, from RANK_WRAPPER.
+RANK_STATUS = r'^himeno rank exit status: (\d+)$'
+
+
+# Largest references file read (as record_references.py's inputs).
+MAX_REFERENCES_BYTES = 64 << 20
+
+
+def read_references(path):
+    '''The JSON object of the references file at `path`, read as himeno
+    reads files a user names: a regular file only (a FIFO is opened without
+    blocking and refused, as is a device or a directory), at most 64 MiB.'''
+    def refuse(why):
+        return ValueError(f'cannot read the references file {path}: {why}')
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise refuse(e.strerror) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise refuse('it is not a regular file')
+    with os.fdopen(fd, 'rb') as f:
+        data = f.read(MAX_REFERENCES_BYTES + 1)
+    if len(data) > MAX_REFERENCES_BYTES:
+        raise refuse(f'it holds more than {MAX_REFERENCES_BYTES >> 20} MiB')
+    try:
+        refs = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise refuse(f'it is not JSON ({e})') from None
+    if not isinstance(refs, dict):
+        raise refuse('it is not a JSON object')
+    return refs
 
 
 def json_number(key, stdout):
@@ -52,21 +101,28 @@ class himeno_base(rfm.RunOnlyRegressionTest):
 
     @run_after('init')
     def find_binary(self):
-        binary = os.environ.get('HIMENO_BIN') or shutil.which('himeno')
-        self.executable = binary or 'himeno'
+        # The launcher starts the wrapper, which runs himeno (see
+        # RANK_WRAPPER and set_options).
+        self.executable = 'sh'
         self.num_tasks = self.ranks
         self.ref_key = self.reference_key()
 
     @run_before('run')
     def set_options(self):
-        self.executable_opts = [
+        opts = [
             '--size', self.size, '--iterations', str(self.iterations),
             '--verify', '--format', 'json', *self.backend_opts(),
             *self.extra_opts,
         ]
+        binary = os.environ.get('HIMENO_BIN') or shutil.which('himeno')
+        # ReFrame joins these into the job script as they are: quoted here.
+        self.executable_opts = [
+            '-c', shlex.quote(RANK_WRAPPER), shlex.quote(binary or 'himeno'),
+            *(shlex.quote(str(o)) for o in opts),
+        ]
         # The launcher's exit status, also where the scheduler cannot tell
         # a job's (`squeue` without accounting).
-        self.postrun_cmds = ['echo "himeno exit status: $?"']
+        self.postrun_cmds = ['echo "launcher exit status: $?"']
         # Where the job ran, in its own output: a scheduler that polls
         # squeue (no accounting) learns a job's nodes only if a poll finds
         # it running, which a short job can finish between.
@@ -81,8 +137,7 @@ class himeno_base(rfm.RunOnlyRegressionTest):
     def set_references(self):
         if not self.references_file:
             return
-        with open(self.references_file) as f:
-            refs = json.load(f)
+        refs = read_references(self.references_file)
         key = self.ref_key
         self.reference = {
             system: {name: tuple(v) for name, v in checks[key].items()}
@@ -91,17 +146,28 @@ class himeno_base(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def verified(self):
-        # In order: the job ran to its end, himeno's status (1 is a wrong
-        # answer, 2 an error, said on its stderr), the verdict.
-        status = r'^himeno exit status: (\d+)$'
+        # In order: the job ran to its end, every rank reported its own
+        # status, himeno's status (1 is a wrong answer, 2 an error, said on
+        # its stderr), the launcher's, the verdict.
+        launcher = sn.extractsingle(LAUNCHER_STATUS, self.stdout, 1, int)
+        ranks = sn.extractall(RANK_STATUS, self.stdout, 1, int)
         return sn.all([
-            sn.assert_found(status, self.stdout,
+            sn.assert_found(LAUNCHER_STATUS, self.stdout,
                             msg='no exit status in the job\'s output: the job '
                                 'was killed, or the scheduler said it ended '
                                 'while it ran'),
-            sn.assert_eq(sn.extractsingle(status, self.stdout, 1, int), 0,
+            sn.assert_eq(sn.count(ranks), self.num_tasks,
+                         msg='{0} of {1} himeno ranks reported their exit '
+                             'status: the launcher did not start the others '
+                             'or they were killed (the launcher\'s status '
+                             'is in the job\'s output, its stderr says why)'),
+            sn.assert_eq(sn.max(ranks), 0,
                          msg='himeno exited with status {0}, not 0 '
                              '(its stderr says why)'),
+            sn.assert_eq(launcher, 0,
+                         msg='the launcher exited with status {0} although '
+                             'every himeno rank exited 0 (its stderr says '
+                             'why)'),
             sn.assert_found(r'\n  "verified": true', self.stdout,
                             msg='the run did not verify its answer'),
         ])

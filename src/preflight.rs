@@ -213,6 +213,24 @@ pub fn check(
     Ok(need)
 }
 
+/// Checks, collectively, that every node and process also has room for
+/// the `--trace` recorders of `bound` beside `need` (this rank's need for
+/// the run itself); returns the two together.
+pub fn check_trace(
+    cfg: &RunConfig,
+    need: Footprint,
+    bound: crate::timeline::Bound,
+    comm: &dyn Comm,
+) -> Result<Footprint> {
+    let need = need + bound.footprint(comm.rank() == 0);
+    let what = format!(
+        "grid {} with its --trace (fewer events: a smaller --trace-keep)",
+        cfg.grid()
+    );
+    check_need(&what, need, comm)?;
+    Ok(need)
+}
+
 /// Checks, collectively, that every rank can write its file of `bytes`
 /// into the checkpoint folder `dir`, so that a folder that cannot take
 /// them is found now rather than at the first checkpoint, an hour into

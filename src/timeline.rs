@@ -15,8 +15,13 @@
 //! already placed on this clock.
 //!
 //! Memory stays bounded: events of the rehearsal and of the first `keep`
-//! timed iterations are all kept, then only those of the last `keep`
-//! (a ring), and the recorder says which iterations it dropped.
+//! timed iterations (counted from the first iteration the run times, the
+//! restart's on a restarted run) are all kept, then only those of the
+//! last `keep` (a ring), and the recorder says which iterations it
+//! dropped. Both ends hold at most the events their [`Bound`] allows
+//! (what the memory preflight counted before the run); the head grows in
+//! fixed chunks and the ring is allocated once at its size, so that no
+//! reallocation doubles them.
 
 use crate::timing::{Lap, Phase, PhaseTimes};
 use serde::{Deserialize, Serialize};
@@ -158,28 +163,51 @@ pub struct Dropped {
     pub iterations: Option<(u64, u64)>,
 }
 
+/// The most events a recorder holds at each end: what the memory
+/// preflight counts (see `crate::trace::Bound::of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    /// Events of the setup, the rehearsal and the first `keep` timed
+    /// iterations.
+    pub head: usize,
+    /// Events of the last `keep` timed iterations (the ring).
+    pub tail: usize,
+}
+
+/// Events in one chunk of a recorder's head: a fixed allocation, so that
+/// the head never reallocates (a doubling `Vec` would hold up to twice its
+/// events, three times while it moves them).
+pub const CHUNK_EVENTS: usize = 4096;
+
 /// One rank's events, bounded as the module doc says.
 #[derive(Debug)]
 pub struct Recorder {
     origin: Instant,
     keep: u64,
+    bound: Bound,
     part: Part,
     iteration: u64,
-    head: Vec<Event>,
+    /// The first timed iteration marked: the head keeps `keep` from it.
+    timed_from: Option<u64>,
+    head: Vec<Vec<Event>>,
+    head_len: usize,
     tail: VecDeque<Event>,
     dropped: Dropped,
 }
 
 impl Recorder {
     /// A recorder keeping the first and last `keep` timed iterations whose
-    /// clock starts at `origin`.
-    pub fn new(origin: Instant, keep: u64) -> Recorder {
+    /// clock starts at `origin`, holding at most `bound` events.
+    pub fn new(origin: Instant, keep: u64, bound: Bound) -> Recorder {
         Recorder {
             origin,
             keep: keep.max(1),
+            bound,
             part: Part::Setup,
             iteration: 0,
+            timed_from: None,
             head: Vec::new(),
+            head_len: 0,
             tail: VecDeque::new(),
             dropped: Dropped::default(),
         }
@@ -194,6 +222,21 @@ impl Recorder {
     pub fn mark(&mut self, part: Part, iteration: u64) {
         self.part = part;
         self.iteration = iteration;
+        if part == Part::Timed && self.timed_from.is_none() {
+            self.timed_from = Some(iteration);
+        }
+    }
+
+    /// Counts `e` as dropped.
+    fn drop_event(&mut self, e: &Event) {
+        self.dropped.events += 1;
+        if e.part == Part::Timed {
+            let it = e.iteration;
+            self.dropped.iterations = Some(match self.dropped.iterations {
+                Some((first, last)) => (first.min(it), last.max(it)),
+                None => (it, it),
+            });
+        }
     }
 
     /// Records `what` from `start` to `end` on `track`.
@@ -208,22 +251,41 @@ impl Recorder {
             start_ns,
             dur_ns: end_ns.saturating_sub(start_ns),
         };
-        if e.part != Part::Timed || e.iteration <= self.keep {
-            self.head.push(e);
+        let head_until = self.timed_from.unwrap_or(1).saturating_add(self.keep);
+        if e.part != Part::Timed || e.iteration < head_until {
+            if self.head_len >= self.bound.head {
+                self.drop_event(&e);
+                return;
+            }
+            if self.head.last().is_none_or(|c| c.len() == CHUNK_EVENTS) {
+                self.head.push(Vec::with_capacity(CHUNK_EVENTS));
+            }
+            self.head.last_mut().expect("a chunk").push(e);
+            self.head_len += 1;
             return;
+        }
+        if self.tail.capacity() == 0 {
+            // Allocated once, at the size counted, when the ring is first
+            // needed (a run of up to twice `keep` iterations never needs it).
+            self.tail.reserve_exact(self.bound.tail);
+        }
+        if self.bound.tail == 0 {
+            self.drop_event(&e);
+            return;
+        }
+        if self.tail.len() == self.bound.tail
+            && let Some(old) = self.tail.pop_front()
+        {
+            self.drop_event(&old);
         }
         self.tail.push_back(e);
         // Only the last `keep` iterations stay in the ring.
         while let Some(old) = self.tail.front()
             && old.iteration + self.keep <= e.iteration
         {
-            let it = old.iteration;
+            let old = *old;
             self.tail.pop_front();
-            self.dropped.events += 1;
-            self.dropped.iterations = Some(match self.dropped.iterations {
-                Some((first, last)) => (first.min(it), last.max(it)),
-                None => (it, it),
-            });
+            self.drop_event(&old);
         }
     }
 
@@ -237,9 +299,19 @@ impl Recorder {
         self.dropped
     }
 
+    /// How many events are kept.
+    pub fn len(&self) -> usize {
+        self.head_len + self.tail.len()
+    }
+
+    /// Whether no event is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The kept events, in the order they were recorded.
-    pub fn events(&self) -> Vec<Event> {
-        self.head.iter().chain(self.tail.iter()).copied().collect()
+    pub fn events(&self) -> impl Iterator<Item = &Event> {
+        self.head.iter().flatten().chain(self.tail.iter())
     }
 }
 
@@ -354,13 +426,36 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A bound no test reaches.
+    const ROOMY: Bound = Bound {
+        head: 1 << 20,
+        tail: 1 << 20,
+    };
+
     fn at(origin: Instant, ns: u64) -> Instant {
         origin + Duration::from_nanos(ns)
     }
 
+    /// Records two events in each of the timed iterations `its` on `r`.
+    fn timed(r: &mut Recorder, its: std::ops::RangeInclusive<u64>) {
+        let origin = r.origin();
+        for it in its {
+            r.mark(Part::Timed, it);
+            for n in 0..2 {
+                let t = it * 100 + n * 10;
+                r.record(
+                    What::Phase(Phase::Compute),
+                    MAIN_TRACK,
+                    at(origin, t),
+                    at(origin, t + 10),
+                );
+            }
+        }
+    }
+
     #[test]
     fn laps_are_recorded_as_they_are_added() {
-        install(Recorder::new(Instant::now(), 10));
+        install(Recorder::new(Instant::now(), 10, ROOMY));
         mark(Part::Timed, 1);
         let mut times = PhaseTimes::default();
         let mut clock = Lap::start();
@@ -370,7 +465,7 @@ mod tests {
         lap_split(&mut clock, Phase::Pack, Phase::Transfer, 0.001, &mut times);
         let rec = take().expect("installed");
         assert!(!recording());
-        let ev = rec.events();
+        let ev: Vec<Event> = rec.events().copied().collect();
         assert_eq!(ev.len(), 3);
         let secs = |e: &Event| e.dur_ns as f64 * 1e-9;
         assert_eq!(ev[0].what, What::Phase(Phase::Compute));
@@ -395,7 +490,7 @@ mod tests {
     #[test]
     fn only_the_first_and_last_iterations_are_kept() {
         let origin = Instant::now();
-        let mut r = Recorder::new(origin, 3);
+        let mut r = Recorder::new(origin, 3, ROOMY);
         r.mark(Part::Rehearsal, 1);
         r.record(
             What::Phase(Phase::Compute),
@@ -403,19 +498,8 @@ mod tests {
             at(origin, 0),
             at(origin, 5),
         );
-        for it in 1..=10u64 {
-            r.mark(Part::Timed, it);
-            for n in 0..2 {
-                let t = it * 100 + n * 10;
-                r.record(
-                    What::Phase(Phase::Compute),
-                    MAIN_TRACK,
-                    at(origin, t),
-                    at(origin, t + 10),
-                );
-            }
-        }
-        let kept: Vec<(Part, u64)> = r.events().iter().map(|e| (e.part, e.iteration)).collect();
+        timed(&mut r, 1..=10);
+        let kept: Vec<(Part, u64)> = r.events().map(|e| (e.part, e.iteration)).collect();
         let mut want = vec![(Part::Rehearsal, 1)];
         for it in [1, 2, 3, 8, 9, 10] {
             want.extend([(Part::Timed, it), (Part::Timed, it)]);
@@ -428,6 +512,28 @@ mod tests {
                 iterations: Some((4, 7))
             }
         );
+    }
+
+    #[test]
+    fn a_restarted_run_keeps_its_own_first_iterations() {
+        // Restarted at iteration 600: its first timed iteration is 601.
+        let mut r = Recorder::new(Instant::now(), 3, ROOMY);
+        timed(&mut r, 601..=610);
+        let kept: Vec<u64> = r.events().map(|e| e.iteration).step_by(2).collect();
+        assert_eq!(kept, [601, 602, 603, 608, 609, 610]);
+        assert_eq!(r.dropped().iterations, Some((604, 607)));
+    }
+
+    #[test]
+    fn no_end_holds_more_than_its_bound() {
+        let mut r = Recorder::new(Instant::now(), 3, Bound { head: 5, tail: 3 });
+        timed(&mut r, 1..=10);
+        let kept: Vec<u64> = r.events().map(|e| e.iteration).collect();
+        // The head's sixth event and the ring's oldest go.
+        assert_eq!(kept, [1, 1, 2, 2, 3, 9, 10, 10]);
+        assert_eq!(r.len(), 8);
+        assert_eq!(r.dropped().events, 12);
+        assert!(r.tail.capacity() < 8, "the ring grew past its bound");
     }
 
     #[test]

@@ -3,16 +3,17 @@
 //! solver's own phase lap (`timeline::lap`: the clock read, the phase
 //! table's sum and, with a recorder, the event) is timed without a
 //! recorder, with one keeping every event (runs of up to twice
-//! `--trace-keep` iterations) and with one whose ring drops an event for
+//! `--trace-keep` iterations; a fresh one every million laps, so that the
+//! memory stays bounded) and with one whose ring drops an event for
 //! every one it keeps (longer runs); the differences are the recording's
 //! cost. The modes take turns and the fastest of the repeats counts (a
 //! shared machine only ever slows a loop down).
 
 use crate::error::{Error, Result};
-use crate::timeline::{self, Part, Recorder};
+use crate::timeline::{self, Bound, Part, Recorder};
 use crate::timing::{Lap, Phase, PhaseTimes};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Options of `himeno bench trace`.
 #[derive(Debug, Clone, clap::Args)]
@@ -40,25 +41,52 @@ enum Mode {
     Ring,
 }
 
-/// Nanoseconds per lap of one measurement of `laps` laps in `mode`.
+/// Events one recorder of the keep mode holds (32 MiB) before a fresh one
+/// takes over: `--laps` up to 1e9 would otherwise hold them all.
+const BATCH: u64 = 1 << 20;
+
+/// Nanoseconds per lap of one measurement of `laps` laps in `mode`, timed
+/// in batches of at most [`BATCH`] laps (a fresh recorder each, installed
+/// and taken outside the time).
 fn measure(mode: Mode, laps: u64) -> f64 {
-    let keep = if mode == Mode::Ring { 1 } else { u64::MAX / 2 };
-    if mode != Mode::Off {
-        timeline::install(Recorder::new(Instant::now(), keep));
-    }
+    let (keep, bound) = match mode {
+        Mode::Ring => (
+            1,
+            Bound {
+                head: EVENTS_PER_ITERATION as usize,
+                tail: EVENTS_PER_ITERATION as usize,
+            },
+        ),
+        _ => (
+            u64::MAX / 2,
+            Bound {
+                head: BATCH as usize,
+                tail: 0,
+            },
+        ),
+    };
     let mut times = PhaseTimes::default();
     let mut clock = Lap::start();
-    let started = Instant::now();
-    for n in 0..laps {
-        if mode == Mode::Ring && n % EVENTS_PER_ITERATION == 0 {
-            timeline::mark(Part::Timed, 2 + n / EVENTS_PER_ITERATION);
+    let mut elapsed = Duration::ZERO;
+    let mut done = 0;
+    while done < laps {
+        let batch = (laps - done).min(BATCH);
+        if mode != Mode::Off {
+            timeline::install(Recorder::new(Instant::now(), keep, bound));
         }
-        timeline::lap(&mut clock, Phase::Compute, &mut times);
+        let started = Instant::now();
+        for n in done..done + batch {
+            if mode == Mode::Ring && n % EVENTS_PER_ITERATION == 0 {
+                timeline::mark(Part::Timed, 2 + n / EVENTS_PER_ITERATION);
+            }
+            timeline::lap(&mut clock, Phase::Compute, &mut times);
+        }
+        elapsed += started.elapsed();
+        drop(timeline::take());
+        done += batch;
     }
-    let ns = started.elapsed().as_nanos() as f64 / laps as f64;
     std::hint::black_box(times.get(Phase::Compute));
-    drop(timeline::take());
-    ns
+    elapsed.as_nanos() as f64 / laps as f64
 }
 
 /// Runs the benchmark and prints its table and the recording's cost.

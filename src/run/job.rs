@@ -91,6 +91,11 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
     let baseline = memory::resident_now();
     let need = preflight::check(&cfg, &block, quick_footprint, comm)?;
+    let trace_bound = crate::timeline::Bound::of(&cfg, args.trace.trace_keep, block.depth);
+    let need = match &args.trace.trace {
+        Some(_) => preflight::check_trace(&cfg, need, trace_bound, comm)?,
+        None => need,
+    };
     let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm, &stop)?;
     let mut backend = backend::create(&cfg, &grid, &block, comm)?;
     let halo = Halo::new(&block, backend.as_mut())?;
@@ -138,7 +143,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     };
     let known_rehearsal = verify::known_answer(&grid, cfg.warmup).is_some();
     let trace = (args.trace.trace.as_deref())
-        .map(|path| trace::Session::start(path, args.trace.trace_keep, comm));
+        .map(|path| trace::Session::start(path, args.trace.trace_keep, trace_bound, comm));
     let outcome = Solver {
         comm,
         backend: backend.as_mut(),
@@ -163,9 +168,10 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     .run(&cfg);
     progress.finish();
     let outcome = outcome?;
+    // Side writes that failed: the record keeps them, the run exits 2.
+    let mut warnings = Vec::new();
     if let Some(session) = trace {
-        let events = session.finish(comm, trace_about(&cfg, &outcome))?;
-        tracing::info!(events, "trace written");
+        warnings.extend(session.finish(comm, trace_about(&cfg, &outcome), &stop)?);
     }
     if outcome.iterations == 0 {
         if comm.rank() == 0 {
@@ -360,6 +366,7 @@ fn trace_about(cfg: &RunConfig, outcome: &crate::solver::Outcome) -> serde_json:
         "warmup_iterations": cfg.warmup,
         "temporal": outcome.temporal,
         "complete": outcome.complete,
+        "restarted_from": outcome.restarted_from.as_ref().map(|r| r.iteration),
         "label": cfg.label,
     })
 }

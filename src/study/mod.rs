@@ -8,7 +8,8 @@
 //! - [`plot`]: SVG and PNG pictures;
 //! - [`model`]: the performance model;
 //! - [`plan`]: `himeno plan`, the runs of study definitions;
-//! - [`timeline`]: `himeno report --timeline`, the Gantt chart of a trace.
+//! - [`timeline`]: `himeno report --timeline`, the Gantt chart of a trace;
+//! - [`trace_file`]: reading a trace in bounded time and memory.
 
 pub mod group;
 pub mod model;
@@ -17,6 +18,7 @@ pub mod plot;
 pub mod records;
 pub mod table;
 pub mod timeline;
+pub mod trace_file;
 
 use crate::args::ProblemArgs;
 use crate::error::{self, Error, Result};

@@ -8,17 +8,13 @@
 //! waits for a slower neighbour, so the row with the least red and grey
 //! is the one the others wait for.
 
-use super::plot;
+use super::{plot, trace_file};
 use crate::error::{Error, Result};
 use crate::files::{self, Named};
 use crate::timing::Phase;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// Largest trace file read.
-const MAX_TRACE_BYTES: u64 = 4 << 30;
 
 /// Picture width in pixels; the height grows with the ranks.
 const WIDTH: u32 = 1200;
@@ -46,19 +42,28 @@ struct Window {
     spans: Vec<Span>,
 }
 
-impl Window {
-    /// Milliseconds rank `r` spent in phases `which`.
-    fn ms(&self, r: usize, which: impl Fn(Phase) -> bool) -> f64 {
-        self.spans
-            .iter()
-            .filter(|s| s.rank == r && which(s.phase))
-            .map(|s| s.end_ms - s.start_ms)
-            .sum()
-    }
+/// What one rank did in the window, in ms.
+#[derive(Debug, Clone, Copy, Default)]
+struct RankSums {
+    compute: f64,
+    halo: f64,
+    wait: f64,
+}
 
-    /// Milliseconds rank `r` waited: the halo wait and the allreduce.
-    fn wait_ms(&self, r: usize) -> f64 {
-        self.ms(r, |p| matches!(p, Phase::Comm | Phase::Allreduce))
+impl Window {
+    /// Every rank's sums, in one pass over the spans.
+    fn sums(&self) -> Vec<RankSums> {
+        let mut sums = vec![RankSums::default(); self.ranks];
+        for s in &self.spans {
+            let ms = s.end_ms - s.start_ms;
+            let r = &mut sums[s.rank];
+            match s.phase {
+                Phase::Compute => r.compute += ms,
+                Phase::Pack | Phase::Unpack | Phase::Transfer => r.halo += ms,
+                Phase::Comm | Phase::Allreduce => r.wait += ms,
+            }
+        }
+        sums
     }
 
     fn end_ms(&self) -> f64 {
@@ -66,80 +71,53 @@ impl Window {
     }
 }
 
+/// `x` as printed: a negative zero (an empty sum is one) shows as 0.
+fn shown(x: f64) -> f64 {
+    x + 0.0
+}
+
 /// Reads the trace at `path` and picks `count` timed iterations from
 /// `from` (default: the first the trace kept).
 fn load(path: &Path, from: Option<u64>, count: u64) -> Result<Window> {
-    let refuse = |why: String| {
-        Error::usage(format!(
-            "cannot read the trace {}: {why}; give a file written by `himeno run --trace`",
+    let t = trace_file::read(path, from, count)?;
+    let Some((kept_first, kept_last)) = t.kept else {
+        return Err(Error::usage(format!(
+            "cannot read the trace {}: it holds no timed iteration; give a file written by \
+             `himeno run --trace`",
             path.display()
-        ))
+        )));
     };
-    let bytes = super::records::read_capped_bytes(path, MAX_TRACE_BYTES)
-        .map_err(|e| refuse(e.to_string()))?;
-    let t: Value = serde_json::from_slice(&bytes).map_err(|e| refuse(e.to_string()))?;
-    if t["otherData"]["format"] != "himeno-trace-1" {
-        return Err(refuse("it is not a himeno trace".into()));
-    }
-    let ranks = t["otherData"]["ranks"].as_u64().unwrap_or(0) as usize;
-    let timed: Vec<&Value> = t["traceEvents"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|e| e["ph"] == "X" && e["cat"] == "timed")
-                .collect()
-        })
-        .unwrap_or_default();
-    let iteration = |e: &Value| e["args"]["iteration"].as_u64().unwrap_or(0);
-    let kept_first = timed.iter().map(|e| iteration(e)).min();
-    let kept_last = timed.iter().map(|e| iteration(e)).max().unwrap_or(0);
-    let first = match (from, kept_first) {
-        (Some(f), _) => f,
-        (None, Some(f)) => f,
-        (None, None) => return Err(refuse("it holds no timed iteration".into())),
-    };
+    let first = from.unwrap_or(kept_first);
     let last = first.saturating_add(count.max(1) - 1);
-    let chosen: Vec<&&Value> = timed
-        .iter()
-        .filter(|e| (first..=last).contains(&iteration(e)))
-        .collect();
-    if chosen.is_empty() {
+    if t.spans.is_empty() {
         return Err(Error::usage(format!(
             "the trace {} holds no timed iteration from {first} to {last} (it kept {}): \
              choose others with --timeline-from",
             path.display(),
-            t["otherData"]["kept"].as_str().unwrap_or("?")
+            t.kept_text
         )));
     }
-    let us = |e: &Value, k: &str| e[k].as_f64().unwrap_or(0.0);
-    let zero = chosen
+    let zero = t.spans.iter().map(|e| e.ts).fold(f64::INFINITY, f64::min);
+    let spans = t
+        .spans
         .iter()
-        .map(|e| us(e, "ts"))
-        .fold(f64::INFINITY, f64::min);
-    let spans = chosen
-        .iter()
-        .filter_map(|e| {
-            let phase = Phase::from_name(e["name"].as_str()?)?;
-            let start_ms = (us(e, "ts") - zero) * 1e-3;
-            Some(Span {
-                rank: e["pid"].as_u64()? as usize,
-                phase,
+        .map(|e| {
+            // Both within the reader's bound, so the sums stay finite.
+            let start_ms = (e.ts - zero) * 1e-3;
+            Span {
+                rank: e.rank as usize,
+                phase: e.phase,
                 start_ms,
-                end_ms: start_ms + us(e, "dur") * 1e-3,
-            })
+                end_ms: start_ms + e.dur * 1e-3,
+            }
         })
         .collect();
-    let run = &t["otherData"]["run"];
     Ok(Window {
-        ranks,
+        ranks: t.ranks,
         first,
         last: last.min(kept_last),
-        iterations: run["iterations"].as_u64().unwrap_or(kept_last),
-        what: format!(
-            "grid {}, process grid {}",
-            run["grid"].as_str().unwrap_or("?"),
-            run["process_grid"].as_str().unwrap_or("?")
-        ),
+        iterations: t.iterations.unwrap_or(kept_last),
+        what: format!("grid {}, process grid {}", t.grid, t.process_grid),
         spans,
     })
 }
@@ -151,26 +129,26 @@ fn text(w: &Window, written: &[PathBuf]) -> String {
         w.first, w.last, w.iterations, w.ranks, w.what
     );
     s.push_str("rank  compute_ms  halo_ms  wait_ms  wait_share\n");
-    for r in 0..w.ranks {
-        let compute = w.ms(r, |p| p == Phase::Compute);
-        let halo = w.ms(r, |p| {
-            matches!(p, Phase::Pack | Phase::Unpack | Phase::Transfer)
-        });
-        let wait = w.wait_ms(r);
-        let all = compute + halo + wait;
-        let share = if all > 0.0 { 100.0 * wait / all } else { 0.0 };
+    let sums = w.sums();
+    for (r, x) in sums.iter().enumerate() {
+        let all = x.compute + x.halo + x.wait;
+        let share = if all > 0.0 { 100.0 * x.wait / all } else { 0.0 };
         s.push_str(&format!(
-            "{r:>4}  {compute:>10.3}  {halo:>7.3}  {wait:>7.3}  {share:>9.1}%\n"
+            "{r:>4}  {:>10.3}  {:>7.3}  {:>7.3}  {:>9.1}%\n",
+            shown(x.compute),
+            shown(x.halo),
+            shown(x.wait),
+            shown(share)
         ));
     }
-    let by_wait = |a: &usize, b: &usize| w.wait_ms(*a).total_cmp(&w.wait_ms(*b));
+    let by_wait = |a: &usize, b: &usize| sums[*a].wait.total_cmp(&sums[*b].wait);
     if let (Some(least), Some(most)) = ((0..w.ranks).min_by(by_wait), (0..w.ranks).max_by(by_wait))
     {
         s.push_str(&format!(
             "waiting (halo wait and allreduce): least rank {least} ({:.3} ms), the one the \
              others wait for; most rank {most} ({:.3} ms)\n",
-            w.wait_ms(least),
-            w.wait_ms(most)
+            shown(sums[least].wait),
+            shown(sums[most].wait)
         ));
     }
     for p in written {
@@ -179,10 +157,12 @@ fn text(w: &Window, written: &[PathBuf]) -> String {
     s
 }
 
-/// Picture height for `ranks` rows: 18 to 60 pixels a row.
+/// Picture height for `ranks` rows: 18 to 60 pixels a row (the reader
+/// allows at most `trace_file::MAX_RANKS`, 18612 pixels).
 fn height(ranks: usize) -> u32 {
-    let row = (640 / ranks.max(1)).clamp(18, 60) as u32;
-    180 + row * ranks.max(1) as u32
+    let ranks = ranks.clamp(1, trace_file::MAX_RANKS as usize) as u32;
+    let row = (640 / ranks).clamp(18, 60);
+    180 + row * ranks
 }
 
 /// Draws the Gantt chart of `w`.
@@ -308,7 +288,7 @@ mod tests {
             start_ms,
             end_ms,
         };
-        let w = Window {
+        let mut w = Window {
             ranks: 2,
             first: 1,
             last: 1,
@@ -326,7 +306,13 @@ mod tests {
         assert!(t.contains("least rank 1 (0.100 ms)"), "{t}");
         assert!(t.contains("most rank 0 (2.000 ms)"), "{t}");
         assert!(t.contains("66.7%"), "{t}");
+        // Rank 2 drew nothing: its empty sums are no negative zero.
+        w.ranks = 3;
+        let t = text(&w, &[]);
+        assert!(t.contains("   2       0.000    0.000    0.000"), "{t}");
+        assert!(!t.contains("-0"), "{t}");
         assert_eq!(height(2), 180 + 120);
         assert_eq!(height(64), 180 + 18 * 64);
+        assert_eq!(height(usize::MAX), 180 + 18 * 1024);
     }
 }

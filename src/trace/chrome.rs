@@ -5,14 +5,18 @@
 //! GPU ranks one per stream, timed by device events), complete (`"X"`)
 //! events that never overlap on a track,
 //! all on one epoch. Perfetto's JSON importer takes no clock information,
-//! so the ranks' times are aligned here, before writing.
+//! so the ranks' times are aligned here, before writing. The document is
+//! written as the events come ([`Writer`]), never built whole in memory.
 
 use super::clock::Offset;
-use super::rank::RankTimeline;
-use crate::timeline::{Dropped, FIRST_THREAD_TRACK, GPU_COMPUTE_TRACK, GPU_HALO_TRACK, MAIN_TRACK};
+use super::rank::RankHeader;
+use crate::timeline::{
+    Dropped, Event, FIRST_THREAD_TRACK, GPU_COMPUTE_TRACK, GPU_HALO_TRACK, MAIN_TRACK,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::io::{self, Write};
 
 /// A complete event.
 #[derive(Serialize)]
@@ -45,7 +49,7 @@ struct Meta {
 
 /// The offset subtracted from a rank's clock: none on rank 0's host (one
 /// kernel clock for all its processes), the estimate elsewhere.
-fn applied_ns(rank: &RankTimeline, first_host: &str, offset: Offset) -> i64 {
+fn applied_ns(rank: &RankHeader, first_host: &str, offset: Offset) -> i64 {
     if rank.host == first_host {
         0
     } else {
@@ -69,130 +73,212 @@ pub fn kept_text(keep: u64, dropped: Dropped) -> String {
     }
 }
 
-/// The merged trace of `ranks` (in rank order) with rank 0's `offsets`,
-/// `about` describing the run; time zero is the earliest rank's origin.
-pub fn render(
-    ranks: &[RankTimeline],
-    offsets: &[Offset],
-    about: Value,
-) -> serde_json::Result<String> {
-    let first_host = ranks.first().map_or("", |r| r.host.as_str());
-    let applied: Vec<i64> = ranks
-        .iter()
-        .map(|r| {
-            applied_ns(
-                r,
-                first_host,
-                offsets.get(r.rank).copied().unwrap_or_default(),
-            )
+/// The name of a rank's track `track`.
+fn track_name(track: u32) -> String {
+    if track == MAIN_TRACK {
+        "phases".to_string()
+    } else if track == GPU_COMPUTE_TRACK {
+        "gpu compute stream (device events)".to_string()
+    } else if track == GPU_HALO_TRACK {
+        "gpu halo stream (device events)".to_string()
+    } else {
+        format!("sweep thread {}", track.saturating_sub(FIRST_THREAD_TRACK))
+    }
+}
+
+/// Writes the merged trace of the ranks whose `headers` it is given (in
+/// rank order, with rank 0's `offsets`) to `out` as their events come, one
+/// rank after the other and in chunks: nothing but the headers and the
+/// current rank's tracks is held, never the document. Time zero is the
+/// earliest rank's origin.
+pub struct Writer<W: Write> {
+    out: W,
+    headers: Vec<RankHeader>,
+    offsets: Vec<Offset>,
+    applied: Vec<i64>,
+    epoch: i128,
+    /// Whether an event was written (the next one needs a comma).
+    written: bool,
+    /// The tracks of the rank being written.
+    tracks: BTreeSet<u32>,
+}
+
+impl<W: Write> Writer<W> {
+    /// Starts the document on `out`.
+    pub fn begin(mut out: W, headers: Vec<RankHeader>, offsets: Vec<Offset>) -> io::Result<Self> {
+        let first_host = headers.first().map_or("", |r| r.host.as_str());
+        let applied: Vec<i64> = headers
+            .iter()
+            .map(|r| {
+                applied_ns(
+                    r,
+                    first_host,
+                    offsets.get(r.rank).copied().unwrap_or_default(),
+                )
+            })
+            .collect();
+        let epoch = headers
+            .iter()
+            .zip(&applied)
+            .map(|(r, &a)| r.origin_ns as i128 - a as i128)
+            .min()
+            .unwrap_or(0);
+        out.write_all(b"{\"traceEvents\":[")?;
+        Ok(Writer {
+            out,
+            headers,
+            offsets,
+            applied,
+            epoch,
+            written: false,
+            tracks: BTreeSet::new(),
         })
-        .collect();
-    let origin = |i: usize| ranks[i].origin_ns as i128 - applied[i] as i128;
-    let epoch = (0..ranks.len()).map(origin).min().unwrap_or(0);
-    let mut events: Vec<Value> = Vec::new();
-    let mut complete: Vec<Complete> = Vec::new();
-    for (i, r) in ranks.iter().enumerate() {
-        let meta = |name, tid, args| Meta {
+    }
+
+    /// The ranks' headers, in rank order.
+    pub fn headers(&self) -> &[RankHeader] {
+        &self.headers
+    }
+
+    /// Writes one event of the array.
+    fn event(&mut self, e: &impl Serialize) -> io::Result<()> {
+        if self.written {
+            self.out.write_all(b",")?;
+        }
+        self.written = true;
+        serde_json::to_writer(&mut self.out, e).map_err(io::Error::from)
+    }
+
+    /// Writes a metadata event of rank `pid`.
+    fn meta(&mut self, name: &'static str, pid: usize, tid: u32, args: Value) -> io::Result<()> {
+        self.event(&Meta {
             name,
             ph: "M",
-            pid: r.rank,
+            pid,
             tid,
             args,
-        };
-        for m in [
-            meta(
-                "process_name",
-                MAIN_TRACK,
-                json!({ "name": format!("rank {}", r.rank) }),
-            ),
-            meta(
-                "process_sort_index",
-                MAIN_TRACK,
-                json!({ "sort_index": r.rank }),
-            ),
-            meta("process_labels", MAIN_TRACK, json!({ "labels": r.host })),
-        ] {
-            events.push(serde_json::to_value(m)?);
+        })
+    }
+
+    /// Starts the `i`-th rank: its process's metadata.
+    pub fn begin_rank(&mut self, i: usize) -> io::Result<()> {
+        let (rank, host) = (self.headers[i].rank, self.headers[i].host.clone());
+        self.tracks = BTreeSet::from([MAIN_TRACK]);
+        self.meta(
+            "process_name",
+            rank,
+            MAIN_TRACK,
+            json!({ "name": format!("rank {rank}") }),
+        )?;
+        self.meta(
+            "process_sort_index",
+            rank,
+            MAIN_TRACK,
+            json!({ "sort_index": rank }),
+        )?;
+        self.meta(
+            "process_labels",
+            rank,
+            MAIN_TRACK,
+            json!({ "labels": host }),
+        )
+    }
+
+    /// Writes `events`, the next of the `i`-th rank's.
+    pub fn events(&mut self, i: usize, events: &[Event]) -> io::Result<()> {
+        let h = &self.headers[i];
+        let (pid, base) = (
+            h.rank,
+            h.origin_ns as i128 - self.applied[i] as i128 - self.epoch,
+        );
+        for e in events {
+            self.tracks.insert(e.track);
+            self.event(&Complete {
+                name: e.what.name(),
+                cat: e.part.name(),
+                ph: "X",
+                pid,
+                tid: e.track,
+                ts: us(base + e.start_ns as i128),
+                dur: us(e.dur_ns as i128),
+                args: Args {
+                    iteration: e.iteration,
+                },
+            })?;
         }
-        let tracks: BTreeSet<u32> = std::iter::once(MAIN_TRACK)
-            .chain(r.events.iter().map(|e| e.track))
+        Ok(())
+    }
+
+    /// Ends the `i`-th rank: its tracks' metadata.
+    pub fn end_rank(&mut self, i: usize) -> io::Result<()> {
+        let rank = self.headers[i].rank;
+        for track in std::mem::take(&mut self.tracks) {
+            self.meta(
+                "thread_name",
+                rank,
+                track,
+                json!({ "name": track_name(track) }),
+            )?;
+            self.meta(
+                "thread_sort_index",
+                rank,
+                track,
+                json!({ "sort_index": track }),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Ends the document with what it says about itself and `about` (the
+    /// run's description), and hands the output back.
+    pub fn finish(mut self, about: Value) -> io::Result<W> {
+        let (keep, dropped) = self
+            .headers
+            .first()
+            .map_or((0, Dropped::default()), |r| (r.keep, r.dropped));
+        let clock: Vec<Value> = self
+            .headers
+            .iter()
+            .zip(&self.applied)
+            .map(|(r, a)| {
+                let o = self.offsets.get(r.rank).copied().unwrap_or_default();
+                json!({
+                    "rank": r.rank,
+                    "host": r.host,
+                    "offset_estimate_ns": o.estimate_ns,
+                    "rtt_ns": o.rtt_ns,
+                    "applied_offset_ns": a,
+                })
+            })
             .collect();
-        for track in tracks {
-            let name = if track == MAIN_TRACK {
-                "phases".to_string()
-            } else if track == GPU_COMPUTE_TRACK {
-                "gpu compute stream (device events)".to_string()
-            } else if track == GPU_HALO_TRACK {
-                "gpu halo stream (device events)".to_string()
-            } else {
-                format!("sweep thread {}", track.saturating_sub(FIRST_THREAD_TRACK))
-            };
-            for m in [
-                meta("thread_name", track, json!({ "name": name })),
-                meta("thread_sort_index", track, json!({ "sort_index": track })),
-            ] {
-                events.push(serde_json::to_value(m)?);
-            }
-        }
-        let base = origin(i) - epoch;
-        complete.extend(r.events.iter().map(|e| Complete {
-            name: e.what.name(),
-            cat: e.part.name(),
-            ph: "X",
-            pid: r.rank,
-            tid: e.track,
-            ts: us(base + e.start_ns as i128),
-            dur: us(e.dur_ns as i128),
-            args: Args {
-                iteration: e.iteration,
-            },
-        }));
-    }
-    for c in complete {
-        events.push(serde_json::to_value(c)?);
-    }
-    let (keep, dropped) = ranks
-        .first()
-        .map_or((0, Dropped::default()), |r| (r.keep, r.dropped));
-    let clock: Vec<Value> = ranks
-        .iter()
-        .zip(&applied)
-        .map(|(r, a)| {
-            let o = offsets.get(r.rank).copied().unwrap_or_default();
-            json!({
-                "rank": r.rank,
-                "host": r.host,
-                "offset_estimate_ns": o.estimate_ns,
-                "rtt_ns": o.rtt_ns,
-                "applied_offset_ns": a,
+        let dropped_per_rank: Vec<Value> = self
+            .headers
+            .iter()
+            .map(|r| {
+                json!({
+                    "rank": r.rank,
+                    "events": r.dropped.events,
+                    "iterations": r.dropped.iterations,
+                })
             })
-        })
-        .collect();
-    let dropped_per_rank: Vec<Value> = ranks
-        .iter()
-        .map(|r| {
-            json!({
-                "rank": r.rank,
-                "events": r.dropped.events,
-                "iterations": r.dropped.iterations,
-            })
-        })
-        .collect();
-    serde_json::to_string(&json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
+            .collect();
+        let other = json!({
             "format": "himeno-trace-1",
             "version": env!("CARGO_PKG_VERSION"),
-            "ranks": ranks.len(),
+            "ranks": self.headers.len(),
             "time_zero": "the earliest rank's start of recording, after the clock alignment",
             "kept": kept_text(keep, dropped),
             "keep_iterations": keep,
             "dropped": dropped_per_rank,
             "clock": clock,
             "run": about,
-        },
-    }))
+        });
+        self.out
+            .write_all(b"],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
+        serde_json::to_writer(&mut self.out, &other).map_err(io::Error::from)?;
+        self.out.write_all(b"}")?;
+        Ok(self.out)
+    }
 }
 
 #[cfg(test)]
@@ -201,22 +287,41 @@ mod tests {
     use crate::timeline::{Event, Part, What};
     use crate::timing::Phase;
 
-    fn rank(rank: usize, host: &str, origin_ns: u64) -> RankTimeline {
-        RankTimeline {
+    type Timeline = (RankHeader, Vec<Event>);
+
+    fn rank(rank: usize, host: &str, origin_ns: u64) -> Timeline {
+        let h = RankHeader {
             rank,
             host: host.into(),
             origin_ns,
             keep: 10,
             dropped: Dropped::default(),
-            events: vec![Event {
-                what: What::Phase(Phase::Compute),
-                part: Part::Timed,
-                iteration: 1,
-                track: MAIN_TRACK,
-                start_ns: 1000,
-                dur_ns: 2500,
-            }],
+            events: 1,
+        };
+        let e = Event {
+            what: What::Phase(Phase::Compute),
+            part: Part::Timed,
+            iteration: 1,
+            track: MAIN_TRACK,
+            start_ns: 1000,
+            dur_ns: 2500,
+        };
+        (h, vec![e])
+    }
+
+    /// The document [`Writer`] makes of `ranks`, each rank's events in
+    /// chunks of one.
+    fn render(ranks: &[Timeline], offsets: &[Offset], about: Value) -> String {
+        let headers = ranks.iter().map(|r| r.0.clone()).collect();
+        let mut w = Writer::begin(Vec::new(), headers, offsets.to_vec()).unwrap();
+        for (i, (_, events)) in ranks.iter().enumerate() {
+            w.begin_rank(i).unwrap();
+            for e in events {
+                w.events(i, std::slice::from_ref(e)).unwrap();
+            }
+            w.end_rank(i).unwrap();
         }
+        String::from_utf8(w.finish(about).unwrap()).unwrap()
     }
 
     #[test]
@@ -230,7 +335,7 @@ mod tests {
                 rtt_ns: 40,
             },
         ];
-        let v: Value = serde_json::from_str(&render(&ranks, &offsets, json!({})).unwrap()).unwrap();
+        let v: Value = serde_json::from_str(&render(&ranks, &offsets, json!({}))).unwrap();
         let ev = v["traceEvents"].as_array().unwrap();
         let names: Vec<&str> = ev
             .iter()
@@ -252,7 +357,7 @@ mod tests {
 
     #[test]
     fn gpu_streams_are_named_tracks() {
-        let mut r = rank(0, "a", 0);
+        let (h, mut events) = rank(0, "a", 0);
         for (track, what) in [
             (
                 GPU_COMPUTE_TRACK,
@@ -260,14 +365,14 @@ mod tests {
             ),
             (GPU_HALO_TRACK, What::Gpu(crate::timeline::GpuWork::ToHost)),
         ] {
-            r.events.push(Event {
+            events.push(Event {
                 what,
                 track,
-                ..r.events[0]
+                ..events[0]
             });
         }
         let v: Value =
-            serde_json::from_str(&render(&[r], &[Offset::default()], json!({})).unwrap()).unwrap();
+            serde_json::from_str(&render(&[(h, events)], &[Offset::default()], json!({}))).unwrap();
         let ev = v["traceEvents"].as_array().unwrap();
         let name = |tid: u32| {
             ev.iter()
@@ -301,7 +406,7 @@ mod tests {
                 rtt_ns: 900,
             },
         ];
-        let v: Value = serde_json::from_str(&render(&ranks, &offsets, json!({})).unwrap()).unwrap();
+        let v: Value = serde_json::from_str(&render(&ranks, &offsets, json!({}))).unwrap();
         let x: Vec<f64> = v["traceEvents"]
             .as_array()
             .unwrap()

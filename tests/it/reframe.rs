@@ -239,3 +239,135 @@ fn a_wrong_answer_fails_the_sanity_check() {
     let reason = c["fail_reason"].as_str().unwrap();
     assert!(reason.contains("exited with status 1, not 0"), "{reason}");
 }
+
+/// Asserts that `o` ended with status 2 and exactly one line on stderr,
+/// from record_references.py, containing `word`.
+fn assert_one_reference_line(o: &Output, word: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("record_references: ") && lines[0].contains(word),
+        "{err}"
+    );
+}
+
+#[test]
+fn record_references_refuses_special_files_and_bad_numbers_on_one_line() {
+    let dir = temp_file("reframe-refs", "x").with_file_name("");
+    let fifo = dir.join("report.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let good = dir.join("good.json");
+    std::fs::write(
+        &good,
+        r#"{"runs": [{"testcases": [{"ref_key": "classic-1", "result": "pass",
+            "system": "local", "partition": "cpu",
+            "perfvalues": {"local:cpu:mflops": [5.0, 0, null, null, "MFLOPS"]}}]}]}"#,
+    )
+    .unwrap();
+    let out = dir.join("refs.json");
+    let script = root().join("reframe/record_references.py");
+    let refs = |report: &Path, out: &Path, more: &[&str]| {
+        let mut c = Command::new(&script);
+        c.arg(report).arg("--out").arg(out).args(more);
+        run_with_limit(c, Duration::from_secs(30))
+    };
+    // Files that never end or block, as the report or as the references
+    // it would update: refused, none read.
+    for special in [fifo.as_path(), Path::new("/dev/zero"), dir.as_path()] {
+        assert_one_reference_line(&refs(special, &out, &[]), "not a regular file");
+        assert_one_reference_line(&refs(&good, special, &[]), "not a regular file");
+    }
+    for (option, value) in [
+        ("--slower", "nan"),
+        ("--slower", "inf"),
+        ("--slower", "1.5"),
+        ("--slower", "-0.1"),
+        ("--comm-above", "nan"),
+        ("--comm-above", "-1"),
+        ("--comm-above", "1e309"),
+    ] {
+        assert_one_reference_line(&refs(&good, &out, &[option, value]), option);
+    }
+    assert!(!out.exists(), "a refused run wrote the references");
+    // A measured value that is no number is no reference.
+    let nan = dir.join("nan.json");
+    let text = std::fs::read_to_string(&good).unwrap();
+    std::fs::write(&nan, text.replace("5.0", "NaN")).unwrap();
+    assert_one_reference_line(&refs(&nan, &out, &[]), "not a measured value");
+    let ok = refs(&good, &out, &["--slower", "0.5"]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        written["local:cpu"]["classic-1"]["mflops"],
+        serde_json::json!([5.0, -0.5, null, "MFLOPS"])
+    );
+}
+
+/// A folder whose `mpirun` runs the real one, then ends with `status`
+/// (`start`: false starts nothing at all), for the checks' PATH.
+fn fake_launcher(tag: &str, start: bool, status: u8) -> String {
+    let mut which = Command::new("sh");
+    which.args(["-c", "command -v mpirun"]);
+    let real = stdout(&run(which));
+    let dir = temp_file("reframe-launcher", tag).with_extension("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run_real = if start {
+        format!("'{}' \"$@\"\n", real.trim())
+    } else {
+        String::new()
+    };
+    write_executable(
+        &dir.join("mpirun"),
+        &format!("#!/bin/sh\n{run_real}echo 'launcher trouble' >&2\nexit {status}\n"),
+    );
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn the_launchers_status_is_told_apart_from_himenos() {
+    if !mpi_or_skip("the_launchers_status_is_told_apart_from_himenos") {
+        return;
+    }
+    let Some(rf) = reframe() else { return };
+    // Every rank of himeno ended well, then the launcher failed: its
+    // status was reported as himeno's.
+    let path = fake_launcher("after", true, 3);
+    let (o, report) = run_checks(
+        rf,
+        "local",
+        "launcher-after",
+        &["-n", TWO_RANKS],
+        &[("PATH", &path)],
+    );
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let c = cases(&report)[0];
+    assert_eq!(c["fail_phase"], "sanity", "{}", c["fail_reason"]);
+    let reason = c["fail_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("the launcher exited with status 3 although every himeno rank exited 0"),
+        "{reason}"
+    );
+    // A launcher that started no rank: no himeno status to report.
+    let path = fake_launcher("never", false, 1);
+    let (_, report) = run_checks(
+        rf,
+        "local",
+        "launcher-never",
+        &["-n", TWO_RANKS],
+        &[("PATH", &path)],
+    );
+    let reason = cases(&report)[0]["fail_reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.contains("0 of 2 himeno ranks reported"), "{reason}");
+    assert!(!reason.contains("himeno exited with status"), "{reason}");
+}

@@ -182,13 +182,29 @@ pub fn check(
     apart: Option<Footprint>,
     comm: &dyn Comm,
 ) -> Result<Footprint> {
+    let need = rank_need(cfg, block, apart, comm.rank());
+    if let Some(c) = &cfg.checkpoint {
+        check_checkpoint_dir(&c.dir, comm)?;
+    }
+    check_need(&format!("grid {}", cfg.grid()), need, comm)?;
+    Ok(need)
+}
+
+/// Everything rank `rank` of the run `cfg` holds at once for `block`
+/// ([`check`] counts it): its backend and driver, a checkpoint's copy of
+/// `p`, or `apart` where that is more.
+pub fn rank_need(
+    cfg: &RunConfig,
+    block: &Block,
+    apart: Option<Footprint>,
+    rank: usize,
+) -> Footprint {
     let grid = cfg.grid();
     // Rank 0 runs the reference kernel over the whole grid when asked to
     // verify and no known answer exists; counting it always (when asked)
     // keeps the check independent of the iteration count.
-    let verify_grid = (cfg.verify && comm.rank() == 0).then_some(&grid);
-    let need = rank_footprint(cfg, block, verify_grid);
-    let mut need = need
+    let verify_grid = (cfg.verify && rank == 0).then_some(&grid);
+    let need = rank_footprint(cfg, block, verify_grid)
         + match &cfg.checkpoint {
             // A checkpoint's owned points of `p` on their way to or from
             // the rank's file (a restart holds them from the check of its
@@ -197,15 +213,21 @@ pub fn check(
             None => Footprint::default(),
         };
     let apart = apart.unwrap_or_default();
-    need = Footprint {
+    Footprint {
         resident: need.resident.max(apart.resident),
         mapped: need.mapped.max(apart.mapped),
-    };
-    if let Some(c) = &cfg.checkpoint {
-        check_checkpoint_dir(&c.dir, comm)?;
     }
-    check_need(&format!("grid {grid}"), need, comm)?;
-    Ok(need)
+}
+
+/// Whether, collectively, every node has room for `need` (this rank's)
+/// and every process's limits allow it: [`check_need`]'s test, as an
+/// answer instead of a refusal, for a choice that may do without it
+/// (`--temporal auto`'s deeper candidates).
+pub fn fits(need: Footprint, comm: &dyn Comm) -> Result<bool> {
+    let mine = RankReport::mine(comm.host(), need);
+    comm::decide(comm, "the memory of a candidate", &mine, |reports| {
+        Ok(judge_fit("", &reports).is_ok())
+    })
 }
 
 /// Checks, collectively, that every rank can write its files into the

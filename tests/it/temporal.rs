@@ -344,3 +344,100 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
     let fits = stdout_ok(&run(himeno(&fitting)));
     assert!(!fits.contains("Warning"), "{fits}");
 }
+
+/// `himeno ARGS`, its record, and its peak resident memory in bytes, as
+/// the kernel counted it for that child alone (`wait4`'s `ru_maxrss`).
+fn record_and_peak(args: &[&str]) -> (serde_json::Value, u64) {
+    use std::io::Read;
+    let mut child = himeno(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is this process's own child, not yet waited for.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{out}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&out).expect("a JSON record");
+    (r, usage.ru_maxrss as u64 * 1024)
+}
+
+/// `--temporal auto` on long thin grids, whose many thin planes make the
+/// wavefront's edge buffers far larger than the fields: a candidate whose
+/// buffers outweigh the classic sweep's whole memory is not even
+/// allocated (a 20000x3x3 grid on two threads held 2.3 GB to time T=8
+/// and then took T=1), so the preflight's estimate stays within twice the
+/// classic run's and the process's peak within a small multiple of it,
+/// along each of the three dimensions and with in-process ranks.
+#[test]
+fn auto_never_allocates_a_wavefront_heavier_than_the_classic_sweep() {
+    const MIB: u64 = 1 << 20;
+    for (grid, extra) in [
+        ("20000x3x3", &["--threads", "2"][..]),
+        ("3x20000x3", &["--threads", "2"]),
+        ("3x3x20000", &["--threads", "2"]),
+        ("20000x3x3", &["--threads", "1", "--local-ranks", "4"]),
+    ] {
+        let base = [
+            &["--grid", grid, "--iterations", "20", "--format", "json"][..],
+            extra,
+        ]
+        .concat();
+        let estimate = |r: &serde_json::Value| {
+            r["per_rank"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["memory"]["estimated_bytes"].as_u64().unwrap())
+                .sum::<u64>()
+        };
+        let (classic, _) = record_and_peak(&[&base[..], &["--temporal", "1"]].concat());
+        let (auto, peak) = record_and_peak(&[&base[..], &["--temporal", "auto"]].concat());
+        let (e1, e) = (estimate(&classic), estimate(&auto));
+        let ranks = auto["ranks"].as_u64().unwrap();
+        assert!(
+            e <= 2 * e1 + 64 * MIB * ranks,
+            "{grid} {extra:?}: auto estimated {e} bytes, the classic run {e1}: {auto}"
+        );
+        // The process also holds its code, libraries and allocator arenas.
+        assert!(
+            peak <= 2 * e + 64 * MIB,
+            "{grid} {extra:?}: peak {peak} bytes against an estimate of {e}"
+        );
+        assert_eq!(auto["p_fingerprint"], classic["p_fingerprint"], "{grid}");
+    }
+    // The wavefront's edge buffers of 20000 planes outweigh the fields:
+    // the model says so and times nothing.
+    let (r, _) = record_and_peak(&[
+        "--grid",
+        "20000x3x3",
+        "--threads",
+        "2",
+        "--iterations",
+        "20",
+        "--temporal",
+        "auto",
+        "--format",
+        "json",
+    ]);
+    let choice = &r["temporal_choice"];
+    assert_eq!(choice["sweeps"], 1, "{choice}");
+    assert!(
+        choice["reason"].as_str().unwrap().contains("outweigh"),
+        "{choice}"
+    );
+    assert_eq!(choice["trials"], serde_json::json!([]), "{choice}");
+}

@@ -181,6 +181,17 @@ impl RunArgs {
                  holds the T it was written with: give --temporal T with --checkpoint-dir",
             ));
         }
+        if self.backend == BackendChoice::Auto && self.checkpoint.checkpoint_dir.is_some() {
+            // A segment that lands where no GPU is usable would sweep on
+            // the CPU, whose ranks split the grid otherwise than GPU ranks
+            // (`BackendKind::face_weights`), so its blocks would not be the
+            // checkpoint's.
+            return Err(Error::usage(
+                "--backend auto may choose another backend on a restart, and with it another \
+                 process grid, while a checkpoint holds the blocks it was written with: give \
+                 --backend cpu or --backend gpu with --checkpoint-dir",
+            ));
+        }
         if self.overlap && self.backend == BackendChoice::Cpu {
             // Measured: with k split (every automatic grid at M and L) the
             // boundary pass costs far more than the 2-7% exchange it could
@@ -446,6 +457,24 @@ mod tests {
             &[
                 "--temporal",
                 "auto",
+                "--checkpoint-dir",
+                "/tmp/x",
+                "--iterations",
+                "4",
+            ],
+            &[
+                "--backend",
+                "auto",
+                "--checkpoint-dir",
+                "/tmp/x",
+                "--iterations",
+                "4",
+            ],
+            &[
+                "--backend",
+                "auto",
+                "--temporal",
+                "2",
                 "--checkpoint-dir",
                 "/tmp/x",
                 "--iterations",

@@ -207,6 +207,32 @@ fn rows() -> Vec<Row> {
             &["--prefetch on|off", "--temporal 1"],
         ),
         Row::run(
+            &[
+                "--backend",
+                "auto",
+                "--checkpoint-dir",
+                "{dir}/ck",
+                "--iterations",
+                "5",
+            ],
+            &["--backend auto", "--backend cpu or --backend gpu"],
+        ),
+        Row::run(
+            &[
+                "--backend",
+                "auto",
+                "--temporal",
+                "3",
+                "--checkpoint-dir",
+                "{dir}/ck",
+                "--iterations",
+                "6",
+                "--restart",
+                "latest",
+            ],
+            &["--backend auto", "--checkpoint-dir"],
+        ),
+        Row::run(
             &["--temporal", "2", "--backend", "gpu"],
             &["--temporal", "cpu backend only", "--backend cpu"],
         ),

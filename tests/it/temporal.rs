@@ -441,3 +441,45 @@ fn auto_never_allocates_a_wavefront_heavier_than_the_classic_sweep() {
     );
     assert_eq!(choice["trials"], serde_json::json!([]), "{choice}");
 }
+
+/// `--prefetch on|off` sets the classic sweep's kernel; with `--temporal
+/// auto` the record states it only when the run swept classically (T=1):
+/// a wavefront prefetches its first level whatever was asked, so a run
+/// that took T above 1 does not claim it. A lone thread on fields in the
+/// cache is settled at T=1 by the model; a long thin grid on two threads
+/// is timed, whichever T it takes.
+#[test]
+fn auto_records_a_fixed_prefetch_only_where_the_classic_sweep_ran() {
+    for (args, asked) in [
+        (&[&IN_CACHE[..], &["--threads", "1"]].concat(), "off"),
+        (
+            &[
+                &["--grid", "3x20000x3", "--iterations", "8"][..],
+                &["--threads", "2"],
+            ]
+            .concat(),
+            "on",
+        ),
+    ] {
+        let r = json_ok(&run(himeno(
+            &[
+                &args[..],
+                &[
+                    "--temporal",
+                    "auto",
+                    "--prefetch",
+                    asked,
+                    "--format",
+                    "json",
+                ],
+            ]
+            .concat(),
+        )));
+        let taken = r["temporal"].as_u64().unwrap();
+        if taken == 1 {
+            assert_eq!(r["prefetch"], asked, "{r}");
+        } else {
+            assert!(r.get("prefetch").is_none(), "T={taken} claims it: {r}");
+        }
+    }
+}

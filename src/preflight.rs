@@ -357,6 +357,19 @@ mod tests {
         );
     }
 
+    /// A need the node cannot offer is no fit, and says nothing; a small
+    /// one fits.
+    #[test]
+    fn a_candidate_fits_or_not_without_a_refusal() {
+        let comm = crate::comm::SingleComm;
+        assert!(fits(Footprint::vec::<f32>(1024), &comm).unwrap());
+        let huge = Footprint {
+            resident: 1 << 80,
+            mapped: 1 << 80,
+        };
+        assert!(!fits(huge, &comm).unwrap());
+    }
+
     #[test]
     fn reports_round_trip() {
         let r = report("n1", 9, 42, Some(7), None);

@@ -485,3 +485,97 @@ fn auto_records_a_fixed_prefetch_only_where_the_classic_sweep_ran() {
         }
     }
 }
+
+/// The GiB figures of a refusal `needs A GiB of address space ... of
+/// which M GiB is mapped already`: (A, M).
+fn refused_need(stderr: &str) -> (f64, f64) {
+    let after = |key: &str| -> f64 {
+        let at = stderr
+            .find(key)
+            .unwrap_or_else(|| panic!("no '{key}' in: {stderr}"));
+        let rest = &stderr[at + key.len()..];
+        let num: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        num.parse().unwrap()
+    };
+    let need = after("needs ");
+    let mapped = stderr
+        .split(", of which ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no mapped figure in: {stderr}"))
+        .parse()
+        .unwrap();
+    (need, mapped)
+}
+
+/// Under a process limit that holds `--temporal 2`'s buffers but not
+/// `--temporal 4`'s, a fixed `--temporal 4` is refused before it
+/// allocates (exit 2, one `himeno:` line, nothing on stdout), while
+/// `--temporal auto` runs: it times only the candidates that fit and makes
+/// its blocks no deeper than those. Before, auto made every block 8 deep
+/// for its calibration, and the preflight refused the whole run. The
+/// limit is placed between the two needs as this machine's refusals state
+/// them; a long thin grid on four in-process ranks (one process, one
+/// limit for all) has the widest gap between them.
+#[test]
+fn auto_tries_only_the_candidates_that_fit_a_memory_limit() {
+    use crate::hostile::with_address_limit;
+    let base = [
+        "--grid",
+        "4000x3x3",
+        "--threads",
+        "1",
+        "--local-ranks",
+        "4",
+        "--iterations",
+        "8",
+    ];
+    const GIB: f64 = (1u64 << 30) as f64;
+    let low = 450 << 20;
+    let refusal = |t: &str, limit: u64| {
+        let o = run(with_address_limit(
+            himeno(&[&base[..], &["--temporal", t]].concat()),
+            limit,
+        ));
+        assert_eq!(o.status.code(), Some(2), "T={t}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "T={t}: refused before the run");
+        assert_eq!(himeno_lines(&o).len(), 1, "{}", stderr(&o));
+        refused_need(&stderr(&o))
+    };
+    let (two, mapped) = refusal("2", low);
+    let (four, _) = refusal("4", low);
+    assert!(four > two + 0.03, "T=4 needs {four} GiB, T=2 {two}");
+    let limit = ((mapped + (two + four) / 2.0) * GIB) as u64;
+    refusal("4", limit);
+    let o = run(with_address_limit(
+        himeno(
+            &[
+                &base[..],
+                &["--temporal", "auto", "--format", "json", "-vv"],
+            ]
+            .concat(),
+        ),
+        limit,
+    ));
+    let r = json_ok(&o);
+    let tried: Vec<u64> = r["temporal_choice"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["sweeps"].as_u64().unwrap())
+        .collect();
+    assert!(tried.iter().all(|&t| t <= 2), "{r}");
+    assert!(r["temporal"].as_u64().unwrap() <= 2, "{r}");
+    let deepest = stderr(&o)
+        .lines()
+        .filter_map(|l| l.split("depth: ").nth(1))
+        .map(|d| d.trim_end_matches([' ', '}']).parse::<u64>().unwrap())
+        .max();
+    assert!(
+        deepest.is_some_and(|d| d <= 2),
+        "blocks made {deepest:?} deep"
+    );
+}

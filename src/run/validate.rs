@@ -77,6 +77,20 @@ impl SelftestArgs {
                 "GPU ranks keep one ghost layer: use --temporal 1 with --backend gpu",
             ));
         }
+        // Accepted, they would be ignored: the test would not be the one
+        // asked for.
+        let gpu_only = [
+            self.device.map(|_| "--device"),
+            self.staging.map(|_| "--staging"),
+        ];
+        if self.backend == BackendChoice::Cpu
+            && let Some(name) = gpu_only.into_iter().flatten().next()
+        {
+            return Err(Error::usage(format!(
+                "{name} sets how the GPU test runs, and this self-test checks host patterns: \
+                 add --backend gpu (or auto), or drop {name}"
+            )));
+        }
         Ok(problem)
     }
 }

@@ -188,6 +188,14 @@ fn rows() -> Vec<Row> {
         Row::run(&["--tile-rows", "0"], &["--tile-rows", "at least 1"]),
         Row::run(&["--tile-rows", "8"], &["--tile-rows", "--temporal"]),
         Row::run(&["--device", "0"], &["--device", "--backend gpu"]),
+        Row::new(
+            &["selftest", "--device", "0"],
+            &["--device", "--backend gpu"],
+        ),
+        Row::new(
+            &["selftest", "--staging", "pageable", "--backend", "cpu"],
+            &["--staging", "--backend gpu"],
+        ),
         Row::run(&["--staging", "pageable"], &["--staging", "--backend gpu"]),
         Row::run(
             &["--gpu-occupancy", "5"],

@@ -75,19 +75,34 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
     if offer.len() < 2 {
         return Ok(None);
     }
-    let best = temporal::best_per_sweep(&mut built.solver(run), offer.len(), ROUNDS, |s, k| {
-        s.backend.use_kernel_variant(k)?;
-        Ok(s.block.depth)
-    })?;
+    let sweeps = vec![built.block.depth; offer.len()];
+    let best = temporal::best_per_sweep(
+        &mut built.solver(run),
+        &sweeps,
+        ROUNDS,
+        run.budget,
+        |s, k| s.backend.use_kernel_variant(k),
+    )?;
     let (chosen, reason) = match &best {
         None => (0, "a stop signal came during the calibration".to_string()),
+        Some(best) if !temporal::any_other_timed(best) => (
+            0,
+            format!(
+                "{} untimed: a sweep of another kernel would take longer than the calibration \
+                 may (at most {:.2} s, with the temporal one)",
+                offer[0],
+                run.budget.seconds(best[0])
+            ),
+        ),
         Some(best) => choose(&offer, best),
     };
     built.backend.use_kernel_variant(chosen)?;
     built.backend.reset()?;
+    // Kernels the budget left untimed are no trials.
     let trials = offer
         .iter()
         .zip(best.iter().flatten())
+        .filter(|(_, s)| s.is_finite())
         .map(|(kernel, &sweep_s)| KernelTrial {
             kernel: kernel.clone(),
             sweep_s,

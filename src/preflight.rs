@@ -174,14 +174,33 @@ fn judge_fit(what: &str, reports: &[RankReport]) -> Result<()> {
 /// Checks, collectively, that every node has the memory its ranks need for
 /// `block` under `cfg` with the run's backend, and for `apart`, memory the
 /// rank uses only while the backend's is freed (the quick stream's arrays,
-/// measured after the solver gave its fields back). Call it before the
-/// backend allocates; returns this rank's need.
+/// measured after the solver gave its fields back), and that every rank
+/// can write its checkpoint. Call it before the backend allocates; returns
+/// this rank's need.
 pub fn check(
     cfg: &RunConfig,
     block: &Block,
     apart: Option<Footprint>,
     comm: &dyn Comm,
 ) -> Result<Footprint> {
+    let need = rank_need(cfg, block, apart, comm.rank());
+    if let Some(c) = &cfg.checkpoint {
+        let bytes = crate::checkpoint::rankfile::file_bytes(block);
+        check_checkpoint_dir(&c.dir, bytes, comm)?;
+    }
+    check_need(&format!("grid {}", cfg.grid()), need, comm)?;
+    Ok(need)
+}
+
+/// Everything rank `rank` of the run `cfg` holds at once for `block`
+/// ([`check`] counts it): its backend and driver, a checkpoint's copy of
+/// `p`, or `apart` where that is more.
+pub fn rank_need(
+    cfg: &RunConfig,
+    block: &Block,
+    apart: Option<Footprint>,
+    rank: usize,
+) -> Footprint {
     let grid = cfg.grid();
     // Rank 0 runs the reference kernel over the whole grid when asked to
     // verify and no known answer exists; counting it always (when asked)
@@ -190,9 +209,8 @@ pub fn check(
     // (`verify::after_rehearsal`), on grids small enough for it.
     let restart_check = cfg.checkpoint.as_ref().is_some_and(|c| c.restart.is_some())
         && crate::verify::reference_affordable(&grid, 1);
-    let verify_grid = ((cfg.verify || restart_check) && comm.rank() == 0).then_some(&grid);
-    let need = rank_footprint(cfg, block, verify_grid);
-    let mut need = need
+    let verify_grid = ((cfg.verify || restart_check) && rank == 0).then_some(&grid);
+    let need = rank_footprint(cfg, block, verify_grid)
         + match &cfg.checkpoint {
             // A checkpoint's owned points of `p` on their way to or from
             // the rank's file (a restart holds them from the check of its
@@ -201,16 +219,21 @@ pub fn check(
             None => Footprint::default(),
         };
     let apart = apart.unwrap_or_default();
-    need = Footprint {
+    Footprint {
         resident: need.resident.max(apart.resident),
         mapped: need.mapped.max(apart.mapped),
-    };
-    if let Some(c) = &cfg.checkpoint {
-        let bytes = crate::checkpoint::rankfile::file_bytes(block);
-        check_checkpoint_dir(&c.dir, bytes, comm)?;
     }
-    check_need(&format!("grid {grid}"), need, comm)?;
-    Ok(need)
+}
+
+/// Whether, collectively, every node has room for `need` (this rank's)
+/// and every process's limits allow it: [`check_need`]'s test, as an
+/// answer instead of a refusal, for a choice that may do without it
+/// (`--temporal auto`'s deeper candidates).
+pub fn fits(need: Footprint, comm: &dyn Comm) -> Result<bool> {
+    let mine = RankReport::mine(comm.host(), need);
+    comm::decide(comm, "the memory of a candidate", &mine, |reports| {
+        Ok(judge_fit("", &reports).is_ok())
+    })
 }
 
 /// Checks, collectively, that every node and process also has room for
@@ -357,6 +380,19 @@ mod tests {
             matches!(&err, Error::Usage(m) if m.contains("the 4 ranks of rank 0's process")),
             "{err}"
         );
+    }
+
+    /// A need the node cannot offer is no fit, and says nothing; a small
+    /// one fits.
+    #[test]
+    fn a_candidate_fits_or_not_without_a_refusal() {
+        let comm = crate::comm::SingleComm;
+        assert!(fits(Footprint::vec::<f32>(1024), &comm).unwrap());
+        let huge = Footprint {
+            resident: 1 << 80,
+            mapped: 1 << 80,
+        };
+        assert!(!fits(huge, &comm).unwrap());
     }
 
     #[test]

@@ -23,13 +23,14 @@
 
 use crate::backend::{self, Backend};
 use crate::comm::{self, Comm};
-use crate::config::{BackendKind, RunConfig};
+use crate::config::{BackendKind, RunConfig, RunLength};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
 use crate::grid::fields::FIELDS;
 use crate::halo::Halo;
 use crate::machine::cache::{LastLevel, PerCore};
+use crate::machine::memory::{Footprint, GIB};
 use crate::signals::StopFlag;
 use crate::solver::Solver;
 use serde::{Deserialize, Serialize};
@@ -201,11 +202,45 @@ fn classic_in_cache(llc: &LastLevel, fields: usize, lone: bool) -> Option<String
     })
 }
 
+/// Memory a blocked candidate may hold beyond the classic sweep's when
+/// that is more than the classic sweep holds itself: the wavefront's
+/// buffers of a small grid on many threads (a few MiB per thread at
+/// T = 8) are worth timing however small its fields.
+const EXTRA_MEMORY_FLOOR: u128 = 64 << 20;
+
+/// Why a wavefront of `sweeps` sweeps, whose rank needs `blocked` against
+/// `classic` for the classic sweep, is not worth timing, if it is not: its
+/// own buffers (the deeper ghost layers, each thread's levels and edge
+/// rows) would hold more than the classic sweep's whole need, and more
+/// than [`EXTRA_MEMORY_FLOOR`]. Such buffers cannot stay in any cache, so
+/// the wavefront would move more memory than it saves, and allocating
+/// them only to time them cost 11.5 GB and 16 s before a 1 s run of a
+/// 100000x3x3 grid, whose 100000 planes each have an edge buffer.
+fn outweighs(sweeps: usize, classic: Footprint, blocked: Footprint) -> Option<String> {
+    let extra = blocked.resident.saturating_sub(classic.resident);
+    (extra > classic.resident.max(EXTRA_MEMORY_FLOOR)).then(|| {
+        let gib = |b: u128| b as f64 / GIB;
+        format!(
+            "the wavefront of {sweeps} sweeps would hold {:.2} GiB on a rank against {:.2} GiB \
+             for the classic sweep: its buffers outweigh the fields whose memory traffic it \
+             saves",
+            gib(blocked.resident),
+            gib(classic.resident)
+        )
+    })
+}
+
 /// The model's view on this rank for `--temporal auto` (see the module's
 /// doc): the candidates up to `allowed` sweeps (what the process grid
 /// permits) worth timing, for this rank of `comm` (whose node's ranks share
-/// its cache).
-fn model(cfg: &RunConfig, block: &Block, comm: &dyn Comm, allowed: usize) -> View {
+/// its cache), whose memory `need` states for a block of each depth.
+fn model(
+    cfg: &RunConfig,
+    block: &Block,
+    comm: &dyn Comm,
+    allowed: usize,
+    need: &dyn Fn(&Block) -> Footprint,
+) -> View {
     let only_classic = |reason: String| View {
         candidates: vec![1],
         reason,
@@ -231,10 +266,27 @@ fn model(cfg: &RunConfig, block: &Block, comm: &dyn Comm, allowed: usize) -> Vie
             .copied()
             .filter(|&t| t <= allowed && m.fits(t)),
     );
+    // Each candidate's memory is worked out only for those the cache
+    // allows: the classic block's need, then each deeper one's.
+    let mut heavy = None;
+    if candidates.len() > 1 {
+        let classic = need(&block.with_depth(1));
+        candidates.retain(|&t| {
+            let why = (t > 1)
+                .then(|| outweighs(t, classic, need(&block.with_depth(t))))
+                .flatten();
+            if let Some(why) = why {
+                heavy.get_or_insert(why);
+                return false;
+            }
+            true
+        });
+    }
     let reason = match candidates.len() {
         1 if allowed < AUTO_CANDIDATES[0] => {
             "the process grid leaves blocks one point thick along a split dimension".into()
         }
+        1 if heavy.is_some() => heavy.unwrap_or_default(),
         1 => format!(
             "the wavefront of {} sweeps needs {:.1} MiB of cache per thread for tiles of {} \
              rows, more than a thread's {:.1} MiB share",
@@ -262,8 +314,16 @@ pub struct Plan {
 impl Plan {
     /// The plan of the run `cfg` (its backend decided): a fixed T as given (with
     /// its warning when its working set does not fit), `auto` from every
-    /// rank's model. Collective.
-    pub fn of(cfg: &RunConfig, grid: &Grid, comm: &dyn Comm) -> Result<Plan> {
+    /// rank's model, less the candidates whose memory (`need` of this
+    /// rank's block as deep as each) does not fit a node or a process
+    /// (`crate::preflight::fits`): a candidate is timed only when the run
+    /// could hold it. Collective.
+    pub fn of(
+        cfg: &RunConfig,
+        grid: &Grid,
+        comm: &dyn Comm,
+        need: &dyn Fn(&Block) -> Footprint,
+    ) -> Result<Plan> {
         let block = Block::of(grid, &cfg.procs(), comm.rank());
         if !cfg.temporal_auto {
             if cfg.temporal == 1 {
@@ -287,30 +347,46 @@ impl Plan {
                 }),
             });
         }
-        let mine = model(cfg, &block, comm, cfg.temporal);
-        comm::decide(comm, "the temporal candidates", &mine, |all| {
-            let reason = all
-                .iter()
-                .find(|v| !v.reason.is_empty())
-                .map(|v| v.reason.clone());
-            let candidates: Vec<usize> = all[0]
-                .candidates
-                .iter()
-                .copied()
-                .filter(|t| all.iter().all(|v| v.candidates.contains(t)))
-                .collect();
-            let decided = (candidates.len() == 1).then(|| TemporalChoice {
-                asked: Asked::Auto,
-                sweeps: 1,
-                reason: format!(
-                    "T=1 from the model: {}",
-                    reason.unwrap_or_else(|| "no blocked candidate fits every rank".into())
-                ),
-                trials: Vec::new(),
-            });
-            Ok((candidates, decided))
-        })
-        .map(|(candidates, decided)| Plan {
+        let mine = model(cfg, &block, comm, cfg.temporal, need);
+        let (mut candidates, reason) =
+            comm::decide(comm, "the temporal candidates", &mine, |all| {
+                let reason = all
+                    .iter()
+                    .find(|v| !v.reason.is_empty())
+                    .map(|v| v.reason.clone());
+                let candidates: Vec<usize> = all[0]
+                    .candidates
+                    .iter()
+                    .copied()
+                    .filter(|t| all.iter().all(|v| v.candidates.contains(t)))
+                    .collect();
+                Ok((candidates, reason))
+            })?;
+        // Every rank holds the same candidates: each check is collective.
+        let mut refused = None;
+        for t in candidates.clone().into_iter().filter(|&t| t > 1) {
+            if !crate::preflight::fits(need(&block.with_depth(t)), comm)? {
+                candidates.retain(|&c| c != t);
+                refused.get_or_insert(t);
+            }
+        }
+        let reason = match refused {
+            Some(t) if candidates.len() == 1 => Some(format!(
+                "the wavefront of {t} sweeps would need more memory than a node or a \
+                 process has"
+            )),
+            _ => reason,
+        };
+        let decided = (candidates.len() == 1).then(|| TemporalChoice {
+            asked: Asked::Auto,
+            sweeps: 1,
+            reason: format!(
+                "T=1 from the model: {}",
+                reason.unwrap_or_else(|| "no blocked candidate fits every rank".into())
+            ),
+            trials: Vec::new(),
+        });
+        Ok(Plan {
             candidates,
             decided,
         })
@@ -331,11 +407,13 @@ impl Plan {
         if self.candidates.len() < 2 {
             return Ok((built, self.decided));
         }
-        let best = calibrate(&mut built.solver(run), &self.candidates)?;
+        let best = calibrate(&mut built.solver(run), &self.candidates, run.budget)?;
+        // Candidates the budget left untimed are no trials.
         let trials: Vec<Trial> = self
             .candidates
             .iter()
             .zip(best.iter().flatten())
+            .filter(|(_, s)| s.is_finite())
             .map(|(&sweeps, &sweep_s)| Trial { sweeps, sweep_s })
             .collect();
         let (chosen, reason) = match best {
@@ -344,6 +422,9 @@ impl Plan {
                 built.block.depth,
                 "a stop signal came during the calibration".to_string(),
             ),
+            Some(best) if !any_other_timed(&best) => {
+                (1, untimed(run.budget, &self.candidates, &best))
+            }
             Some(best) => choose(&self.candidates, &best),
         };
         if chosen == built.block.depth {
@@ -384,6 +465,60 @@ pub struct Run<'a> {
     pub comm: &'a dyn Comm,
     /// Raised by scheduler signals.
     pub stop: &'a StopFlag,
+    /// The time the calibrations may take together.
+    pub budget: &'a Budget,
+}
+
+/// The share of a run's estimated time the calibrations before its
+/// rehearsal may take together ([`Budget`]).
+pub const CALIBRATION_SHARE: f64 = 0.1;
+/// Seconds the calibrations may take however short the run: enough for
+/// a round of four kernels of size M on a slow guest.
+pub const CALIBRATION_FLOOR_S: f64 = 1.0;
+/// How much slower per sweep than the first candidate a candidate not
+/// yet timed is assumed to run when its first turn is weighed against the
+/// budget (a wavefront over thin planes measured 3.7x slower per sweep).
+const UNTIMED_SLOWDOWN: f64 = 4.0;
+
+/// The time the calibrations before the rehearsal may take, together:
+/// [`CALIBRATION_SHARE`] of the run as the first candidate's seconds per
+/// sweep estimate it, at least [`CALIBRATION_FLOOR_S`]. A turn whose cost
+/// would pass it is not started, so a candidate that cannot be timed
+/// within it is not tried: a 1 s run spent 16 s timing wavefronts before
+/// it.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    started: Instant,
+    length: RunLength,
+    warmup: u64,
+}
+
+impl Budget {
+    /// The budget of the run `cfg`, counted from now.
+    pub fn start(cfg: &RunConfig) -> Budget {
+        Budget {
+            started: Instant::now(),
+            length: cfg.length,
+            warmup: cfg.warmup,
+        }
+    }
+
+    /// Seconds the calibrations may take for a run whose sweeps take
+    /// `sweep_s` each.
+    pub fn seconds(&self, sweep_s: f64) -> f64 {
+        let warmup = self.warmup as f64 * sweep_s;
+        let run = match self.length {
+            RunLength::Iterations(n) => n as f64 * sweep_s + warmup,
+            RunLength::Seconds(s) => s + warmup,
+        };
+        (CALIBRATION_SHARE * run).max(CALIBRATION_FLOOR_S)
+    }
+
+    /// Seconds spent since the budget started, on the slowest rank.
+    /// Collective.
+    fn spent(&self, comm: &dyn Comm) -> f64 {
+        comm.max(self.started.elapsed().as_secs_f64())
+    }
 }
 
 /// A rank's block with the backend and halo exchange made for it.
@@ -445,15 +580,38 @@ fn choose(candidates: &[usize], best: &[f64]) -> (usize, String) {
     }
 }
 
-/// Times one block of each of `candidates` sweeps per round (see
-/// [`best_per_sweep`]).
-fn calibrate(solver: &mut Solver<'_>, candidates: &[usize]) -> Result<Option<Vec<f64>>> {
-    best_per_sweep(solver, candidates.len(), ROUNDS, |_, c| Ok(candidates[c]))
+/// Why T=1 was taken when the budget left no blocked candidate to time:
+/// with `best`, the classic sweep's time, the first of `candidates`.
+fn untimed(budget: &Budget, candidates: &[usize], best: &[f64]) -> String {
+    format!(
+        "T=1 untimed: a block of T={} would take longer than the calibration may (at most {:.2} s: \
+         {:.0}% of the run's estimated time, or {CALIBRATION_FLOOR_S} s), the classic sweep \
+         taking {:.3} ms",
+        candidates[1],
+        budget.seconds(best[0]),
+        CALIBRATION_SHARE * 100.0,
+        best[0] * 1e3
+    )
+}
+
+/// Times one block of each of `candidates` sweeps per round within
+/// `budget` (see [`best_per_sweep`]).
+fn calibrate(
+    solver: &mut Solver<'_>,
+    candidates: &[usize],
+    budget: &Budget,
+) -> Result<Option<Vec<f64>>> {
+    best_per_sweep(solver, candidates, ROUNDS, budget, |_, _| Ok(()))
+}
+
+/// Whether a candidate besides the first was timed (`best` finite).
+pub fn any_other_timed(best: &[f64]) -> bool {
+    best.iter().skip(1).any(|b| b.is_finite())
 }
 
 /// The fastest of the candidates after the first by their seconds per
-/// sweep `best`, and whether it is more than [`MARGIN`] faster than the
-/// first (and so taken).
+/// sweep `best` (at least one of them timed), and whether it is more than
+/// [`MARGIN`] faster than the first (and so taken).
 pub fn clear_winner(best: &[f64]) -> (usize, bool) {
     let (other, time) = best
         .iter()
@@ -487,29 +645,64 @@ pub struct Rounds {
     pub alternate: bool,
 }
 
-/// Times one turn of each of `candidates` candidates per calibration
-/// round (its block, repeated to last [`MIN_TURN_SECONDS`]), the rounds
+/// Times one turn of each candidate per calibration round (its block of
+/// `sweeps[c]` sweeps, repeated to last [`MIN_TURN_SECONDS`]), the rounds
 /// interleaved, and returns each one's best seconds per sweep on the
-/// slowest rank; `None` when a stop request came (the
-/// rehearsal then sees it). `ready(solver, c)` readies candidate `c` and
-/// returns its sweeps per round. Collective.
+/// slowest rank, infinite for a candidate not timed; `None` when a stop
+/// request came (the rehearsal then sees it). The first candidate is
+/// always timed; no other turn, and no further round, starts whose cost
+/// (estimated from the times so far) would pass `budget`, so a candidate
+/// that would take too long is never tried. `ready(solver, c)` readies
+/// candidate `c`. Collective.
 pub fn best_per_sweep(
     solver: &mut Solver<'_>,
-    candidates: usize,
+    sweeps: &[usize],
     rounds: Rounds,
-    mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<usize>,
+    budget: &Budget,
+    mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
 ) -> Result<Option<Vec<f64>>> {
+    let candidates = sweeps.len();
     let mut best = vec![f64::INFINITY; candidates];
     let started = Instant::now();
     let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
+    // What a turn of candidate `c` is expected to take, from its own best
+    // time or, not yet timed, the first candidate's.
+    let cost = |best: &[f64], c: usize| {
+        let per_sweep = if best[c].is_finite() {
+            best[c]
+        } else {
+            best[0] * UNTIMED_SLOWDOWN
+        };
+        (per_sweep * sweeps[c] as f64).max(MIN_TURN_SECONDS)
+    };
     for round in 0..rounds.max {
+        if round > 0 {
+            let next: f64 = (0..candidates)
+                .filter(|&c| best[c].is_finite())
+                .map(|c| cost(&best, c))
+                .sum();
+            let limit = budget.seconds(best[0]);
+            if budget.spent(solver.comm) + next > limit {
+                break;
+            }
+        }
         for turn in 0..candidates {
             let c = if rounds.alternate && round % 2 == 1 {
                 candidates - 1 - turn
             } else {
                 turn
             };
-            let sweeps = ready(solver, c)?;
+            if round == 0 && c > 0 {
+                // Every rank has the same times, so all decide alike.
+                let limit = budget.seconds(best[0]);
+                if budget.spent(solver.comm) + cost(&best, c) > limit {
+                    continue;
+                }
+            } else if !best[c].is_finite() && c > 0 {
+                continue;
+            }
+            ready(solver, c)?;
+            let sweeps = sweeps[c];
             // Blocks again until the turn lasts MIN_TURN_SECONDS (every rank
             // sees the same slowest-rank times, so all run as many).
             let (mut seconds, mut swept) = (0.0, 0);
@@ -585,6 +778,53 @@ mod tests {
         let s = 64 * 64 * 128 * FIELDS * 4;
         assert_eq!(classic_in_cache(&llc, s, true), None);
         assert_eq!(classic_in_cache(&llc, 1 << 20, false), None);
+    }
+
+    /// A wavefront whose own buffers would hold more than the classic
+    /// sweep's whole need (and more than the floor a small grid on many
+    /// threads may take) is not timed; one that adds less is.
+    #[test]
+    fn a_wavefront_heavier_than_the_classic_sweep_is_not_timed() {
+        let mib = |m: u128| Footprint {
+            resident: m << 20,
+            mapped: m << 20,
+        };
+        // 100000x3x3 on two threads, T=2: 1.8 GiB against 0.26.
+        let why = outweighs(2, mib(266), mib(1843)).expect("7x the classic sweep");
+        assert!(
+            why.contains("1.80 GiB") && why.contains("0.26 GiB"),
+            "{why}"
+        );
+        assert!(!why.contains('\n'), "{why}");
+        // Size M's deeper ghost layers and levels add a few percent.
+        assert_eq!(outweighs(8, mib(470), mib(520)), None);
+        // Twice the classic sweep is the most a large one may take...
+        assert_eq!(outweighs(4, mib(400), mib(800)), None);
+        assert!(outweighs(4, mib(400), mib(801)).is_some());
+        // ...and a small one may add the floor whatever its fields.
+        assert_eq!(outweighs(8, mib(4), mib(68)), None);
+        assert!(outweighs(8, mib(4), mib(69)).is_some());
+    }
+
+    /// The calibrations may take a tenth of the run as its sweeps
+    /// estimate it, rehearsal included, and at least the floor.
+    #[test]
+    fn the_calibration_budget_is_a_share_of_the_run() {
+        let budget = |length, warmup| Budget {
+            started: Instant::now(),
+            length,
+            warmup,
+        };
+        let long = budget(RunLength::Iterations(1000), 0);
+        assert!((long.seconds(0.1) - 10.0).abs() < 1e-9);
+        let short = budget(RunLength::Iterations(3), 3);
+        assert_eq!(short.seconds(0.1), CALIBRATION_FLOOR_S);
+        let timed = budget(RunLength::Seconds(60.0), 10);
+        assert!((timed.seconds(2.0) - 8.0).abs() < 1e-9);
+        assert_eq!(
+            budget(RunLength::Seconds(1.0), 3).seconds(1e-4),
+            CALIBRATION_FLOOR_S
+        );
     }
 
     #[test]

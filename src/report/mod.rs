@@ -140,7 +140,12 @@ impl Record {
             overlap: cfg.overlap && cfg.backend == BackendKind::Gpu,
             bind: cfg.bind,
             stores: (cfg.backend == BackendKind::Cpu).then_some(cfg.stores),
-            prefetch: (cfg.backend == BackendKind::Cpu && cfg.prefetch != Prefetch::Auto)
+            // Only the classic sweep heeds it: a wavefront (`--temporal
+            // auto` may choose one) prefetches its first level whatever
+            // was asked, so the record does not claim it there.
+            prefetch: (cfg.backend == BackendKind::Cpu
+                && cfg.prefetch != Prefetch::Auto
+                && temporal == 1)
                 .then_some(cfg.prefetch),
             binding: inp.binding,
             per_rank,

@@ -202,7 +202,9 @@ pub struct Record {
     pub stores: Option<Stores>,
     /// CPU prefetch policy asked for when not the default `auto` (`on`,
     /// `off`; absent for `auto`, as in records written before the option
-    /// existed); each rank's placement says `(no prefetch)` where its
+    /// existed) and the classic sweep ran (absent when `--temporal auto`
+    /// chose a wavefront, which prefetches its first level whatever was
+    /// asked); each rank's placement says `(no prefetch)` where its
     /// classic sweep ran without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<Prefetch>,

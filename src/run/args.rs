@@ -45,9 +45,9 @@ pub struct SelftestArgs {
     /// auto (a GPU when every rank has one).
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
-    /// GPU halo staging: pinned or pageable host memory.
-    #[arg(long, value_enum, default_value_t = Staging::Pinned)]
-    pub staging: Staging,
+    /// GPU halo staging: pinned (the default) or pageable host memory.
+    #[arg(long, value_enum)]
+    pub staging: Option<Staging>,
     /// GPU ordinal to use; default: the node-local rank modulo the devices.
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub device: Option<usize>,

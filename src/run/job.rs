@@ -83,12 +83,13 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         environment::get_os(environment::BINDING).map(|b| b.to_string_lossy().into_owned());
     let (grid, procs) = (cfg.grid(), cfg.procs());
     // The block is made as deep as the deepest T `--temporal auto` may take.
-    let plan = temporal::Plan::of(&cfg, &grid, comm)?;
-    let block = Block::of(&grid, &procs, comm.rank()).with_depth(plan.depth());
-    tracing::info!(rank = comm.rank(), ?block, "block");
     // The quick stream runs after the solver has freed its fields: the
     // preflight counts the larger of the two.
     let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
+    let need = |b: &Block| preflight::rank_need(&cfg, b, quick_footprint, comm.rank());
+    let plan = temporal::Plan::of(&cfg, &grid, comm, &need)?;
+    let block = Block::of(&grid, &procs, comm.rank()).with_depth(plan.depth());
+    tracing::info!(rank = comm.rank(), ?block, "block");
     let baseline = memory::resident_now();
     let need = preflight::check(&cfg, &block, quick_footprint, comm)?;
     let trace_bound = crate::timeline::Bound::of(&cfg, args.trace.trace_keep, block.depth);
@@ -99,11 +100,13 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let mut checkpoint = Checkpointer::prepare(&cfg, &block, comm, &stop)?;
     let mut backend = backend::create(&cfg, &grid, &block, comm)?;
     let halo = Halo::new(&block, backend.as_mut())?;
+    let budget = temporal::Budget::start(&cfg);
     let run = temporal::Run {
         cfg: &cfg,
         grid: &grid,
         comm,
         stop: &stop,
+        budget: &budget,
     };
     let built = temporal::Built {
         block,

@@ -6,7 +6,7 @@ use super::args::SelftestArgs;
 use super::validate;
 use crate::backend;
 use crate::comm;
-use crate::config::{BackendKind, Occupancy};
+use crate::config::{BackendKind, Occupancy, Staging};
 use crate::grid::decomp::Block;
 use crate::output;
 use crate::preflight;
@@ -35,7 +35,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
             BackendKind::Gpu => {
                 let opts = backend::gpu::GpuOptions {
                     device: args.device,
-                    staging: args.staging,
+                    staging: args.staging.unwrap_or(Staging::Pinned),
                     overlap: false,
                     occupancy: Occupancy::Auto,
                 };

@@ -77,6 +77,20 @@ impl SelftestArgs {
                 "GPU ranks keep one ghost layer: use --temporal 1 with --backend gpu",
             ));
         }
+        // Accepted, they would be ignored: the test would not be the one
+        // asked for.
+        let gpu_only = [
+            self.device.map(|_| "--device"),
+            self.staging.map(|_| "--staging"),
+        ];
+        if self.backend == BackendChoice::Cpu
+            && let Some(name) = gpu_only.into_iter().flatten().next()
+        {
+            return Err(Error::usage(format!(
+                "{name} sets how the GPU test runs, and this self-test checks host patterns: \
+                 add --backend gpu (or auto), or drop {name}"
+            )));
+        }
         Ok(problem)
     }
 }
@@ -179,6 +193,17 @@ impl RunArgs {
             return Err(Error::usage(
                 "--temporal auto may choose a different T on a restart, and a checkpoint \
                  holds the T it was written with: give --temporal T with --checkpoint-dir",
+            ));
+        }
+        if self.backend == BackendChoice::Auto && self.checkpoint.checkpoint_dir.is_some() {
+            // A segment that lands where no GPU is usable would sweep on
+            // the CPU, whose ranks split the grid otherwise than GPU ranks
+            // (`BackendKind::face_weights`), so its blocks would not be the
+            // checkpoint's.
+            return Err(Error::usage(
+                "--backend auto may choose another backend on a restart, and with it another \
+                 process grid, while a checkpoint holds the blocks it was written with: give \
+                 --backend cpu or --backend gpu with --checkpoint-dir",
             ));
         }
         if self.overlap && self.backend == BackendChoice::Cpu {
@@ -447,6 +472,24 @@ mod tests {
             &[
                 "--temporal",
                 "auto",
+                "--checkpoint-dir",
+                "/tmp/x",
+                "--iterations",
+                "4",
+            ],
+            &[
+                "--backend",
+                "auto",
+                "--checkpoint-dir",
+                "/tmp/x",
+                "--iterations",
+                "4",
+            ],
+            &[
+                "--backend",
+                "auto",
+                "--temporal",
+                "2",
                 "--checkpoint-dir",
                 "/tmp/x",
                 "--iterations",

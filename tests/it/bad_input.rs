@@ -188,6 +188,14 @@ fn rows() -> Vec<Row> {
         Row::run(&["--tile-rows", "0"], &["--tile-rows", "at least 1"]),
         Row::run(&["--tile-rows", "8"], &["--tile-rows", "--temporal"]),
         Row::run(&["--device", "0"], &["--device", "--backend gpu"]),
+        Row::new(
+            &["selftest", "--device", "0"],
+            &["--device", "--backend gpu"],
+        ),
+        Row::new(
+            &["selftest", "--staging", "pageable", "--backend", "cpu"],
+            &["--staging", "--backend gpu"],
+        ),
         Row::run(&["--staging", "pageable"], &["--staging", "--backend gpu"]),
         Row::run(
             &["--gpu-occupancy", "5"],
@@ -205,6 +213,32 @@ fn rows() -> Vec<Row> {
         Row::run(
             &["--prefetch", "on", "--temporal", "4"],
             &["--prefetch on|off", "--temporal 1"],
+        ),
+        Row::run(
+            &[
+                "--backend",
+                "auto",
+                "--checkpoint-dir",
+                "{dir}/ck",
+                "--iterations",
+                "5",
+            ],
+            &["--backend auto", "--backend cpu or --backend gpu"],
+        ),
+        Row::run(
+            &[
+                "--backend",
+                "auto",
+                "--temporal",
+                "3",
+                "--checkpoint-dir",
+                "{dir}/ck",
+                "--iterations",
+                "6",
+                "--restart",
+                "latest",
+            ],
+            &["--backend auto", "--checkpoint-dir"],
         ),
         Row::run(
             &["--temporal", "2", "--backend", "gpu"],

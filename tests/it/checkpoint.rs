@@ -457,7 +457,20 @@ fn the_long_run_template_restarts_from_latest_once_requeued() {
 /// srun (a run the warning stops) and for an scontrol that fails its
 /// first `failures` calls: the exit status, stderr and the scontrol calls.
 fn warned_long_run(failures: u32) -> (Output, u32) {
-    let dir = temp_file("ckpt", &format!("requeue-{failures}"));
+    warned_long_run_with(failures, &[])
+}
+
+/// A folder name's part for the variables `env`.
+fn tag_of(env: &[(&str, &str)]) -> String {
+    env.iter()
+        .flat_map(|(k, v)| ["-", k, v])
+        .collect::<String>()
+        .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_")
+}
+
+/// [`warned_long_run`] with more variables `env` set.
+fn warned_long_run_with(failures: u32, env: &[(&str, &str)]) -> (Output, u32) {
+    let dir = temp_file("ckpt", &format!("requeue-{failures}{}", tag_of(env)));
     let _ = std::fs::remove_dir_all(&dir);
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -488,6 +501,7 @@ fn warned_long_run(failures: u32) -> (Output, u32) {
             "PATH",
             format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
         );
+    c.envs(env.iter().copied());
     let o = run(c);
     let n = std::fs::read_to_string(&calls).map_or(0, |t| t.trim().parse().unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
@@ -512,6 +526,161 @@ fn the_long_run_template_asks_again_when_a_requeue_fails() {
         "{}",
         stderr(&o)
     );
+}
+
+/// Every number the long-run template uses is checked before anything
+/// runs: a word bash's arithmetic would misread (`20x` dropped the
+/// requeue bound, `08` is a bad octal number, 20 digits wrap), a sign, an
+/// exponent, spaces or a value out of range is refused with one line
+/// naming the variable, exit 2 and nothing run; an empty one is the
+/// default; leading zeros are base 10.
+#[test]
+fn the_long_run_template_refuses_every_malformed_number() {
+    let bad = [
+        "20x",
+        "-1",
+        "1e3",
+        "0x10",
+        "abc",
+        " 3",
+        "3 ",
+        "99999999999999999999",
+        "+5",
+    ];
+    for var in ["MAX_REQUEUES", "CKPT_EVERY", "SLURM_RESTART_COUNT"] {
+        let out_of_range = match var {
+            "MAX_REQUEUES" => &["10001"][..],
+            "CKPT_EVERY" => &["0", "1000000001"],
+            _ => &["1000000000"],
+        };
+        for value in bad.iter().chain(out_of_range) {
+            let mut c = script("scripts/slurm/long-run.sbatch");
+            c.env(var, value);
+            let o = run(c);
+            assert_eq!(o.status.code(), Some(2), "{var}={value:?}: {}", stderr(&o));
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{var}={value:?}: {err}");
+            assert!(
+                err.starts_with(&format!("long-run.sbatch: {var}=")),
+                "{var}={value:?}: {err}"
+            );
+            assert!(o.stdout.is_empty(), "{var}={value:?}: nothing runs");
+        }
+    }
+    let dry = |env: &[(&str, &str)]| {
+        let mut c = script("scripts/slurm/long-run.sbatch");
+        c.envs(env.iter().copied());
+        stdout_ok(&run(c))
+    };
+    assert!(dry(&[("CKPT_EVERY", "")]).contains("--checkpoint-every 1000 "));
+    assert!(dry(&[("CKPT_EVERY", "0250")]).contains("--checkpoint-every 250 "));
+    let again = dry(&[("SLURM_RESTART_COUNT", "09"), ("MAX_REQUEUES", "")]);
+    assert!(again.trim_end().ends_with("--restart latest"), "{again}");
+    // The study job's one number of Slurm's, put into every launcher.
+    for value in ["0", "2x", "-1", "99999999999999999999"] {
+        let mut c = script("scripts/slurm/study.sbatch");
+        c.env("SLURM_CPUS_PER_TASK", value)
+            .env("STUDY", "inputs/studies/local-strong.env");
+        let o = run(c);
+        assert_eq!(o.status.code(), Some(2), "{value:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        assert!(stderr(&o).contains("SLURM_CPUS_PER_TASK"), "{}", stderr(&o));
+    }
+}
+
+/// A requeue bound written with a leading zero (`08`, a bad octal number
+/// to bash) still bounds the chain: the segment after the last requeue
+/// allowed is not requeued.
+#[test]
+fn the_long_run_template_keeps_its_requeue_bound() {
+    let (o, calls) =
+        warned_long_run_with(0, &[("MAX_REQUEUES", "08"), ("SLURM_RESTART_COUNT", "8")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(calls, 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("after 8 requeue(s), the most allowed: not requeued"),
+        "{}",
+        stderr(&o)
+    );
+    let (o, calls) =
+        warned_long_run_with(0, &[("MAX_REQUEUES", "08"), ("SLURM_RESTART_COUNT", "7")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(calls, 1, "{}", stderr(&o));
+}
+
+/// A chain whose requeue failed goes on with the command its message
+/// gives: that command's segment, and a requeue of it, restart once from
+/// the same folder and append to the same results, and himeno takes it
+/// (run here with a stand-in srun); options the script sets itself are
+/// refused in RUN_ARGS with one line.
+#[test]
+fn a_chain_whose_requeue_failed_resumes_with_the_command_it_is_told() {
+    let env = [("RUN_ARGS", "--grid 9x9x9 --iterations 4 --format json")];
+    let (o, _) = warned_long_run_with(u32::MAX, &env);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let told = err
+        .lines()
+        .find_map(|l| l.split("to go on from them: ").nth(1))
+        .unwrap_or_else(|| panic!("no command in: {err}"))
+        .to_string();
+    assert!(
+        told.ends_with(" sbatch scripts/slurm/long-run.sbatch"),
+        "{told}"
+    );
+    let dir = temp_file("ckpt", "resume-told");
+    let _ = std::fs::remove_dir_all(&dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    write_executable(&bin.join("srun"), "#!/bin/sh\nexec \"$@\"\n");
+    // The told command, its folders moved into this test's own.
+    let told = told
+        .replace(" sbatch ", " bash ")
+        .replace("/requeue-", "/resumed-");
+    for restarts in ["0", "3"] {
+        let mut c = Command::new("bash");
+        c.arg("-c")
+            .arg(&told)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("SLURM_JOB_ID")
+            .env("SLURM_RESTART_COUNT", restarts)
+            .env("HIMENO", BIN)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            );
+        let mut dry = Command::new("bash");
+        dry.args(["-c", &told])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("SLURM_JOB_ID")
+            .env("SLURM_RESTART_COUNT", restarts)
+            .env("DRY_RUN", "1");
+        let printed = stdout_ok(&run(dry));
+        assert_eq!(printed.matches("--restart").count(), 1, "{printed}");
+        let o = run(c);
+        assert_eq!(o.status.code(), Some(0), "{restarts}: {}", stderr(&o));
+        let r: Value = serde_json::from_slice(&o.stdout).expect("the run's record");
+        assert_eq!(r["iterations"], 4, "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let resumed = temp_file("ckpt", &format!("resumed-{}{}", u32::MAX, tag_of(&env)));
+    let _ = std::fs::remove_dir_all(&resumed);
+    for given in [
+        "--checkpoint-dir x",
+        "--output=r.jsonl",
+        "--checkpoint-every 5",
+    ] {
+        let mut c = script("scripts/slurm/long-run.sbatch");
+        c.env("RUN_ARGS", format!("--grid 9x9x9 --iterations 4 {given}"));
+        let o = run(c);
+        assert_eq!(o.status.code(), Some(2), "{given}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("which the script sets"),
+            "{}",
+            stderr(&o)
+        );
+    }
 }
 
 #[test]

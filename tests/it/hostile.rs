@@ -242,7 +242,7 @@ fn a_full_stderr_is_no_panic() {
 
 /// A command whose process (and so every child: mpirun's ranks) gets an
 /// address-space limit of `bytes`, as `ulimit -v` sets it.
-fn with_address_limit(mut cmd: Command, bytes: u64) -> Command {
+pub fn with_address_limit(mut cmd: Command, bytes: u64) -> Command {
     use std::os::unix::process::CommandExt;
     // SAFETY: setrlimit is async-signal-safe; nothing else runs in the
     // child between fork and exec.

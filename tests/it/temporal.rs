@@ -344,3 +344,238 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
     let fits = stdout_ok(&run(himeno(&fitting)));
     assert!(!fits.contains("Warning"), "{fits}");
 }
+
+/// `himeno ARGS`, its record, and its peak resident memory in bytes, as
+/// the kernel counted it for that child alone (`wait4`'s `ru_maxrss`).
+// The child is reaped by `wait4`, which also gives its own peak.
+#[allow(clippy::zombie_processes)]
+fn record_and_peak(args: &[&str]) -> (serde_json::Value, u64) {
+    use std::io::Read;
+    let mut child = himeno(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is this process's own child, not yet waited for.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{out}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&out).expect("a JSON record");
+    (r, usage.ru_maxrss as u64 * 1024)
+}
+
+/// `--temporal auto` on long thin grids, whose many thin planes make the
+/// wavefront's edge buffers far larger than the fields: a candidate whose
+/// buffers outweigh the classic sweep's whole memory is not even
+/// allocated (a 20000x3x3 grid on two threads held 2.3 GB to time T=8
+/// and then took T=1), so the preflight's estimate stays within twice the
+/// classic run's and the process's peak within a small multiple of it,
+/// along each of the three dimensions and with in-process ranks.
+#[test]
+fn auto_never_allocates_a_wavefront_heavier_than_the_classic_sweep() {
+    const MIB: u64 = 1 << 20;
+    for (grid, extra) in [
+        ("20000x3x3", &["--threads", "2"][..]),
+        ("3x20000x3", &["--threads", "2"]),
+        ("3x3x20000", &["--threads", "2"]),
+        ("20000x3x3", &["--threads", "1", "--local-ranks", "4"]),
+    ] {
+        let base = [
+            &["--grid", grid, "--iterations", "20", "--format", "json"][..],
+            extra,
+        ]
+        .concat();
+        let estimate = |r: &serde_json::Value| {
+            r["per_rank"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["memory"]["estimated_bytes"].as_u64().unwrap())
+                .sum::<u64>()
+        };
+        let (classic, _) = record_and_peak(&[&base[..], &["--temporal", "1"]].concat());
+        let (auto, peak) = record_and_peak(&[&base[..], &["--temporal", "auto"]].concat());
+        let (e1, e) = (estimate(&classic), estimate(&auto));
+        let ranks = auto["ranks"].as_u64().unwrap();
+        assert!(
+            e <= 2 * e1 + 64 * MIB * ranks,
+            "{grid} {extra:?}: auto estimated {e} bytes, the classic run {e1}: {auto}"
+        );
+        // The process also holds its code, libraries and allocator arenas.
+        assert!(
+            peak <= 2 * e + 64 * MIB,
+            "{grid} {extra:?}: peak {peak} bytes against an estimate of {e}"
+        );
+        assert_eq!(auto["p_fingerprint"], classic["p_fingerprint"], "{grid}");
+    }
+    // The wavefront's edge buffers of 20000 planes outweigh the fields:
+    // the model says so and times nothing.
+    let (r, _) = record_and_peak(&[
+        "--grid",
+        "20000x3x3",
+        "--threads",
+        "2",
+        "--iterations",
+        "20",
+        "--temporal",
+        "auto",
+        "--format",
+        "json",
+    ]);
+    let choice = &r["temporal_choice"];
+    assert_eq!(choice["sweeps"], 1, "{choice}");
+    assert!(
+        choice["reason"].as_str().unwrap().contains("outweigh"),
+        "{choice}"
+    );
+    assert_eq!(choice["trials"], serde_json::json!([]), "{choice}");
+}
+
+/// `--prefetch on|off` sets the classic sweep's kernel; with `--temporal
+/// auto` the record states it only when the run swept classically (T=1):
+/// a wavefront prefetches its first level whatever was asked, so a run
+/// that took T above 1 does not claim it. A lone thread on fields in the
+/// cache is settled at T=1 by the model; a long thin grid on two threads
+/// is timed, whichever T it takes.
+#[test]
+fn auto_records_a_fixed_prefetch_only_where_the_classic_sweep_ran() {
+    for (args, asked) in [
+        (&[&IN_CACHE[..], &["--threads", "1"]].concat(), "off"),
+        (
+            &[
+                &["--grid", "3x20000x3", "--iterations", "8"][..],
+                &["--threads", "2"],
+            ]
+            .concat(),
+            "on",
+        ),
+    ] {
+        let r = json_ok(&run(himeno(
+            &[
+                &args[..],
+                &[
+                    "--temporal",
+                    "auto",
+                    "--prefetch",
+                    asked,
+                    "--format",
+                    "json",
+                ],
+            ]
+            .concat(),
+        )));
+        let taken = r["temporal"].as_u64().unwrap();
+        if taken == 1 {
+            assert_eq!(r["prefetch"], asked, "{r}");
+        } else {
+            assert!(r.get("prefetch").is_none(), "T={taken} claims it: {r}");
+        }
+    }
+}
+
+/// The GiB figures of a refusal `needs A GiB of address space ... of
+/// which M GiB is mapped already`: (A, M).
+fn refused_need(stderr: &str) -> (f64, f64) {
+    let after = |key: &str| -> f64 {
+        let at = stderr
+            .find(key)
+            .unwrap_or_else(|| panic!("no '{key}' in: {stderr}"));
+        let rest = &stderr[at + key.len()..];
+        let num: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        num.parse().unwrap()
+    };
+    let need = after("needs ");
+    let mapped = stderr
+        .split(", of which ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no mapped figure in: {stderr}"))
+        .parse()
+        .unwrap();
+    (need, mapped)
+}
+
+/// Under a process limit that holds `--temporal 2`'s buffers but not
+/// `--temporal 4`'s, a fixed `--temporal 4` is refused before it
+/// allocates (exit 2, one `himeno:` line, nothing on stdout), while
+/// `--temporal auto` runs: it times only the candidates that fit and makes
+/// its blocks no deeper than those. Before, auto made every block 8 deep
+/// for its calibration, and the preflight refused the whole run. The
+/// limit is placed between the two needs as this machine's refusals state
+/// them; a long thin grid on four in-process ranks (one process, one
+/// limit for all) has the widest gap between them.
+#[test]
+fn auto_tries_only_the_candidates_that_fit_a_memory_limit() {
+    use crate::hostile::with_address_limit;
+    let base = [
+        "--grid",
+        "4000x3x3",
+        "--threads",
+        "1",
+        "--local-ranks",
+        "4",
+        "--iterations",
+        "8",
+    ];
+    const GIB: f64 = (1u64 << 30) as f64;
+    let low = 450 << 20;
+    let refusal = |t: &str, limit: u64| {
+        let o = run(with_address_limit(
+            himeno(&[&base[..], &["--temporal", t]].concat()),
+            limit,
+        ));
+        assert_eq!(o.status.code(), Some(2), "T={t}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "T={t}: refused before the run");
+        assert_eq!(himeno_lines(&o).len(), 1, "{}", stderr(&o));
+        refused_need(&stderr(&o))
+    };
+    let (two, mapped) = refusal("2", low);
+    let (four, _) = refusal("4", low);
+    assert!(four > two + 0.03, "T=4 needs {four} GiB, T=2 {two}");
+    let limit = ((mapped + (two + four) / 2.0) * GIB) as u64;
+    refusal("4", limit);
+    let o = run(with_address_limit(
+        himeno(
+            &[
+                &base[..],
+                &["--temporal", "auto", "--format", "json", "-vv"],
+            ]
+            .concat(),
+        ),
+        limit,
+    ));
+    let r = json_ok(&o);
+    let tried: Vec<u64> = r["temporal_choice"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["sweeps"].as_u64().unwrap())
+        .collect();
+    assert!(tried.iter().all(|&t| t <= 2), "{r}");
+    assert!(r["temporal"].as_u64().unwrap() <= 2, "{r}");
+    let deepest = stderr(&o)
+        .lines()
+        .filter_map(|l| l.split("depth: ").nth(1))
+        .map(|d| d.trim_end_matches([' ', '}']).parse::<u64>().unwrap())
+        .max();
+    assert!(
+        deepest.is_some_and(|d| d <= 2),
+        "blocks made {deepest:?} deep"
+    );
+}

@@ -40,6 +40,9 @@ fn only_the_environment_module_reads_or_sets_the_environment() {
         "remove_var(",
         "env::vars",
         "from_default_env",
+        // clap's `#[arg(env = "NAME")]` reads a variable too (the generic
+        // `OUT` came in that way): name one of environment.rs's constants.
+        "env = \"",
     ];
     let mut found = Vec::new();
     for file in sources(&src).into_iter().filter(|f| *f != home) {

@@ -35,6 +35,9 @@ pub struct FolderLock {
     file: File,
     /// The folder, when this run created it (see the `Drop`).
     created: Option<std::path::PathBuf>,
+    /// Why the lock could not be enforced, when the file system has no
+    /// locks (a Lustre mounted `noflock`): the run goes on, saying so.
+    pub unenforced: Option<String>,
 }
 
 impl Drop for FolderLock {
@@ -105,6 +108,15 @@ fn read_holder(file: &mut File) -> String {
     }
 }
 
+/// Whether `e` says the file system does not lock at all (rather than
+/// that the lock is taken, or the file cannot be used).
+fn no_locks_here(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSYS | libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL)
+    )
+}
+
 /// Creates the checkpoint folder `dir` if needed and takes its lock for
 /// this run, writing the holder with `token` into it; refused (exit 2)
 /// when another run holds it, naming that run.
@@ -124,6 +136,7 @@ pub fn acquire(dir: &Path, token: &str) -> Result<FolderLock> {
         ))
     };
     let mut file = open_lock(dir, true).map_err(cannot)?;
+    let mut unenforced = None;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -133,13 +146,20 @@ pub fn acquire(dir: &Path, token: &str) -> Result<FolderLock> {
                 read_holder(&mut file)
             )));
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(cannot(e)),
+        Err(std::fs::TryLockError::Error(e)) if !no_locks_here(&e) => return Err(cannot(e)),
+        Err(std::fs::TryLockError::Error(e)) => {
+            unenforced = Some(format!(
+                "the file system of the checkpoint folder {shown} has no locks ({e}): no other \
+                 run is kept out of it, give each run a folder of its own"
+            ));
+        }
     }
     // From here the lock is held: an error below drops it, which removes
     // a folder made for it.
     let mut held = FolderLock {
         file,
         created: created.then(|| dir.to_path_buf()),
+        unenforced,
     };
     let line = format!("{}\n", holder(token));
     let file = &mut held.file;

@@ -1008,3 +1008,17 @@ fn an_old_checkpoint_that_cannot_be_removed_is_a_warning_and_the_run_goes_on() {
     assert!(old.join("manifest.json").is_file(), "still committed");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_folder_given_empty_is_left_empty_when_no_checkpoint_was_due() {
+    // As a study makes it (mktemp -d) and removes it when unused (rmdir).
+    let dir = fresh_dir("given-empty");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _ = json_ok(&run(command(
+        Launcher::Local,
+        2,
+        &args("1x1x2", 1, 1, &dir),
+        &[],
+    )));
+    std::fs::remove_dir(&dir).expect("the folder is left empty");
+}

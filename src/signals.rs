@@ -16,8 +16,9 @@
 //! running a grace period later (default 60 s, `HIMENO_STOP_GRACE`) says
 //! so on one line and ends with exit code 2, so no job outlives a stop
 //! request by more than the grace. Work that looks at the flag only when
-//! it ends (a block of `--temporal` sweeps) tells the watchdog how long it
-//! should take ([`StopFlag::busy_for`]), and the grace counts from then.
+//! it ends (a block of `--temporal` sweeps, the checkpoint written after a
+//! stop) tells the watchdog how long it should take
+//! ([`StopFlag::busy_for`]), and the grace counts from then.
 
 use crate::error::{Error, Result, print_line};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -151,7 +152,8 @@ impl StopFlag {
     }
 
     /// Tells the watchdog that work which looks at the flag only when it
-    /// ends (a block of `--temporal` sweeps between two exchanges) starts
+    /// ends (a block of `--temporal` sweeps between two exchanges, a
+    /// checkpoint's write) starts
     /// now and should take at most `expected`; `Duration::ZERO` when such
     /// work has just ended. The grace after a stop signal then counts from
     /// the end of that work, not from the signal: a healthy block longer

@@ -7,9 +7,9 @@
 //! the lock when its process ends, however it ends, so a run that died
 //! leaves no lock behind (its holder line stays, and is overwritten by the
 //! next owner). The file stays while checkpoints are in the folder: a run
-//! that created the folder and leaves nothing else in it removes both at
-//! its end (the folder was never needed), so that a run with no
-//! checkpoint due leaves nothing behind.
+//! that leaves nothing else in it removes it at its end, and the folder
+//! too when it created it, so that a run with no checkpoint due leaves
+//! the folder as it found it.
 //!
 //! Every rank then reads the token back from the folder: a rank that does
 //! not see it (a `--checkpoint-dir` local to each node, under multi-host
@@ -33,19 +33,27 @@ const MAX_HOLDER_BYTES: u64 = 4096;
 #[derive(Debug)]
 pub struct FolderLock {
     file: File,
-    /// The folder, when this run created it (see the `Drop`).
-    created: Option<std::path::PathBuf>,
+    /// The folder.
+    dir: std::path::PathBuf,
+    /// Whether this run created it (see the `Drop`).
+    created: bool,
+    /// Why the lock could not be enforced, when the file system has no
+    /// locks (a Lustre mounted `noflock`): the run goes on, saying so.
+    pub unenforced: Option<String>,
 }
 
 impl Drop for FolderLock {
-    /// Removes the folder this run created when the lock is all it holds.
+    /// Leaves a folder that got no checkpoint as it was found: the lock
+    /// file goes when it is all the folder holds, and the folder too when
+    /// this run created it (a study's `rmdir` of an unused folder works).
     fn drop(&mut self) {
-        let Some(dir) = &self.created else { return };
-        let only_lock = std::fs::read_dir(dir)
+        let only_lock = std::fs::read_dir(&self.dir)
             .is_ok_and(|mut entries| entries.all(|e| e.is_ok_and(|e| e.file_name() == LOCK)));
         if only_lock {
-            let _ = std::fs::remove_file(dir.join(LOCK));
-            let _ = std::fs::remove_dir(dir);
+            let _ = std::fs::remove_file(self.dir.join(LOCK));
+            if self.created {
+                let _ = std::fs::remove_dir(&self.dir);
+            }
         }
     }
 }
@@ -105,6 +113,15 @@ fn read_holder(file: &mut File) -> String {
     }
 }
 
+/// Whether `e` says the file system does not lock at all (rather than
+/// that the lock is taken, or the file cannot be used).
+fn no_locks_here(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSYS | libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL)
+    )
+}
+
 /// Creates the checkpoint folder `dir` if needed and takes its lock for
 /// this run, writing the holder with `token` into it; refused (exit 2)
 /// when another run holds it, naming that run.
@@ -124,6 +141,7 @@ pub fn acquire(dir: &Path, token: &str) -> Result<FolderLock> {
         ))
     };
     let mut file = open_lock(dir, true).map_err(cannot)?;
+    let mut unenforced = None;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -133,13 +151,21 @@ pub fn acquire(dir: &Path, token: &str) -> Result<FolderLock> {
                 read_holder(&mut file)
             )));
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(cannot(e)),
+        Err(std::fs::TryLockError::Error(e)) if !no_locks_here(&e) => return Err(cannot(e)),
+        Err(std::fs::TryLockError::Error(e)) => {
+            unenforced = Some(format!(
+                "the file system of the checkpoint folder {shown} has no locks ({e}): no other \
+                 run is kept out of it, give each run a folder of its own"
+            ));
+        }
     }
     // From here the lock is held: an error below drops it, which removes
     // a folder made for it.
     let mut held = FolderLock {
         file,
-        created: created.then(|| dir.to_path_buf()),
+        dir: dir.to_path_buf(),
+        created,
+        unenforced,
     };
     let line = format!("{}\n", holder(token));
     let file = &mut held.file;
@@ -193,7 +219,14 @@ mod tests {
         let second = acquire(&dir, "two").unwrap();
         check_seen(&dir, "two").unwrap();
         drop(second);
-        assert!(dir.join(LOCK).exists(), "a folder it did not make is left");
+        assert!(
+            dir.join(LOCK).exists(),
+            "a folder with checkpoints keeps its lock"
+        );
+        std::fs::remove_dir(dir.join("ckpt-0000000001")).unwrap();
+        drop(acquire(&dir, "three").unwrap());
+        assert!(dir.is_dir(), "a folder it did not make is left");
+        assert!(!dir.join(LOCK).exists(), "as it was found");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

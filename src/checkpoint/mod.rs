@@ -161,6 +161,9 @@ impl Checkpointer {
             features: crate::report::provenance::features(),
         };
         let (folder_lock, owner) = own_folder(&settings.dir, comm)?;
+        if let Some(why) = folder_lock.as_ref().and_then(|l| l.unenforced.as_ref()) {
+            print_line(&format!("himeno: {why}"));
+        }
         let local = find_resume(&settings, &identity, planned, comm.rank());
         let (resume, notes) = comm::agree(comm, local, |(r, _)| {
             vec![(

@@ -222,9 +222,9 @@ fn holds_only_ours(folder: &Path) -> bool {
 /// there: the manifest first (a removal cut short leaves an uncommitted
 /// folder, never a committed one with missing files), then the rank files
 /// and the manifest's temporary, each only when it is a plain file, then
-/// the folder itself. A folder that is a link, or that still holds
-/// anything else afterwards, is left (an error says so): what himeno did
-/// not write is never removed.
+/// the folder itself. A folder that is a link, or that holds anything
+/// else, is left untouched (an error says so): what himeno did not write
+/// is never removed.
 pub fn remove_checkpoint(folder: &Path) -> Result<()> {
     let fail = |e: std::io::Error| {
         Error::runtime(format!(
@@ -233,9 +233,9 @@ pub fn remove_checkpoint(folder: &Path) -> Result<()> {
         ))
     };
     let meta = std::fs::symlink_metadata(folder).map_err(fail)?;
-    if !meta.is_dir() {
+    if !meta.is_dir() || !holds_only_ours(folder) {
         return Err(Error::runtime(format!(
-            "{} is not a folder himeno made: left as it is",
+            "{} is not a folder himeno made, or holds what himeno did not write: left as it is",
             folder.display()
         )));
     }
@@ -325,5 +325,35 @@ mod tests {
         );
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(list(&dir).unwrap().is_empty());
+    }
+
+    #[test]
+    fn only_real_folders_count_and_foreign_ones_are_left_whole() {
+        let dir = std::env::temp_dir().join(format!("himeno-store-odd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let real = dir.join(folder_name(2));
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::write(real.join("rank-000000.bin"), "x").unwrap();
+        std::os::unix::fs::symlink(&real, dir.join(folder_name(4))).unwrap();
+        std::fs::write(dir.join(folder_name(6)), "").unwrap();
+        let foreign = dir.join(folder_name(8));
+        std::fs::create_dir_all(&foreign).unwrap();
+        std::fs::write(foreign.join("rank-000000.bin"), "x").unwrap();
+        std::fs::write(foreign.join("notes"), "mine").unwrap();
+        let its: Vec<u64> = list(&dir).unwrap().iter().map(|f| f.iteration).collect();
+        assert_eq!(its, [2, 8], "the link and the file are not checkpoints");
+        assert!(remove_checkpoint(&dir.join(folder_name(4))).is_err());
+        assert!(
+            real.join("rank-000000.bin").exists(),
+            "the link is not followed"
+        );
+        assert!(remove_checkpoint(&foreign).is_err());
+        assert!(
+            foreign.join("rank-000000.bin").exists(),
+            "nothing of it removed"
+        );
+        remove_checkpoint(&real).unwrap();
+        assert!(!real.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

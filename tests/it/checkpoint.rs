@@ -1100,3 +1100,94 @@ fn a_restart_checks_the_state_it_takes_up_against_the_reference() {
     assert!(detail.contains("matched a reference run"), "{detail}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `folder` bound read-only onto itself for one test, unbound when
+/// dropped; `None`, saying why, where that is not allowed (not root).
+struct ReadOnly(PathBuf);
+
+impl ReadOnly {
+    fn bind(folder: &Path) -> Option<ReadOnly> {
+        let ok = |args: &[&str]| {
+            Command::new("mount")
+                .args(args)
+                .arg(folder)
+                .arg(folder)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ok(&["--bind"]) {
+            eprintln!("skipping: cannot bind-mount here (root needed)");
+            return None;
+        }
+        let held = ReadOnly(folder.to_path_buf());
+        if !ok(&["-o", "remount,ro,bind"]) {
+            eprintln!("skipping: cannot remount a bind mount read-only here");
+            return None;
+        }
+        Some(held)
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn an_old_checkpoint_that_cannot_be_removed_is_a_warning_and_the_run_goes_on() {
+    let dir = fresh_dir("unprunable");
+    let a = args("1x1x2", 1, 1, &dir);
+    let mut first = command(Launcher::Local, 2, &a, &["--checkpoint-every", "2"]);
+    first.env("HIMENO_FAULT", format!("0:{STOP_BEFORE}:term"));
+    let o = run(first);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let old = dir.join("ckpt-0000000004");
+    assert!(old.join("manifest.json").is_file());
+    let Some(ro) = ReadOnly::bind(&old) else {
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    };
+    let o = run(command(
+        Launcher::Local,
+        2,
+        &a,
+        &[
+            "--restart",
+            "latest",
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-keep",
+            "1",
+        ],
+    ));
+    drop(ro);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).expect("the report is printed");
+    assert_eq!(r["complete"], true, "{r}");
+    assert_eq!(answer(&r), reference());
+    assert_eq!(r["checkpoints"]["written"], 2, "{r}");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("an old checkpoint was not removed"),
+        "{r}"
+    );
+    assert!(old.join("manifest.json").is_file(), "still committed");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_folder_given_empty_is_left_empty_when_no_checkpoint_was_due() {
+    // As a study makes it (mktemp -d) and removes it when unused (rmdir).
+    let dir = fresh_dir("given-empty");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _ = json_ok(&run(command(
+        Launcher::Local,
+        2,
+        &args("1x1x2", 1, 1, &dir),
+        &[],
+    )));
+    std::fs::remove_dir(&dir).expect("the folder is left empty");
+}

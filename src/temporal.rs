@@ -647,7 +647,7 @@ pub struct Rounds {
 
 /// Times one turn of each candidate per calibration round (its block of
 /// `sweeps[c]` sweeps, repeated to last [`MIN_TURN_SECONDS`]), the rounds
-/// interleaved, and returns each one's best seconds per sweep on the
+/// interleaved, after one untimed block of the first, and returns each one's best seconds per sweep on the
 /// slowest rank, infinite for a candidate not timed; `None` when a stop
 /// request came (the rehearsal then sees it). The first candidate is
 /// always timed; no other turn, and no further round, starts whose cost
@@ -675,6 +675,14 @@ pub fn best_per_sweep(
         };
         (per_sweep * sweeps[c] as f64).max(MIN_TURN_SECONDS)
     };
+    // One untimed block of the first candidate: the first sweeps after
+    // the fields were made pay their page faults (a block of 3x1250x3
+    // points took 0.25 s, then 1.3 ms), which would make every other
+    // candidate look too costly to try.
+    ready(solver, 0)?;
+    if solver.timed_round(&mut gosa[..sweeps[0]])?.1 {
+        return Ok(None);
+    }
     for round in 0..rounds.max {
         if round > 0 {
             let next: f64 = (0..candidates)

@@ -20,6 +20,12 @@
 //! takes the fastest, T = 1 unless another is clearly faster. Every rank
 //! takes the same T: the model's candidates are the ones every rank's
 //! model allows, the times are the slowest rank's.
+//!
+//! A candidate is timed only when the run could afford it: its buffers
+//! must not outweigh the classic sweep's memory ([`outweighs`]) and must
+//! fit every node and process (`crate::preflight::fits`), and its blocks
+//! must fit the time the calibrations may take, a share of the run
+//! ([`Budget`]).
 
 use crate::backend::{self, Backend};
 use crate::comm::{self, Comm};

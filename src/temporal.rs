@@ -22,7 +22,7 @@
 //! model allows, the times are the slowest rank's.
 //!
 //! A candidate is timed only when the run could afford it: its buffers
-//! must not outweigh the classic sweep's memory ([`outweighs`]) and must
+//! must not outweigh the classic sweep's memory (`outweighs`) and must
 //! fit every node and process (`crate::preflight::fits`), and its blocks
 //! must fit the time the calibrations may take, a share of the run
 //! ([`Budget`]).

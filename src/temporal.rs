@@ -841,6 +841,80 @@ mod tests {
         );
     }
 
+    /// A block 9x9x9 points, `depth` layers deep, on one CPU thread, with
+    /// its halo: what a calibration times.
+    fn built(depth: usize) -> (Grid, Block, crate::backend::cpu::CpuBackend, Halo) {
+        use crate::backend::cpu::{CpuBackend, CpuOptions};
+        use crate::config::{Prefetch, Stores};
+        use crate::grid::decomp::ProcGrid;
+        let grid = Grid::new([9, 9, 9]).unwrap();
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(depth);
+        let opts = CpuOptions {
+            threads: 1,
+            bind: crate::machine::threads::Bind::None,
+            stores: Stores::Cached,
+            prefetch: Prefetch::Off,
+            tile_rows: None,
+        };
+        let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
+        let halo = Halo::new(&block, &mut cpu).unwrap();
+        (grid, block, cpu, halo)
+    }
+
+    /// Within its budget every candidate is timed; once the budget is
+    /// spent only the first is (after its untimed block), and the others
+    /// are never readied, so nothing of theirs is made or run.
+    #[test]
+    fn a_spent_budget_times_only_the_first_candidate() {
+        let (grid, block, mut cpu, mut halo) = built(4);
+        let comm = crate::comm::SingleComm;
+        let mut solver = Solver {
+            comm: &comm,
+            backend: &mut cpu,
+            halo: &mut halo,
+            grid,
+            block,
+            stop: StopFlag::never(),
+            fault: None,
+            progress: None,
+            check_rehearsal: None,
+            memory: Default::default(),
+            checkpoint: None,
+        };
+        let budget = |ago: u64| Budget {
+            started: Instant::now() - std::time::Duration::from_secs(ago),
+            length: RunLength::Iterations(10),
+            warmup: 1,
+        };
+        let rounds = Rounds {
+            min: 1,
+            max: 1,
+            seconds: 1.0,
+            alternate: false,
+        };
+        let mut readied = Vec::new();
+        let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget(0), |_, c| {
+            readied.push(c);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert!(best.iter().all(|b| b.is_finite() && *b > 0.0), "{best:?}");
+        assert!(any_other_timed(&best));
+        let mut readied = Vec::new();
+        let spent = budget(10 * CALIBRATION_FLOOR_S as u64);
+        let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &spent, |_, c| {
+            readied.push(c);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert!(best[0].is_finite() && !any_other_timed(&best), "{best:?}");
+        assert!(readied.iter().all(|&c| c == 0), "{readied:?}");
+        let why = untimed(&spent, &[1, 2, 4], &best);
+        assert!(why.starts_with("T=1 untimed: a block of T=2"), "{why}");
+    }
+
     #[test]
     fn a_blocked_candidate_must_be_clearly_faster() {
         let c = [1, 2, 4, 8];

@@ -20,6 +20,12 @@
 //! takes the fastest, T = 1 unless another is clearly faster. Every rank
 //! takes the same T: the model's candidates are the ones every rank's
 //! model allows, the times are the slowest rank's.
+//!
+//! A candidate is timed only when the run could afford it: its buffers
+//! must not outweigh the classic sweep's memory (`outweighs`) and must
+//! fit every node and process (`crate::preflight::fits`), and its blocks
+//! must fit the time the calibrations may take, a share of the run
+//! ([`Budget`]).
 
 use crate::backend::{self, Backend};
 use crate::comm::{self, Comm};
@@ -647,7 +653,7 @@ pub struct Rounds {
 
 /// Times one turn of each candidate per calibration round (its block of
 /// `sweeps[c]` sweeps, repeated to last [`MIN_TURN_SECONDS`]), the rounds
-/// interleaved, and returns each one's best seconds per sweep on the
+/// interleaved, after one untimed block of the first, and returns each one's best seconds per sweep on the
 /// slowest rank, infinite for a candidate not timed; `None` when a stop
 /// request came (the rehearsal then sees it). The first candidate is
 /// always timed; no other turn, and no further round, starts whose cost
@@ -675,6 +681,14 @@ pub fn best_per_sweep(
         };
         (per_sweep * sweeps[c] as f64).max(MIN_TURN_SECONDS)
     };
+    // One untimed block of the first candidate: the first sweeps after
+    // the fields were made pay their page faults (a block of 3x1250x3
+    // points took 0.25 s, then 1.3 ms), which would make every other
+    // candidate look too costly to try.
+    ready(solver, 0)?;
+    if solver.timed_round(&mut gosa[..sweeps[0]])?.1 {
+        return Ok(None);
+    }
     for round in 0..rounds.max {
         if round > 0 {
             let next: f64 = (0..candidates)
@@ -825,6 +839,80 @@ mod tests {
             budget(RunLength::Seconds(1.0), 3).seconds(1e-4),
             CALIBRATION_FLOOR_S
         );
+    }
+
+    /// A block 9x9x9 points, `depth` layers deep, on one CPU thread, with
+    /// its halo: what a calibration times.
+    fn built(depth: usize) -> (Grid, Block, crate::backend::cpu::CpuBackend, Halo) {
+        use crate::backend::cpu::{CpuBackend, CpuOptions};
+        use crate::config::{Prefetch, Stores};
+        use crate::grid::decomp::ProcGrid;
+        let grid = Grid::new([9, 9, 9]).unwrap();
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(depth);
+        let opts = CpuOptions {
+            threads: 1,
+            bind: crate::machine::threads::Bind::None,
+            stores: Stores::Cached,
+            prefetch: Prefetch::Off,
+            tile_rows: None,
+        };
+        let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
+        let halo = Halo::new(&block, &mut cpu).unwrap();
+        (grid, block, cpu, halo)
+    }
+
+    /// Within its budget every candidate is timed; once the budget is
+    /// spent only the first is (after its untimed block), and the others
+    /// are never readied, so nothing of theirs is made or run.
+    #[test]
+    fn a_spent_budget_times_only_the_first_candidate() {
+        let (grid, block, mut cpu, mut halo) = built(4);
+        let comm = crate::comm::SingleComm;
+        let mut solver = Solver {
+            comm: &comm,
+            backend: &mut cpu,
+            halo: &mut halo,
+            grid,
+            block,
+            stop: StopFlag::never(),
+            fault: None,
+            progress: None,
+            check_rehearsal: None,
+            memory: Default::default(),
+            checkpoint: None,
+        };
+        let budget = |ago: u64| Budget {
+            started: Instant::now() - std::time::Duration::from_secs(ago),
+            length: RunLength::Iterations(10),
+            warmup: 1,
+        };
+        let rounds = Rounds {
+            min: 1,
+            max: 1,
+            seconds: 1.0,
+            alternate: false,
+        };
+        let mut readied = Vec::new();
+        let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget(0), |_, c| {
+            readied.push(c);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert!(best.iter().all(|b| b.is_finite() && *b > 0.0), "{best:?}");
+        assert!(any_other_timed(&best));
+        let mut readied = Vec::new();
+        let spent = budget(10 * CALIBRATION_FLOOR_S as u64);
+        let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &spent, |_, c| {
+            readied.push(c);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert!(best[0].is_finite() && !any_other_timed(&best), "{best:?}");
+        assert!(readied.iter().all(|&c| c == 0), "{readied:?}");
+        let why = untimed(&spent, &[1, 2, 4], &best);
+        assert!(why.starts_with("T=1 untimed: a block of T=2"), "{why}");
     }
 
     #[test]

@@ -84,6 +84,7 @@ struct RawEvent {
     cat: Option<String>,
     name: Option<String>,
     pid: Option<u64>,
+    // Read only so that a `tid` that is no track number is refused.
     #[allow(dead_code)]
     tid: Option<u64>,
     ts: Option<f64>,

@@ -7,8 +7,8 @@
 //! is read into typed fields (never into a value tree of the whole
 //! document), and only the events of the window asked for are kept, at
 //! most [`MAX_SPANS`] of them. Every number is checked before it is used:
-//! a rank count up to [`MAX_RANKS`], event ranks below it, times and
-//! lengths finite, lengths not negative, both within [`MAX_US`]; anything
+//! a rank count up to [`MAX_RANKS`], every event's rank below it, times
+//! and lengths finite, lengths not negative, both within [`MAX_US`]; anything
 //! else is refused with one line naming the limit.
 
 use super::records;
@@ -84,6 +84,7 @@ struct RawEvent {
     cat: Option<String>,
     name: Option<String>,
     pid: Option<u64>,
+    // Read only so that a `tid` that is no track number is refused.
     #[allow(dead_code)]
     tid: Option<u64>,
     ts: Option<f64>,
@@ -117,6 +118,8 @@ struct Collect {
     count: u64,
     lowest: Option<u64>,
     highest: u64,
+    /// The highest rank (`pid`) of any complete event.
+    top_rank: Option<u64>,
     spans: Vec<RawSpan>,
 }
 
@@ -132,10 +135,9 @@ impl Collect {
 
     /// Takes one event, or says why the file is refused.
     fn take(&mut self, e: RawEvent) -> std::result::Result<(), String> {
-        if e.ph.as_deref() != Some("X") || e.cat.as_deref() != Some("timed") {
+        if e.ph.as_deref() != Some("X") {
             return Ok(());
         }
-        let iteration = e.args.and_then(|a| a.iteration).unwrap_or(0);
         let (ts, dur) = (e.ts.unwrap_or(0.0), e.dur.unwrap_or(0.0));
         if !(ts.is_finite() && ts.abs() <= MAX_US) {
             return Err(format!("an event's time ts {ts} is beyond {MAX_US:e} µs"));
@@ -145,6 +147,12 @@ impl Collect {
                 "an event's length dur {dur} is not between 0 and {MAX_US:e} µs"
             ));
         }
+        let rank = e.pid.unwrap_or(0);
+        self.top_rank = self.top_rank.max(Some(rank));
+        if e.cat.as_deref() != Some("timed") {
+            return Ok(());
+        }
+        let iteration = e.args.and_then(|a| a.iteration).unwrap_or(0);
         if self.lowest.is_none_or(|l| iteration < l) {
             self.lowest = Some(iteration);
             if self.from.is_none() {
@@ -166,7 +174,7 @@ impl Collect {
             ));
         }
         self.spans.push(RawSpan {
-            rank: e.pid.unwrap_or(0),
+            rank,
             phase,
             iteration,
             ts,
@@ -255,6 +263,7 @@ pub fn read(path: &Path, from: Option<u64>, count: u64) -> Result<Trace> {
         count: count.max(1),
         lowest: None,
         highest: 0,
+        top_rank: None,
         spans: Vec::new(),
     };
     let mut doc = Document {
@@ -275,10 +284,9 @@ pub fn read(path: &Path, from: Option<u64>, count: u64) -> Result<Trace> {
             "it says it holds {ranks} ranks; a timeline draws at most {MAX_RANKS}"
         )));
     }
-    if let Some(s) = collect.spans.iter().find(|s| s.rank >= ranks) {
+    if let Some(top) = collect.top_rank.filter(|&r| r >= ranks) {
         return Err(refuse(format!(
-            "an event of rank {} is beyond its {ranks} ranks",
-            s.rank
+            "an event of rank {top} is beyond its {ranks} ranks"
         )));
     }
     let text = |what, s| short(what, s).map_err(&refuse);
@@ -319,6 +327,7 @@ mod tests {
             count: 2,
             lowest: None,
             highest: 0,
+            top_rank: None,
             spans: Vec::new(),
         };
         for it in [5, 6, 7, 3, 4, 9] {

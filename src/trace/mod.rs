@@ -112,24 +112,27 @@ impl Bound {
     }
 
     /// The host memory a rank's recorder of this bound and its part of the
-    /// transfer take: the head in its chunks, the ring, the rank's message
-    /// of events and its copy in flight, and on rank 0 (`root`) the chunk
-    /// it decodes and the file's buffer.
+    /// transfer take: the head in its chunks and the ring, and on rank 0
+    /// (`root`) what the transfer holds at once. The ranks send in turn, one
+    /// message each time rank 0 asks, so the job has one message in flight
+    /// (the sender's, and rank 0's copy of it), never one per rank: it is
+    /// counted once, on rank 0, with the chunk of events it decodes and the
+    /// file's buffer. (A sender's own message, at most 4 MiB while its turn
+    /// lasts, is within its process's margin.)
     pub fn footprint(&self, root: bool) -> Footprint {
         let full = self.head / CHUNK_EVENTS;
         let part = self.head % CHUNK_EVENTS;
         let head =
             Footprint::vec::<Event>(CHUNK_EVENTS).times(full) + Footprint::vec::<Event>(part);
+        let recorder = head + Footprint::vec::<Event>(self.tail);
+        if !root {
+            return recorder;
+        }
         let most = self.head.saturating_add(self.tail).min(rank::CHUNK_EVENTS);
-        let message = Footprint::vec::<u8>(most * rank::EVENT_BYTES).times(2);
-        let writing = if root {
-            Footprint::vec::<Event>(rank::CHUNK_EVENTS)
-                + Footprint::vec::<u8>(rank::CHUNK_EVENTS * rank::EVENT_BYTES)
-                + Footprint::vec::<u8>(WRITE_BUFFER)
-        } else {
-            Footprint::default()
-        };
-        head + Footprint::vec::<Event>(self.tail) + message + writing
+        recorder
+            + Footprint::vec::<u8>(most * rank::EVENT_BYTES).times(2)
+            + Footprint::vec::<Event>(most).times(2)
+            + Footprint::vec::<u8>(WRITE_BUFFER)
     }
 }
 

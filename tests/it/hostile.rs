@@ -1260,12 +1260,12 @@ fn the_memory_estimate_is_within_a_tenth_of_the_peak_at_sizes_s_and_m() {
 /// A fresh memory cgroup of `limit` bytes below this process's own (cgroup
 /// v1 or v2), removed on drop; `None` (with the reason) where this process
 /// may not make one.
-struct MemoryCgroup {
+pub struct MemoryCgroup {
     dir: PathBuf,
 }
 
 impl MemoryCgroup {
-    fn new(name: &str, limit: u64) -> Result<MemoryCgroup, String> {
+    pub fn new(name: &str, limit: u64) -> Result<MemoryCgroup, String> {
         let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
         let (base, file) = own
             .lines()
@@ -1294,7 +1294,7 @@ impl MemoryCgroup {
     }
 
     /// `himeno ARGS` started inside the cgroup.
-    fn himeno(&self, args: &[&str]) -> Command {
+    pub fn himeno(&self, args: &[&str]) -> Command {
         let procs = self.dir.join("cgroup.procs");
         let mut cmd = Command::new("sh");
         cmd.arg("-c")

@@ -1,12 +1,17 @@
 //! `--trace FILE`: the merged multi-rank Chrome trace (under `mpirun` and
 //! with in-process ranks) as ui.perfetto.dev reads it, its sums against the
-//! report's phase table, its clock alignment, its bound on long runs, and
-//! the timeline plot `himeno report --timeline` draws from it.
+//! report's phase table, its clock alignment, its bound on long runs and
+//! on memory, a write that fails or outlasts the stop grace, and the
+//! timeline plot `himeno report --timeline` draws from it (from any file,
+//! in bounded time and memory).
 
 use crate::common::*;
+use crate::hostile::MemoryCgroup;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
 
 /// The first GPU stream's track (`himeno::timeline::GPU_COMPUTE_TRACK`).
 pub const GPU_TRACKS: u64 = himeno::timeline::GPU_COMPUTE_TRACK as u64;
@@ -395,4 +400,337 @@ fn ranks_that_disagree_on_tracing_stop_together() {
         stderr(&o)
     );
     assert!(!path.exists(), "no rank ran, no trace is written");
+}
+
+/// 64 in-process ranks of one small grid for `iterations`, one thread
+/// each: many ranks' events at once.
+fn many_ranks(iterations: &str) -> Vec<String> {
+    [
+        "--local-ranks",
+        "64",
+        "--grid",
+        "34x34x34",
+        "--threads",
+        "1",
+        "--iterations",
+        iterations,
+        "--format",
+        "json",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Runs `cmd` with at most `limit`, as the tests' deadline.
+fn bounded(cmd: Command) -> Output {
+    run_with_limit(cmd, Duration::from_secs(120))
+}
+
+#[test]
+fn a_trace_of_many_ranks_fits_in_a_few_times_the_memory_of_the_run() {
+    // Without a trace the run takes about 20 MiB; its trace's events were
+    // held as JSON values (4 GiB and an abort). Six times the run.
+    const MIB: u64 = 1 << 20;
+    let cg = match MemoryCgroup::new("trace-fits", 128 * MIB) {
+        Ok(cg) => cg,
+        Err(why) => {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+    let path = temp_file("trace", "many-ranks.json");
+    let mut args = many_ranks("1000");
+    args.extend(["--trace".into(), path.to_str().unwrap().into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = bounded(cg.himeno(&args));
+    let report = json_ok(&o);
+    assert_eq!(report["iterations"], 1000);
+    let t = load(&path);
+    assert_eq!(t["otherData"]["ranks"], 64);
+    let timed = complete(&t)
+        .into_iter()
+        .filter(|e| e["cat"] == "timed" && e["args"]["iteration"] == 1000)
+        .count();
+    assert!(timed >= 64, "{timed} events of the last iteration");
+}
+
+#[test]
+fn a_trace_that_would_not_fit_is_refused_before_the_run() {
+    // Every rank keeps a million iterations at each end: terabytes.
+    let mut args = many_ranks("2000000");
+    args[1] = "1024".into();
+    let path = temp_file("trace", "too-big.json");
+    args.extend(["--trace", path.to_str().unwrap(), "--trace-keep", "1000000"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = std::time::Instant::now();
+    let o = bounded(himeno(&args));
+    assert_clean_error(&o, &["with its --trace"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "not refused up front"
+    );
+    assert!(!path.exists());
+    // Under a memory limit, a trace that fits without one no longer does.
+    const MIB: u64 = 1 << 20;
+    let Ok(cg) = MemoryCgroup::new("trace-refused", 128 * MIB) else {
+        return;
+    };
+    let mut args = many_ranks("100000");
+    args.extend(["--trace", path.to_str().unwrap(), "--trace-keep", "50000"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = bounded(cg.himeno(&args));
+    assert_clean_error(&o, &["with its --trace"]);
+}
+
+/// `cmd` with files limited to `bytes` (`ulimit -f`), a write past it
+/// failing with EFBIG rather than raising SIGXFSZ.
+fn with_file_size_limit(mut cmd: Command, bytes: u64) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal and setrlimit are async-signal-safe; nothing else
+    // runs in the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd
+}
+
+#[test]
+fn a_trace_that_cannot_be_written_costs_only_the_trace() {
+    let dir = temp_file("trace", "full-disk");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.json");
+    let results = dir.join("r.jsonl");
+    std::fs::write(&trace, "an earlier good trace").unwrap();
+    // The trace outgrows the file size limit; the record does not.
+    let cmd = himeno(&[
+        "--local-ranks",
+        "4",
+        "--grid",
+        "18x18x18",
+        "--iterations",
+        "300",
+        "--format",
+        "json",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--output",
+        results.to_str().unwrap(),
+    ]);
+    let o = bounded(with_file_size_limit(cmd, 256 << 10));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let report: Value = serde_json::from_str(&stdout(&o)).expect("the record on stdout");
+    let warning = report["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("t.json was not written"), "{report}");
+    assert_eq!(report["complete"], true);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("himeno: warning: the trace"), "{err}");
+    let appended = std::fs::read_to_string(&results).unwrap();
+    assert_eq!(appended.lines().count(), 1);
+    assert!(appended.contains("was not written"), "{appended}");
+    assert_eq!(
+        std::fs::read_to_string(&trace).unwrap(),
+        "an earlier good trace"
+    );
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "a half-written trace was left: {names:?}");
+}
+
+#[test]
+fn a_stopped_run_keeps_its_record_while_its_trace_is_written() {
+    // The stop comes at iteration 1500; writing the trace of 64 ranks'
+    // 1500 iterations takes far longer than the grace, which then counts
+    // from the end of the write.
+    let path = temp_file("trace", "stopped.json");
+    let mut args = many_ranks("1000000");
+    args.extend(["--trace", path.to_str().unwrap(), "--trace-keep", "1000"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = himeno(&args);
+    cmd.env("HIMENO_FAULT", "0:1500:term")
+        .env("HIMENO_STOP_GRACE", "0.2");
+    let o = bounded(cmd);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("still running"), "{err}");
+    let report: Value = serde_json::from_str(&stdout(&o)).expect("the record on stdout");
+    assert_eq!(report["complete"], false);
+    let t = load(&path);
+    assert_eq!(t["otherData"]["run"]["iterations"], report["iterations"]);
+}
+
+#[test]
+fn a_restarted_runs_trace_keeps_its_own_first_iterations() {
+    let dir = temp_file("trace", "restart-ckpt");
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = temp_file("trace", "restarted.json");
+    let args = |more: &[&str]| {
+        let mut a = vec![
+            "--grid",
+            "13x13x13",
+            "--iterations",
+            "20",
+            "--format",
+            "json",
+            "--checkpoint-dir",
+            dir.to_str().unwrap(),
+        ];
+        a.extend_from_slice(more);
+        let mut c = himeno(&a);
+        c.env_remove("HIMENO_FAULT");
+        c
+    };
+    let mut stopped = args(&[]);
+    stopped.env("HIMENO_FAULT", "0:6:term");
+    let o = bounded(stopped);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = bounded(args(&[
+        "--restart",
+        "latest",
+        "--trace",
+        path.to_str().unwrap(),
+        "--trace-keep",
+        "2",
+    ]));
+    let report = json_ok(&o);
+    let from = report["restarted_from"]["iteration"].as_u64().unwrap();
+    let t = load(&path);
+    let timed: std::collections::BTreeSet<u64> = complete(&t)
+        .into_iter()
+        .filter(|e| e["cat"] == "timed")
+        .map(|e| e["args"]["iteration"].as_u64().unwrap())
+        .collect();
+    let want: std::collections::BTreeSet<u64> = [from + 1, from + 2, 19, 20].into();
+    assert_eq!(timed, want);
+    assert_eq!(t["otherData"]["run"]["restarted_from"], from);
+    let kept = t["otherData"]["kept"].as_str().unwrap();
+    assert!(
+        kept.contains(&format!("iterations {} to 18 were dropped", from + 3)),
+        "{kept}"
+    );
+}
+
+/// `himeno report --timeline PATH`.
+fn timeline_of(path: &Path) -> Output {
+    bounded(himeno(&[
+        "report",
+        "--timeline",
+        path.to_str().unwrap(),
+        "--plot",
+        temp_file("trace", "hostile-plots").to_str().unwrap(),
+    ]))
+}
+
+#[test]
+fn the_timeline_reads_any_file_in_bounded_time_and_memory() {
+    let (_, good, _) = traced_at(Launcher::Local, 1, "4", &[]);
+    let dir = temp_file("trace", "hostile").with_extension("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    // One rank: its halo sums are empty, which printed as -0.000.
+    let g = dir.join("good.json");
+    std::fs::write(&g, good.to_string()).unwrap();
+    let out = stdout_ok(&timeline_of(&g));
+    assert!(!out.contains("-0"), "{out}");
+    let first_x = good["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["ph"] == "X" && e["cat"] == "timed")
+        .unwrap();
+    // Every number a timeline uses, at values no trace holds.
+    let mut members: Vec<(&str, Value)> = Vec::new();
+    for ranks in [
+        serde_json::json!(1_000_000),
+        serde_json::json!(240_000_000),
+        serde_json::json!(u64::MAX),
+        serde_json::json!(-1),
+        serde_json::json!(1.5),
+        serde_json::json!("many"),
+    ] {
+        let mut t = good.clone();
+        t["otherData"]["ranks"] = ranks;
+        members.push(("ranks", t));
+    }
+    for (field, value) in [
+        ("ts", serde_json::json!(1e300)),
+        ("ts", serde_json::json!(-1e300)),
+        ("dur", serde_json::json!(-5.0)),
+        ("dur", serde_json::json!(1e300)),
+        ("pid", serde_json::json!(-1)),
+        ("pid", serde_json::json!(7)),
+        ("pid", serde_json::json!(1e19)),
+        ("tid", serde_json::json!(-1)),
+        ("ts", serde_json::json!("soon")),
+    ] {
+        let mut t = good.clone();
+        t["traceEvents"][first_x][field] = value;
+        members.push((field, t));
+    }
+    let mut t = good.clone();
+    t["traceEvents"][first_x]["args"]["iteration"] = serde_json::json!(-3);
+    members.push(("iteration", t));
+    let mut t = good.clone();
+    t["otherData"]["run"]["grid"] = serde_json::json!("x".repeat(100_000));
+    members.push(("grid", t));
+    for (n, (what, t)) in members.into_iter().enumerate() {
+        let p = dir.join(format!("member-{n}.json"));
+        std::fs::write(&p, t.to_string()).unwrap();
+        let o = timeline_of(&p);
+        eprintln!("member {n}: {what}");
+        assert_clean_error(&o, &["cannot read the trace"]);
+        assert!(stderr(&o).starts_with("himeno:"), "{what}: {}", stderr(&o));
+    }
+    // Not numbers JSON can hold, nesting past the parser's limit.
+    let text = good.to_string();
+    let nan = text.replacen("\"dur\":", "\"dur\":NaN,\"x\":", 1);
+    let deep = format!("{{\"traceEvents\":[{}", "[".repeat(1_000_000));
+    for (n, bad) in [nan, deep].into_iter().enumerate() {
+        let p = dir.join(format!("text-{n}.json"));
+        std::fs::write(&p, bad).unwrap();
+        assert_clean_error(&timeline_of(&p), &["cannot read the trace"]);
+    }
+    // Files that never end, block, are no file, or are too large to read.
+    let fifo = dir.join("fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let huge = dir.join("huge.json");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len(5 << 30).unwrap();
+    let zeros = dir.join("zeros.json");
+    std::fs::File::create(&zeros)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    for p in [
+        fifo.as_path(),
+        Path::new("/dev/zero"),
+        dir.as_path(),
+        &huge,
+        &zeros,
+    ] {
+        assert_clean_error(&timeline_of(p), &["cannot read the trace"]);
+    }
+    std::fs::remove_file(&huge).unwrap();
+    std::fs::remove_file(&zeros).unwrap();
 }

@@ -37,6 +37,8 @@ pub const HOSTNAME: &str = "HOSTNAME";
 pub const GPU_CHECK_DIR: &str = "HIMENO_GPU_CHECK_DIR";
 /// The folder of fresh private folders (`himeno gpu-check`'s default).
 pub const TMPDIR: &str = "TMPDIR";
+/// One last-level cache instance's size, instead of what sysfs says.
+pub const LLC_BYTES: &str = "HIMENO_LLC_BYTES";
 
 /// The launchers' variables for the job's size, in the order trusted.
 pub const LAUNCHER_SIZE: [&str; 5] = [
@@ -96,6 +98,12 @@ pub const VARIABLES: &[Variable] = &[
         name: TMPDIR,
         meaning: "where `himeno gpu-check` makes its fresh private results folder \
                   (`himeno-gpu-check.XXXXXX`, mode 0700) when none is named (`/tmp`; never created)",
+    },
+    Variable {
+        name: LLC_BYTES,
+        meaning: "the size of one last-level cache instance (`32M`, `491520K`, bytes) to use \
+                  instead of sysfs's: a virtual machine's share of its host's cache; sizes \
+                  `bench stream`'s arrays and the in-cache choices",
     },
     Variable {
         name: CUDA_CONNECTIONS,
@@ -191,6 +199,7 @@ mod tests {
             RUST_LOG,
             GPU_CHECK_DIR,
             TMPDIR,
+            LLC_BYTES,
         ];
         let groups = LAUNCHER_SIZE
             .iter()

@@ -3,6 +3,8 @@
 //! can stay in it between sweeps, and one core's own caches, for sizing the
 //! tiles of the temporal wavefront.
 
+use crate::environment;
+use crate::error::{Error, Result};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
@@ -23,12 +25,25 @@ pub struct LastLevel {
 
 impl LastLevel {
     /// This node's last-level cache, or [`ASSUMED_BYTES`] as a single
-    /// instance when sysfs does not tell.
+    /// instance when sysfs does not tell. An instance of the size
+    /// [`environment::LLC_BYTES`] states replaces sysfs's, as many times
+    /// as sysfs counts instances.
     pub fn detect() -> LastLevel {
-        from_sysfs(Path::new("/sys/devices/system/cpu")).unwrap_or(LastLevel {
+        let found = from_sysfs(Path::new("/sys/devices/system/cpu"));
+        let found = found.unwrap_or(LastLevel {
             instance_bytes: ASSUMED_BYTES,
             node_bytes: ASSUMED_BYTES,
-        })
+        });
+        match stated() {
+            Ok(Some(bytes)) => {
+                let instances = (found.node_bytes / found.instance_bytes.max(1)).max(1);
+                LastLevel {
+                    instance_bytes: bytes,
+                    node_bytes: bytes.saturating_mul(instances),
+                }
+            }
+            _ => found,
+        }
     }
 
     /// Whether fields of `bytes` on this node stay in the cache from one
@@ -57,13 +72,22 @@ pub struct PerCore {
 }
 
 impl PerCore {
-    /// The caches of CPU 0, or assumed ones when sysfs does not tell.
+    /// The caches of CPU 0, or assumed ones when sysfs does not tell; the
+    /// shared instance is [`environment::LLC_BYTES`]'s when that is set.
     pub fn detect() -> PerCore {
-        per_core_from_sysfs(Path::new("/sys/devices/system/cpu/cpu0")).unwrap_or(PerCore {
+        let found = per_core_from_sysfs(Path::new("/sys/devices/system/cpu/cpu0"));
+        let found = found.unwrap_or(PerCore {
             private_bytes: ASSUMED_PRIVATE_BYTES,
             shared_bytes: ASSUMED_BYTES,
             sharing: 8,
-        })
+        });
+        match stated() {
+            Ok(Some(bytes)) => PerCore {
+                shared_bytes: bytes,
+                ..found
+            },
+            _ => found,
+        }
     }
 
     /// Bytes one thread's cache-blocked working set should stay within:
@@ -158,6 +182,33 @@ fn from_sysfs(cpus: &Path) -> Option<LastLevel> {
     })
 }
 
+/// Smallest and largest last-level cache [`stated`] accepts: 64 KiB to
+/// 64 GiB, the span of real caches.
+const STATED_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(64 << 30);
+
+/// The size of one last-level cache instance that [`environment::LLC_BYTES`]
+/// states instead of sysfs's, if set: a virtual machine sees its host's
+/// whole cache (a 2-vCPU guest was told of a 480 MiB L3, of which it has a
+/// small share), and sizing from that makes `bench stream`'s arrays
+/// gigabytes and takes size M for cache-resident. Bytes, or with a `K`,
+/// `M` or `G` suffix (binary units, as sysfs writes them). A value that is
+/// not a size in [`STATED_RANGE`] is refused: the run and `bench stream`
+/// call this in their validation, before anything is sized from it.
+pub fn stated() -> Result<Option<usize>> {
+    let Some(text) = environment::get_os(environment::LLC_BYTES) else {
+        return Ok(None);
+    };
+    let text = text.to_string_lossy();
+    match parse_size(&text) {
+        Some(bytes) if STATED_RANGE.contains(&bytes) => Ok(Some(bytes)),
+        _ => Err(Error::usage(format!(
+            "{}={text:?} is not a cache size from 64K to 64G (bytes, or with a K, M or G \
+             suffix, e.g. 32M)",
+            environment::LLC_BYTES
+        ))),
+    }
+}
+
 /// Parses a sysfs cache size such as `32768K`, `1M` or `512`.
 fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
@@ -182,6 +233,7 @@ mod tests {
         assert_eq!(parse_size("K"), None);
         assert_eq!(parse_size(""), None);
         assert_eq!(parse_size("12X"), None);
+        assert_eq!(parse_size("99999999999999999999G"), None);
     }
 
     /// Two L3 instances of 16 MiB shared by two CPUs each, private L2s and

@@ -365,6 +365,7 @@ pub fn job(
     let cfg = args.validate(comm.size(), comm.node_size(), backend)?;
     let fault = Fault::from_env()?;
     let grace = signals::grace_from_env()?;
+    crate::machine::cache::stated()?;
     super::outputs::check(args)?;
     if comm.rank() == 0
         && let Some(path) = &cfg.output

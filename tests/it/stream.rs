@@ -229,6 +229,7 @@ fn bind_cores_pins_threads_and_reports_where() {
 fn bench_cpu_script_prints_the_table() {
     let root = env!("CARGO_MANIFEST_DIR");
     let mut cmd = std::process::Command::new("bash");
+    model_cache(&mut cmd);
     cmd.current_dir(root).args([
         "scripts/bench-cpu.sh",
         "--sizes",
@@ -366,6 +367,7 @@ fn bench_cpu_script_compares_a_base_build() {
         ),
     );
     let mut cmd = std::process::Command::new("bash");
+    model_cache(&mut cmd);
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["scripts/bench-cpu.sh", "--sizes", "XS", "--threads", "1"])
         .args([

@@ -114,8 +114,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// repetition), both on the same threads, arrays and huge pages, run
 /// interleaved: the median of the per-round ratios within the tolerance
 /// (`HIMENO_STREAM_TOLERANCE`, default 0.5: a loaded 2-vCPU Xeon guest
-/// read 1.30x in one run of five rounds, notes/cpu-perf.md; the issue's
-/// 5 % is this test with 0.05 on a quiet machine). A rate that adds
+/// read 1.30x in one run of five rounds, and 1.03x when quiet,
+/// notes/cpu-perf.md; the 5 % is this test with 0.05 on a quiet
+/// machine). A rate that adds
 /// threads' own rates or counts bytes per thread reads 2x the probe on two
 /// threads, and the Zen 4 guest's reading was 1.73-1.87x: outside it. Slow (tens of seconds): arrays of 4x a
 /// 32 MiB cache, STREAM's rule for the guests this runs on.

@@ -35,6 +35,8 @@ fn stream_json_has_every_kernel_validated() {
         );
         assert!(min > 0.0 && min <= avg && avg <= max, "{k}");
         assert!(k["best_gbytes_per_s"].as_f64().unwrap() > 0.0, "{k}");
+        let together = k["threads_together"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&together), "{k}");
     }
     assert_eq!(r["triad_gbytes_per_s"], kernels[3]["best_gbytes_per_s"]);
     assert_eq!(r["sum13_gbytes_per_s"], kernels[4]["best_gbytes_per_s"]);
@@ -82,6 +84,90 @@ fn stream_csv_has_a_row_per_kernel_and_scope() {
         "{out}"
     );
     assert!(lines[10].starts_with(",all,2,none,sum13,56,"), "{out}");
+}
+
+/// Compiles the plain C/OpenMP STREAM probe (`notes/peer/triad.c`) as
+/// the issue builds McCalpin's: `-O3 -march=native -fopenmp`.
+fn triad_probe() -> std::path::PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("notes/peer/triad.c");
+    let exe = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-triad-probe-{}", std::process::id()));
+    let o = std::process::Command::new("cc")
+        .args(["-O3", "-march=native", "-fopenmp", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (cc) is installed: scripts/install-deps.sh installs one");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    exe
+}
+
+/// The median of `v` (not empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (v[(n - 1) / 2] + v[n / 2]) / 2.0
+}
+
+/// `bench stream`'s triad agrees with a plain C/OpenMP STREAM triad timed
+/// as STREAM times it (a wall clock around one parallel loop per
+/// repetition), both on the same threads, arrays and huge pages, run
+/// interleaved: the median of the per-round ratios within the tolerance
+/// (`HIMENO_STREAM_TOLERANCE`, default 0.5: a loaded 2-vCPU Xeon guest
+/// read 1.30x in one run of five rounds, and 1.03x when quiet,
+/// notes/cpu-perf.md; the issue's 5 % is this test with 0.05 on a quiet
+/// machine). A rate that adds
+/// threads' own rates or counts bytes per thread reads 2x the probe on two
+/// threads, and the Zen 4 guest's reading was 1.73-1.87x: outside it. Slow (tens of seconds): arrays of 4x a
+/// 32 MiB cache, STREAM's rule for the guests this runs on.
+#[test]
+fn stream_triad_agrees_with_a_plain_c_openmp_triad() {
+    const ELEMENTS: &str = "16777216";
+    const REPEATS: &str = "8";
+    const ROUNDS: usize = 5;
+    let tolerance: f64 = std::env::var("HIMENO_STREAM_TOLERANCE").map_or(0.5, |t| {
+        t.parse().expect("HIMENO_STREAM_TOLERANCE is a number")
+    });
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(2)
+        .to_string();
+    let probe = triad_probe();
+    let mut ratios = Vec::new();
+    let mut seen = Vec::new();
+    for _ in 0..ROUNDS {
+        let r = json_ok(&run(himeno(&[
+            "bench",
+            "stream",
+            "--threads",
+            &threads,
+            "--elements",
+            ELEMENTS,
+            "--repeats",
+            REPEATS,
+            "--format",
+            "json",
+        ])));
+        let ours = r["triad_gbytes_per_s"].as_f64().expect("a triad rate");
+        let mut cmd = std::process::Command::new(&probe);
+        cmd.args([ELEMENTS, REPEATS])
+            .env("OMP_NUM_THREADS", &threads);
+        let out = stdout_ok(&run(cmd));
+        let theirs: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("triad best "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no triad line in:\n{out}"));
+        ratios.push(ours / theirs);
+        seen.push(format!("{ours:.2}/{theirs:.2}"));
+    }
+    let m = median(ratios);
+    assert!(
+        (m - 1.0).abs() <= tolerance,
+        "bench stream / C triad: median {m:.3}, beyond {tolerance} (himeno/C GB/s per round: {})",
+        seen.join(" ")
+    );
 }
 
 #[test]

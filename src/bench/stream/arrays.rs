@@ -5,6 +5,14 @@
 //! for the same thread every call), so each thread reads and writes only
 //! the pages it first touched. Under MPI every round of a kernel starts
 //! after a barrier, so the ranks run concurrently.
+//!
+//! A repetition is timed as STREAM times it: one wall clock read before
+//! the threads are released (the job posted to all of them at once, as an
+//! OpenMP parallel loop forks) and one after the last has ended, so the
+//! bytes of all threads are divided by one interval that spans every
+//! thread's work. Each thread's own start and end are recorded too, so
+//! that the report can say how much of that interval the threads ran
+//! together, and a test can check the interval spans them all.
 
 use super::kernels::{self, Kernel, Parts, SUM_ARRAYS, SUM_INPUTS};
 use crate::comm::Comm;
@@ -26,10 +34,44 @@ const STAGGER_BYTES: usize = 256;
 pub struct Timing {
     /// The kernel.
     pub kernel: Kernel,
-    /// This rank's seconds per round.
+    /// This rank's seconds per round: from the release of its threads to
+    /// the end of the last of them.
     pub local: Vec<f64>,
     /// The slowest rank's seconds per round.
     pub slowest: Vec<f64>,
+    /// Per round, each thread's `[start, end]` in seconds after the
+    /// release (the clock read that starts `local`).
+    pub spans: Vec<Vec<[f64; 2]>>,
+}
+
+impl Timing {
+    /// Whether every round's interval spans each of its threads' work:
+    /// no thread started before the clock did or ended after it stopped.
+    pub fn spans_every_thread(&self) -> bool {
+        self.local.len() == self.spans.len()
+            && self.local.iter().zip(&self.spans).all(|(&wall, threads)| {
+                threads
+                    .iter()
+                    .all(|&[s, e]| 0.0 <= s && s <= e && e <= wall)
+            })
+    }
+
+    /// The smallest share, over the counted rounds, of a round's interval
+    /// in which all its threads ran at once (from the last start to the
+    /// first end): 1 when they started and ended together, near 0 when
+    /// they took turns (their bandwidths then do not add up, and the
+    /// interval says so).
+    pub fn least_overlap(&self) -> f64 {
+        self.local
+            .iter()
+            .zip(&self.spans)
+            .map(|(&wall, threads)| {
+                let last_start = threads.iter().map(|t| t[0]).fold(0.0, f64::max);
+                let first_end = threads.iter().map(|t| t[1]).fold(f64::INFINITY, f64::min);
+                ((first_end - last_start) / wall.max(crate::timing::RESOLUTION_S)).clamp(0.0, 1.0)
+            })
+            .fold(1.0, f64::min)
+    }
 }
 
 /// STREAM's three arrays of one rank and Sum13's fourteen (inputs, then
@@ -94,29 +136,31 @@ impl Arrays {
                 kernel,
                 local: Vec::new(),
                 slowest: Vec::new(),
+                spans: Vec::new(),
             })
             .collect();
         for round in 0..repeats {
             for t in &mut out {
                 comm.barrier();
                 let t0 = Instant::now();
-                match t.kernel {
-                    Kernel::Sum13 => {
-                        pool.scatter(self.split_sum(pool), |_, mut parts| {
+                let spans = match t.kernel {
+                    Kernel::Sum13 => pool.scatter(self.split_sum(pool), |_, mut parts| {
+                        span(t0, || {
                             let out = parts.pop().expect("Sum13 has an output array");
                             let ins: [&[f32]; SUM_INPUTS] = std::array::from_fn(|f| &*parts[f]);
                             kernels::sum13(isa, &ins, out);
-                        });
-                    }
-                    k => {
-                        pool.scatter(self.split(pool), |_, parts| kernels::stream(parts, k));
-                    }
-                }
+                        })
+                    }),
+                    k => pool.scatter(self.split(pool), |_, parts| {
+                        span(t0, || kernels::stream(parts, k))
+                    }),
+                };
                 let dt = t0.elapsed().as_secs_f64();
                 let worst = comm.max(dt);
                 if round > 0 {
                     t.local.push(dt);
                     t.slowest.push(worst);
+                    t.spans.push(spans);
                 }
             }
         }
@@ -196,6 +240,14 @@ impl Arrays {
     }
 }
 
+/// Runs one thread's `work` and returns its `[start, end]`, read on that
+/// thread, in seconds after `t0`.
+fn span(t0: Instant, work: impl FnOnce()) -> [f64; 2] {
+    let start = t0.elapsed().as_secs_f64();
+    work();
+    [start, t0.elapsed().as_secs_f64()]
+}
+
 /// The static partition of equally long `arrays` over `threads` threads:
 /// for each thread, its part of every array, the same parts every call.
 fn partition<T>(arrays: Vec<&mut [T]>, threads: usize) -> Vec<Vec<&mut [T]>> {
@@ -240,6 +292,45 @@ mod tests {
             arr.nudge(sum13, -1.0);
             assert!(arr.valid(&pool, 4));
         }
+    }
+
+    /// The measured interval of every repetition spans each thread's own
+    /// start and end, read on the thread: the bytes of all threads are
+    /// divided by one interval in which they all ran, never by a thread's
+    /// own time (with which threads that take turns would add up to more
+    /// than the memory gives).
+    #[test]
+    fn each_repetition_spans_every_threads_work() {
+        let pool = Pool::new(3, Bind::None, [0, 1]).unwrap();
+        let mut arr = Arrays::first_touch(&pool, 30011, 4099).unwrap();
+        for t in arr.time(&pool, &SingleComm, 4, &Kernel::ALL) {
+            assert_eq!(t.spans.len(), 3, "{:?}", t.kernel);
+            assert!(t.spans.iter().all(|s| s.len() == 3), "{:?}", t.kernel);
+            assert!(t.spans_every_thread(), "{t:?}");
+            let overlap = t.least_overlap();
+            assert!((0.0..=1.0).contains(&overlap), "{overlap}");
+        }
+    }
+
+    #[test]
+    fn overlap_tells_threads_that_ran_together_from_threads_that_took_turns() {
+        let timing = |spans: Vec<[f64; 2]>, wall: f64| Timing {
+            kernel: Kernel::Triad,
+            local: vec![wall],
+            slowest: vec![wall],
+            spans: vec![spans],
+        };
+        let together = timing(vec![[0.0, 1.0], [0.0, 1.0]], 1.0);
+        assert_eq!(together.least_overlap(), 1.0);
+        assert!(together.spans_every_thread());
+        let turns = timing(vec![[0.0, 1.0], [1.0, 2.0]], 2.0);
+        assert_eq!(turns.least_overlap(), 0.0);
+        assert!(turns.spans_every_thread());
+        let half = timing(vec![[0.0, 1.0], [0.5, 1.5]], 2.0);
+        assert_eq!(half.least_overlap(), 0.25);
+        // A thread's own time longer than the interval: not spanned.
+        assert!(!timing(vec![[0.0, 1.0], [0.5, 2.5]], 2.0).spans_every_thread());
+        assert!(!timing(vec![[-0.1, 1.0]], 2.0).spans_every_thread());
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub struct KernelResult {
     pub min_s: f64,
     /// Slowest repetition, seconds.
     pub max_s: f64,
+    /// The smallest share of a repetition's interval in which all of a
+    /// rank's threads ran at once (1: they started and ended together);
+    /// for the aggregate, the least over the ranks.
+    #[serde(default)]
+    pub threads_together: f64,
 }
 
 /// One rank's results.
@@ -103,6 +108,7 @@ pub fn summarise(timings: &[Timing], local: bool, elements: [f64; 2]) -> Vec<Ker
                 avg_s: avg,
                 min_s: min,
                 max_s: max,
+                threads_together: t.least_overlap(),
             }
         })
         .collect()
@@ -174,6 +180,16 @@ pub fn text(r: &StreamReport) -> String {
     } else {
         table(&mut s, &r.per_rank[0].placement, &r.kernels);
     }
+    let together = r
+        .kernels
+        .iter()
+        .map(|k| k.threads_together)
+        .fold(1.0, f64::min);
+    let _ = writeln!(
+        s,
+        "timed as STREAM: each repetition from the threads' common release to the last one's end; all threads ran together for at least {:.0}% of every repetition",
+        100.0 * together
+    );
     let _ = writeln!(
         s,
         "Solution Validates: every element matches the replayed values"
@@ -230,4 +246,27 @@ pub fn csv(r: &StreamReport) -> String {
     ];
     rows("", "all", total, &r.kernels);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two threads that took turns over a repetition of 2 s, each moving
+    /// its half in 1 s: the bandwidth is all bytes over the 2 s interval,
+    /// not the sum of the two threads' own rates (which would double it),
+    /// and the first repetition is not among the times.
+    #[test]
+    fn bandwidth_is_all_bytes_over_the_common_interval() {
+        let t = Timing {
+            kernel: Kernel::Triad,
+            local: vec![2.0, 4.0],
+            slowest: vec![2.0, 4.0],
+            spans: vec![vec![[0.0, 1.0], [1.0, 2.0]], vec![[0.0, 4.0], [0.0, 4.0]]],
+        };
+        let r = &summarise(&[t], true, [1e9, 1.0])[0];
+        assert_eq!(r.best_gbytes_per_s, 24.0 / 2.0);
+        assert_eq!((r.min_s, r.avg_s, r.max_s), (2.0, 3.0, 4.0));
+        assert_eq!(r.threads_together, 0.0);
+    }
 }

@@ -85,7 +85,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     // The block is made as deep as the deepest T `--temporal auto` may take.
     // The quick stream runs after the solver has freed its fields: the
     // preflight counts the larger of the two.
-    let quick_footprint = (cfg.stream == StreamMeasure::Quick).then(stream::quick_footprint);
+    let quick_footprint =
+        (cfg.stream == StreamMeasure::Quick).then(|| stream::quick_footprint(comm.node_size()));
     let need = |b: &Block| preflight::rank_need(&cfg, b, quick_footprint, comm.rank());
     let plan = temporal::Plan::of(&cfg, &grid, comm, &need)?;
     let block = Block::of(&grid, &procs, comm.rank()).with_depth(plan.depth());

@@ -272,6 +272,64 @@ fn quick_stream_runs_after_the_timed_loop_on_every_rank() {
     assert!(last_rehearsal < first_stream, "{err}");
 }
 
+/// A machine that reports a huge last-level cache (a virtual machine told
+/// of its host's whole L3) does not make the quick stream, a side
+/// measurement, refuse the run: its arrays are capped to a quarter of the
+/// memory left, here a 1 GiB cgroup where STREAM's rule alone (4x a 64 GiB
+/// cache per array) asked for terabytes.
+#[test]
+fn a_huge_reported_cache_does_not_make_the_quick_stream_refuse_the_run() {
+    let cg = match crate::hostile::MemoryCgroup::new("quick-stream", 1 << 30) {
+        Ok(cg) => cg,
+        Err(why) => {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+    let mut cmd = cg.himeno(&[
+        "--size",
+        "XS",
+        "--iterations",
+        "3",
+        "--local-ranks",
+        "2",
+        "--stream",
+        "quick",
+        "--format",
+        "json",
+    ]);
+    cmd.env("HIMENO_LLC_BYTES", "64G");
+    let r = json_ok(&run(cmd));
+    assert!(
+        r["stream_fraction"].as_f64().is_some_and(|f| f > 0.0),
+        "{r}"
+    );
+}
+
+/// A stated cache size that is not one is refused by the run and by
+/// `bench stream` before anything is sized from it.
+#[test]
+fn a_stated_cache_size_that_is_not_one_is_refused() {
+    for bad in [
+        "abc",
+        "32 M",
+        "1K",
+        "65G",
+        "-5M",
+        "12X",
+        "99999999999999999999G",
+    ] {
+        for args in [
+            &["--size", "XS", "--iterations", "1"][..],
+            &["bench", "stream", "--elements", "1000"],
+        ] {
+            let mut cmd = himeno(args);
+            cmd.env("HIMENO_LLC_BYTES", bad);
+            assert_clean_error(&run(cmd), &["HIMENO_LLC_BYTES", "cache size"]);
+        }
+    }
+}
+
 /// The JSON report of a small 2-thread run with `--bind bind`.
 fn bound_run(bind: &str) -> serde_json::Value {
     json_ok(&run(himeno(&[

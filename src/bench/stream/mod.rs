@@ -31,7 +31,7 @@ use crate::args::LaunchArgs;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::machine::cache::LastLevel;
-use crate::machine::memory::Footprint;
+use crate::machine::memory::{self, Footprint};
 use crate::machine::threads::{self, Bind, Pool};
 use crate::output::{self, Format};
 use arrays::Arrays;
@@ -157,6 +157,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
 
 /// This rank's own check of the options; its thread count.
 fn validate(args: &StreamArgs, comm: &dyn Comm) -> Result<usize> {
+    crate::machine::cache::stated()?;
     if args.repeats < 2 || args.repeats > MAX_REPEATS {
         return Err(Error::usage(format!(
             "--repeats {} must be between 2 and {MAX_REPEATS} (the first is not timed)",
@@ -190,7 +191,7 @@ pub struct QuickStream {
 /// same error on every rank.
 pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<QuickStream> {
     const REPEATS: usize = 5;
-    let elements = default_elements(llc_bytes());
+    let elements = quick_elements(comm.node_size());
     let sum_elements = sum13_elements(elements);
     let made = Pool::new(threads, bind, [comm.node_rank(), comm.node_size()])
         .and_then(|pool| Ok((Arrays::first_touch(&pool, elements, sum_elements)?, pool)));
@@ -220,11 +221,41 @@ pub fn quick_stream(comm: &dyn Comm, threads: usize, bind: Bind) -> Result<Quick
     Ok(quick)
 }
 
-/// The memory one rank allocates for [`quick_stream`]: STREAM's three
-/// arrays and Sum13's fourteen.
-pub fn quick_footprint() -> Footprint {
-    let elements = default_elements(llc_bytes());
+/// The memory one of `node_ranks` ranks of a node allocates for
+/// [`quick_stream`]: STREAM's three arrays and Sum13's fourteen.
+pub fn quick_footprint(node_ranks: usize) -> Footprint {
+    let elements = quick_elements(node_ranks);
     arrays::footprint(elements, sum13_elements(elements))
+}
+
+/// Fewest elements per array the quick stream takes when memory is short
+/// (8 MiB of `f64`s).
+const MIN_QUICK_ELEMENTS: u128 = 1 << 20;
+
+/// Elements per STREAM array of the quick stream on one of `node_ranks`
+/// ranks of a node: STREAM's rule ([`default_elements`]), but the arrays
+/// of all the node's ranks together take at most a quarter of the memory
+/// available now. The quick stream is a side measurement and must never be
+/// why a run is refused: a virtual machine told of its host's whole cache
+/// (a 2-vCPU guest saw a 480 MiB L3) sized 11 GiB per rank by the rule
+/// alone, and two ranks of size M no longer fitted a 24 GiB node.
+fn quick_elements(node_ranks: usize) -> usize {
+    let rule = default_elements(llc_bytes());
+    let Some((available, _)) = memory::available() else {
+        return rule;
+    };
+    // Three f64 arrays and Sum13's f32 arrays of the same bytes.
+    let per_element = 2 * 3 * 8;
+    let cap = available / 4 / node_ranks.max(1) as u128 / per_element;
+    let elements = (rule as u128).min(cap.max(MIN_QUICK_ELEMENTS)) as usize;
+    if elements < rule {
+        tracing::info!(
+            elements,
+            rule,
+            "the quick stream's arrays are smaller than 4x the last-level cache, to fit memory"
+        );
+    }
+    elements
 }
 
 /// Bytes of one last-level cache instance: each rank sizes its arrays from
@@ -262,10 +293,33 @@ mod tests {
         // Both sets take whole pages, with at most a few more for the
         // staggering.
         let three = 3 * 8 * default_elements(llc_bytes()) as u128;
-        let quick = quick_footprint().resident;
+        let quick = arrays::footprint(
+            default_elements(llc_bytes()),
+            sum13_elements(default_elements(llc_bytes())),
+        )
+        .resident;
         assert!(
             quick >= 2 * three - 64 && quick <= 2 * three + 17 * (4 << 20),
             "{quick}"
         );
+    }
+
+    #[test]
+    fn the_quick_stream_takes_at_most_a_quarter_of_the_memory_left() {
+        let rule = default_elements(llc_bytes());
+        for ranks in [1, 2, 64, 1 << 20] {
+            let n = quick_elements(ranks);
+            assert!(n <= rule && n as u128 >= MIN_QUICK_ELEMENTS.min(rule as u128));
+            if n < rule && n as u128 > MIN_QUICK_ELEMENTS {
+                let (available, _) = memory::available().expect("capped by a reading");
+                let all = quick_footprint(ranks).resident * ranks as u128;
+                // Whole pages and staggering on top of the quarter.
+                assert!(
+                    all <= available / 4 + ranks as u128 * 17 * (4 << 20),
+                    "{ranks}"
+                );
+            }
+        }
+        assert!(quick_elements(1 << 20) <= quick_elements(1));
     }
 }

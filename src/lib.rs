@@ -10,7 +10,7 @@
 // only from its own layer or those below. This is the one copy of the map;
 // `tests/it/layers.rs` reads it (one `N. module, module;` line per layer)
 // and keeps every file of `src/` to it. This entry point is above them all.
-// 1. error, environment, hash, timing, timeline, signals, progress, output, files;
+// 1. error, environment, hash, timing, timeline, signals, progress, output, files, build;
 // 2. machine, grid, comm;
 // 3. problem, verify;
 // 4. config;
@@ -22,6 +22,7 @@
 pub mod args;
 pub mod backend;
 pub mod bench;
+pub mod build;
 pub mod checkpoint;
 pub mod cli;
 pub mod comm;

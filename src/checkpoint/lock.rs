@@ -64,7 +64,7 @@ fn holder(token: &str) -> String {
         "host {}, pid {}, since {} (token {token})",
         crate::comm::hostname(),
         std::process::id(),
-        crate::report::provenance::utc_now()
+        crate::build::utc_now()
     )
 }
 

@@ -9,7 +9,7 @@
 //! blocking or following a link, and every number and file name checked
 //! before use, so that a hand-edited one is refused with one line.
 
-pub use super::store::MANIFEST;
+pub use super::store::{MANIFEST, MANIFEST_TMP};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -23,9 +23,6 @@ pub const FORMAT: &str = "himeno-checkpoint-1";
 pub const COEFFICIENTS: &str = "not stored: a0..a3, b0..b2, c0..c2, bnd and wrk1 are never \
                                 changed by the solver, so a restart re-creates them from \
                                 the initial state";
-
-/// The name the manifest is written to before it is renamed into place.
-pub const MANIFEST_TMP: &str = "manifest.json.tmp";
 
 /// Largest manifest read (a manifest of the most ranks a run may have is
 /// far smaller).
@@ -215,13 +212,13 @@ impl Manifest {
         if let Some(f) = self
             .files
             .iter()
-            .find(|f| f.file != super::rank_file_name(f.rank))
+            .find(|f| f.file != super::store::rank_file_name(f.rank))
         {
             return Err(format!(
                 "rank {}'s file is named '{}', not '{}'",
                 f.rank,
                 f.file.escape_debug(),
-                super::rank_file_name(f.rank)
+                super::store::rank_file_name(f.rank)
             ));
         }
         if self.iteration == 0 || self.iteration > self.planned || self.planned > MAX_ITERATIONS {

@@ -47,12 +47,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The version checkpoints are written by and restarted with.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// The file name of `rank`'s part of a checkpoint.
-fn rank_file_name(rank: usize) -> String {
-    format!("rank-{rank:06}.bin")
-}
+pub const VERSION: &str = crate::build::VERSION;
 
 /// The failed side writes (checkpoints, removals) told one by one in the
 /// record; more are counted on one last line.
@@ -157,8 +152,8 @@ impl Checkpointer {
             ranks: comm.size(),
             temporal: cfg.temporal,
             version: VERSION.to_string(),
-            commit: env!("HIMENO_GIT_COMMIT").to_string(),
-            features: crate::report::provenance::features(),
+            commit: crate::build::GIT_COMMIT.to_string(),
+            features: crate::build::features(),
         };
         let (folder_lock, owner) = own_folder(&settings.dir, comm)?;
         if let Some(why) = folder_lock.as_ref().and_then(|l| l.unenforced.as_ref()) {
@@ -392,7 +387,7 @@ impl Checkpointer {
         let field = backend.field()?;
         let part = verify::fingerprint(&grid, &self.block, &field);
         let crc = rankfile::write(
-            &folder.join(rank_file_name(self.rank)),
+            &folder.join(store::rank_file_name(self.rank)),
             self.rank,
             done,
             &self.block,
@@ -462,7 +457,7 @@ impl Checkpointer {
                 .enumerate()
                 .map(|(rank, &(crc32, bytes, _))| RankFile {
                     rank,
-                    file: rank_file_name(rank),
+                    file: store::rank_file_name(rank),
                     bytes,
                     crc32,
                 })

@@ -11,6 +11,14 @@ use std::path::{Path, PathBuf};
 /// `super::manifest`).
 pub const MANIFEST: &str = "manifest.json";
 
+/// The name the manifest is written to before it is renamed into place.
+pub const MANIFEST_TMP: &str = "manifest.json.tmp";
+
+/// The file name of `rank`'s part of a checkpoint.
+pub fn rank_file_name(rank: usize) -> String {
+    format!("rank-{rank:06}.bin")
+}
+
 /// Prefix of a checkpoint's folder name.
 const PREFIX: &str = "ckpt-";
 
@@ -198,7 +206,7 @@ fn free_bytes(at: &Path) -> Option<u64> {
 /// the manifest, its temporary name, or a rank file.
 fn made_by_himeno(name: &str) -> bool {
     name == MANIFEST
-        || name == super::manifest::MANIFEST_TMP
+        || name == MANIFEST_TMP
         || name
             .strip_prefix("rank-")
             .and_then(|n| n.strip_suffix(".bin"))

@@ -351,7 +351,7 @@ impl Check<'_> {
                 ""
             },
             if self.settings.quick { " (quick)" } else { "" },
-            crate::report::provenance::utc_now(),
+            crate::build::utc_now(),
             crate::comm::hostname(),
             self.out.display()
         ));

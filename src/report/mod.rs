@@ -103,7 +103,7 @@ impl Record {
             .collect();
         Record {
             schema: SCHEMA_VERSION,
-            timestamp: provenance::utc_now(),
+            timestamp: crate::build::utc_now(),
             label: cfg.label.clone(),
             size: cfg.problem.size,
             grid: cfg.grid().n,

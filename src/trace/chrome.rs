@@ -264,7 +264,7 @@ impl<W: Write> Writer<W> {
             .collect();
         let other = json!({
             "format": "himeno-trace-1",
-            "version": env!("CARGO_PKG_VERSION"),
+            "version": crate::build::VERSION,
             "ranks": self.headers.len(),
             "time_zero": "the earliest rank's start of recording, after the clock alignment",
             "kept": kept_text(keep, dropped),

@@ -242,9 +242,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     let code = if quick_failed && code == 0 { 2 } else { code };
 
     if comm.rank() == 0 {
-        // Side writes that failed (a checkpoint, an old one's removal):
-        // the measurement stands, the record says what failed.
-        let warnings = checkpoint.as_ref().map_or_else(Vec::new, |c| c.warnings());
+        // Side writes that failed (the trace, a checkpoint, an old one's
+        // removal): the measurement stands, the record says what failed.
+        warnings.extend(checkpoint.as_ref().map_or_else(Vec::new, |c| c.warnings()));
         let record = Record::build(
             &outcome,
             RecordInputs {

@@ -744,6 +744,16 @@ impl SmallDisk {
         }
     }
 
+    /// Makes the disk `bytes` large, keeping what it holds.
+    fn grow(&self, bytes: u64) {
+        let o = Command::new("mount")
+            .args(["-o", &format!("remount,size={bytes}")])
+            .arg(&self.0)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+
     /// Fills the disk to its last byte.
     fn fill(&self) {
         use std::io::Write;
@@ -808,7 +818,11 @@ fn a_checkpoint_the_disk_cannot_take_is_a_warning_and_the_run_keeps_its_record()
         "{}",
         stderr(&o)
     );
-    // What the run committed is whole: the restart takes up the last one.
+    // What the run committed is whole: the restart takes up the last one,
+    // once the disk has room again (how full the run left it depends on
+    // how many checkpoints it wrote before the first failed, and a full
+    // folder is refused before a run).
+    disk.grow(1 << 20);
     let o = run(command(
         Launcher::Local,
         4,

@@ -345,36 +345,23 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
     assert!(!fits.contains("Warning"), "{fits}");
 }
 
-/// `himeno ARGS`, its record, and its peak resident memory in bytes, as
-/// the kernel counted it for that child alone (`wait4`'s `ru_maxrss`).
-// The child is reaped by `wait4`, which also gives its own peak.
-#[allow(clippy::zombie_processes)]
+/// `himeno ARGS`, its record, and its peak resident memory in bytes: the
+/// process's own high-water mark (`VmHWM`), which the record carries in
+/// each rank's `memory.peak_bytes`. Not the child's `ru_maxrss` from
+/// `wait4`: Linux carries the spawning process's peak into a child that
+/// shares its memory until `exec` (Rust's spawn is such a `vfork`), so a
+/// child of this test binary read 2 GB when another test had made the
+/// binary that large.
 fn record_and_peak(args: &[&str]) -> (serde_json::Value, u64) {
-    use std::io::Read;
-    let mut child = himeno(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
+    let r = json_ok(&run(himeno(args)));
+    let peak = r["per_rank"]
+        .as_array()
         .unwrap()
-        .read_to_string(&mut out)
+        .iter()
+        .map(|p| p["memory"]["peak_bytes"].as_u64().expect("a measured peak"))
+        .max()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pid is this process's own child, not yet waited for.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{out}"
-    );
-    let r: serde_json::Value = serde_json::from_str(&out).expect("a JSON record");
-    (r, usage.ru_maxrss as u64 * 1024)
+    (r, peak)
 }
 
 /// `--temporal auto` on long thin grids, whose many thin planes make the

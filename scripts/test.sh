@@ -107,6 +107,13 @@ if [[ $mpi != openmpi ]]; then
   took "the MPI tests (MPICH)"
 fi
 
+# The one timed comparison, alone on the machine: bench stream's triad
+# against a plain C/OpenMP STREAM triad (tests/it/stream.rs says why it
+# cannot run beside the other tests).
+cargo test --release --test it -- --ignored --test-threads 1 \
+  stream::stream_triad_agrees_with_a_plain_c_openmp_triad
+took "the stream comparison (alone)"
+
 # The bad-input table against a debug build too: overflow checks are on
 # there, so arithmetic on a number the user typed that would wrap in
 # release panics here instead of passing unnoticed.

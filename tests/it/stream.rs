@@ -120,7 +120,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// threads' own rates or counts bytes per thread reads 2x the probe on two
 /// threads, and the Zen 4 guest's reading was 1.73-1.87x: outside it. Slow (tens of seconds): arrays of 4x a
 /// 32 MiB cache, STREAM's rule for the guests this runs on.
+///
+/// It times, so it runs alone: `scripts/test.sh` runs it after every other
+/// test (`--ignored`, one test thread), since beside the suite's other
+/// runs on two cores the two readings move unevenly and the ratio is noise.
 #[test]
+#[ignore = "timed: scripts/test.sh runs it alone after the other tests"]
 fn stream_triad_agrees_with_a_plain_c_openmp_triad() {
     const ELEMENTS: &str = "16777216";
     const REPEATS: &str = "8";

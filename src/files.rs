@@ -314,6 +314,87 @@ pub fn empty_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether [`open_regular`] opens a path whose last component is a
+/// symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Opens what the link names (a results file a user linked in).
+    Follow,
+    /// Refuses the link.
+    Refuse,
+}
+
+/// Opens the file a user named at `path` for reading: a regular file of at
+/// most `max` bytes, or an error saying what it is instead.
+///
+/// Only a regular file has an end that reading reaches: a device
+/// (`/dev/zero`) never ends, and a FIFO blocks in `open` until some
+/// process writes to it, forever if none does. The open is made with
+/// `O_NONBLOCK`, so that a FIFO is seen and refused rather than waited
+/// on; then `fstat` says what was opened. A regular file larger than `max`
+/// is refused before a byte is read. With [`Links::Refuse`] a symbolic
+/// link as the last component is refused too (`O_NOFOLLOW`, `ELOOP`): a
+/// checkpoint folder holds none, and one there may lead out of it.
+pub fn open_regular(path: &Path, max: u64, links: Links) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(
+            libc::O_NONBLOCK
+                | libc::O_CLOEXEC
+                | match links {
+                    Links::Follow => 0,
+                    Links::Refuse => libc::O_NOFOLLOW,
+                },
+        )
+        .open(path)?;
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_fifo() {
+        Some("a FIFO or pipe, which may never end: save what it carries to a file first")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else {
+        Some("a socket or other special file")
+    };
+    if let Some(what) = what {
+        return Err(std::io::Error::other(format!(
+            "it is not a regular file but {what}"
+        )));
+    }
+    if meta.len() > max {
+        return Err(too_big(max));
+    }
+    // Reads of a regular file do not block anyway; the flag goes so that
+    // the file reads as one opened plainly.
+    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags != -1 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
+/// The error of a file over the `max` bytes read from it.
+pub fn too_big(max: u64) -> std::io::Error {
+    let size = if max >= 1 << 30 {
+        format!("{} GiB", max >> 30)
+    } else if max >= 1 << 20 {
+        format!("{} MiB", max >> 20)
+    } else {
+        format!("{max} bytes")
+    };
+    std::io::Error::other(format!("it holds more than {size}, the most read from it"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

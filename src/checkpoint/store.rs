@@ -4,6 +4,7 @@
 //! the folder can be written.
 
 use crate::error::{Error, Result};
+use crate::files::{self, Links};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -83,43 +84,18 @@ pub fn list(dir: &Path) -> Result<Vec<Found>> {
     Ok(found)
 }
 
-/// Opens `path` for reading when it is a regular file (a FIFO or a device
-/// named by mistake would block or never end, a link may lead out of the
-/// checkpoint folder). The open itself does not block on a FIFO
-/// (`O_NONBLOCK`) nor follow a link in the last component (`O_NOFOLLOW`),
-/// and the type checked is that of what was opened (`fstat`), so nothing
-/// can be swapped in between a check and the open.
+/// Opens `path` for reading when it is a regular file and not a link (a
+/// FIFO or a device named by mistake would block or never end, a link may
+/// lead out of the checkpoint folder), without a check-then-open race:
+/// [`files::open_regular`] with [`Links::Refuse`].
 pub fn open_regular(path: &Path, what: &str) -> Result<File> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display();
-    let cannot = |e: std::io::Error| Error::usage(format!("cannot read the {what} {shown}: {e}"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Error::usage(format!(
-                "the {what} {shown} is a symbolic link, which a checkpoint never holds"
-            )),
-            _ => cannot(e),
-        })?;
-    if !file.metadata().map_err(cannot)?.is_file() {
-        return Err(Error::usage(format!(
-            "the {what} {shown} is not a regular file"
-        )));
-    }
-    // Reads of a regular file never block: the flag goes, so that the file
-    // reads as one opened plainly.
-    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
-    unsafe {
-        let fd = file.as_raw_fd();
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags != -1 {
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-        }
-    }
-    Ok(file)
+    files::open_regular(path, u64::MAX, Links::Refuse).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => Error::usage(format!(
+            "the {what} {shown} is a symbolic link, which a checkpoint never holds"
+        )),
+        _ => Error::usage(format!("cannot read the {what} {shown}: {e}")),
+    })
 }
 
 /// Syncs the folder `dir` itself, so that the names created or renamed in

@@ -5,12 +5,12 @@
 //! hand edits and foreign lines must not hide the rest of a study.
 
 use crate::error::{Error, Result};
+use crate::files::{self, Links};
 use crate::grid::decomp::MAX_RANKS;
 use crate::output;
 use crate::report::{Record, SCHEMA_VERSION};
 use crate::timing::PhaseTimes;
 use serde::Serialize;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -425,78 +425,16 @@ fn finish_line(
     *too_long = false;
 }
 
-/// Opens the file a user named at `path` for reading: a regular file of at
-/// most `max` bytes, or an error saying what it is instead.
-///
-/// Only a regular file has an end that reading reaches: a device
-/// (`/dev/zero`) never ends, and a FIFO blocks in `open` until some
-/// process writes to it, forever if none does. The open is made with
-/// `O_NONBLOCK`, so that a FIFO is seen and refused rather than waited
-/// on; then `fstat` says what was opened. A regular file larger than `max`
-/// is refused before a byte is read.
-pub fn open_regular(path: &Path, max: u64) -> std::io::Result<File> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = file.metadata()?;
-    let kind = meta.file_type();
-    let what = if kind.is_file() {
-        None
-    } else if kind.is_dir() {
-        Some("a directory")
-    } else if kind.is_fifo() {
-        Some("a FIFO or pipe, which may never end: save what it carries to a file first")
-    } else if kind.is_char_device() || kind.is_block_device() {
-        Some("a device")
-    } else {
-        Some("a socket or other special file")
-    };
-    if let Some(what) = what {
-        return Err(std::io::Error::other(format!(
-            "it is not a regular file but {what}"
-        )));
-    }
-    if meta.len() > max {
-        return Err(too_big(max));
-    }
-    // Reads of a regular file do not block anyway; the flag goes so that
-    // the file reads as one opened plainly.
-    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
-    unsafe {
-        let fd = file.as_raw_fd();
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags != -1 {
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-        }
-    }
-    Ok(file)
-}
-
-/// The error of a file over the `max` bytes read from it.
-fn too_big(max: u64) -> std::io::Error {
-    let size = if max >= 1 << 30 {
-        format!("{} GiB", max >> 30)
-    } else if max >= 1 << 20 {
-        format!("{} MiB", max >> 20)
-    } else {
-        format!("{max} bytes")
-    };
-    std::io::Error::other(format!("it holds more than {size}, the most read from it"))
-}
-
-/// The bytes of the regular file at `path` (see [`open_regular`]), refused
+/// The bytes of the regular file at `path` (see [`files::open_regular`]), refused
 /// when it holds more than `max` bytes, also if it grows while read, so a
 /// wrong file is never read whole into memory.
 pub fn read_capped_bytes(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    open_regular(path, max)?
+    files::open_regular(path, max, Links::Follow)?
         .take(max + 1)
         .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(too_big(max));
+        return Err(files::too_big(max));
     }
     Ok(bytes)
 }
@@ -520,7 +458,7 @@ pub fn load(paths: &[impl AsRef<Path>]) -> Result<Loaded> {
                 p.display()
             ))
         };
-        let file = open_regular(p, MAX_FILE).map_err(cannot)?;
+        let file = files::open_regular(p, MAX_FILE, Links::Follow).map_err(cannot)?;
         read_lines(&p.display().to_string(), file, &mut loaded).map_err(cannot)?;
     }
     Ok(loaded)

@@ -3,7 +3,7 @@
 //!
 //! The file is named by the user, so nothing in it is trusted: it is
 //! opened as a regular file of at most [`MAX_TRACE_BYTES`]
-//! (`records::open_regular`: no FIFO, device or directory), parsed as it
+//! (`files::open_regular`: no FIFO, device or directory), parsed as it
 //! is read into typed fields (never into a value tree of the whole
 //! document), and only the events of the window asked for are kept, at
 //! most [`MAX_SPANS`] of them. Every number is checked before it is used:
@@ -11,8 +11,8 @@
 //! and lengths finite, lengths not negative, both within [`MAX_US`]; anything
 //! else is refused with one line naming the limit.
 
-use super::records;
 use crate::error::{Error, Result};
+use crate::files::{self, Links};
 use crate::timing::Phase;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -256,7 +256,8 @@ pub fn read(path: &Path, from: Option<u64>, count: u64) -> Result<Trace> {
             path.display()
         ))
     };
-    let file = records::open_regular(path, MAX_TRACE_BYTES).map_err(|e| refuse(e.to_string()))?;
+    let file = files::open_regular(path, MAX_TRACE_BYTES, Links::Follow)
+        .map_err(|e| refuse(e.to_string()))?;
     let reader = BufReader::with_capacity(1 << 20, std::io::Read::take(file, MAX_TRACE_BYTES));
     let mut collect = Collect {
         from,

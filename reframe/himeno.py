@@ -14,7 +14,7 @@
 # rank, read from the JSON report.
 #
 # References come from a file of your own (JSON, see references.example.json
-# and README "ReFrame"): HIMENO_REFERENCES=FILE or `-S references_file=FILE`.
+# and docs/operations.md, "ReFrame"): HIMENO_REFERENCES=FILE or `-S references_file=FILE`.
 # Without one, the values are recorded in the perflog and not judged.
 # reframe/record_references.py turns a run report into such a file.
 

@@ -3,7 +3,7 @@
 # shipped with himeno. It builds a stand-in libcuda.so.1 from
 # tests/cuda_emu/ and the real src/backend/gpu/kernels.cu compiled for the
 # host, so that an unchanged `--features cuda` himeno runs --backend gpu on
-# a machine without a GPU (README: "The emulated GPU"). Its times are the
+# a machine without a GPU (docs/testing.md: "The emulated GPU"). Its times are the
 # host CPU's and never GPU performance.
 #
 # Usage:
@@ -18,7 +18,7 @@
 # NVRTC 13 wheel of scripts/install-nvrtc.sh when it is unset, and gives
 # the command a fresh HIMENO_EMU_STATE_DIR (removed afterwards) unless one
 # is set. The HIMENO_EMU_* variables that configure the device are listed in
-# README.
+# docs/testing.md.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 

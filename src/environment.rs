@@ -1,6 +1,6 @@
 //! Every environment variable himeno reads, in one place: its name, what
-//! it means, and the one function that reads it. The README's table of
-//! environment variables is this list (a test holds them equal), and no
+//! it means, and the one function that reads it. The table of
+//! `docs/environment.md` ("What himeno reads") is this list (a test holds them equal), and no
 //! other module reads or sets the environment (a test scans the sources).
 //!
 //! The values are read where they are used, once per run: each reader
@@ -13,7 +13,7 @@ use std::ffi::OsString;
 pub struct Variable {
     /// Its name.
     pub name: &'static str,
-    /// What it does, as the README's table says it.
+    /// What it does, as the table of `docs/environment.md` says it.
     pub meaning: &'static str,
 }
 
@@ -65,7 +65,7 @@ pub const CUDA_ROOTS: [&str; 4] = [
 /// Python environments whose NVIDIA wheels the NVRTC search looks in.
 pub const PYTHON_PREFIXES: [&str; 2] = ["VIRTUAL_ENV", "CONDA_PREFIX"];
 
-/// Every variable read, with its meaning: the README's table.
+/// Every variable read, with its meaning: the table of `docs/environment.md`.
 pub const VARIABLES: &[Variable] = &[
     Variable {
         name: STOP_GRACE,

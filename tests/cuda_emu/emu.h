@@ -22,7 +22,7 @@ namespace emu {
 // ---- configuration (config.cpp) -------------------------------------
 
 // What the emulated devices answer and how the emulator behaves, read once
-// from the HIMENO_EMU_* variables (README, "The emulated GPU").
+// from the HIMENO_EMU_* variables (docs/testing.md, "The emulated GPU").
 struct Config {
     int devices = 1;                          // HIMENO_EMU_DEVICES
     std::vector<int> visible;                 // after CUDA_VISIBLE_DEVICES

@@ -1,5 +1,5 @@
 //! The environment has one home: `src/environment.rs` lists every variable
-//! himeno reads, the README's table is that list, and no other module of
+//! himeno reads, the table of `docs/environment.md` is that list, and no other module of
 //! `src/` reads or sets a variable (its unit tests aside, which read the
 //! test machine's setup).
 
@@ -61,13 +61,13 @@ fn only_the_environment_module_reads_or_sets_the_environment() {
 }
 
 #[test]
-fn the_readme_table_is_the_list_of_variables_read() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let section = readme
-        .split("\n## Environment variables\n")
+fn the_documented_table_is_the_list_of_variables_read() {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/environment.md");
+    let text = std::fs::read_to_string(&page).expect("docs/environment.md");
+    let section = text
+        .split("\n## What himeno reads\n")
         .nth(1)
-        .expect("README has a section '## Environment variables'");
+        .expect("docs/environment.md has a section '## What himeno reads'");
     let section = section.split("\n## ").next().unwrap_or(section);
     let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
     let want: Vec<String> = VARIABLES
@@ -80,7 +80,7 @@ fn the_readme_table_is_the_list_of_variables_read() {
     assert_eq!(
         rows,
         want,
-        "the README's rows should be, in this order:\n{}",
+        "the rows of docs/environment.md should be, in this order:\n{}",
         want.join("\n")
     );
 }

@@ -507,7 +507,7 @@ fn the_module_graph_has_no_cycle() {
 #[test]
 fn the_top_level_modules_form_layers_too() {
     // Files grouped by top-level module (`backend/cpu/mod.rs` is `backend`):
-    // the picture in the README's layout section must be a DAG as well.
+    // the picture in ARCHITECTURE.md's layer map must be a DAG as well.
     let src = src_dir();
     let g = Graph::build(&src);
     let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();

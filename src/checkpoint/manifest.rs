@@ -10,7 +10,9 @@
 //! before use, so that a hand-edited one is refused with one line.
 
 pub use super::store::{MANIFEST, MANIFEST_TMP};
+use crate::config::MAX_ITERATIONS;
 use crate::error::{Error, Result};
+use crate::timing::LONGEST_S;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -28,14 +30,6 @@ pub const COEFFICIENTS: &str = "not stored: a0..a3, b0..b2, c0..c2, bnd and wrk1
 /// far smaller).
 const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
-/// Longest segment accepted, in seconds (a century): a larger, negative or
-/// non-finite `wall_s` is a hand edit, and would make the record's rates
-/// meaningless.
-const MAX_SEGMENT_S: f64 = 3.2e9;
-
-/// Most iterations a manifest may count (the most `--iterations` takes is
-/// far below; sums of counts stay far from overflowing).
-const MAX_ITERATIONS: u64 = 1 << 53;
 
 /// A stretch of timed iterations run by one job (one segment of a run
 /// that was stopped and restarted).
@@ -242,9 +236,9 @@ impl Manifest {
                     s.from, s.to
                 ));
             }
-            if !(s.wall_s.is_finite() && (0.0..=MAX_SEGMENT_S).contains(&s.wall_s)) {
+            if !(s.wall_s.is_finite() && (0.0..=LONGEST_S).contains(&s.wall_s)) {
                 return Err(format!(
-                    "its segment {}..{} took {} s, not a time from 0 to {MAX_SEGMENT_S:e} s",
+                    "its segment {}..{} took {} s, not a time from 0 to {LONGEST_S:e} s",
                     s.from, s.to, s.wall_s
                 ));
             }

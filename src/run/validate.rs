@@ -27,8 +27,9 @@ use std::time::Duration;
 /// Committed checkpoints kept when `--checkpoint-keep` is not given.
 pub const DEFAULT_CHECKPOINT_KEEP: usize = 2;
 
-/// Largest accepted target duration, one week.
-const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// Largest accepted `--seconds` target, one week (a run's record may
+/// state a longer duration: `--iterations` bounds a run by count).
+const MAX_TARGET_S: f64 = 7.0 * 24.0 * 3600.0;
 /// Accepted `--stream-gbs`, in GB/s: a megabyte per second to an exabyte.
 const STREAM_GBS: (f64, f64) = (1e-3, 1e9);
 
@@ -157,10 +158,10 @@ impl RunArgs {
             Some(n) => RunLength::Iterations(n),
             None => {
                 let s = self.seconds;
-                if !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS) {
+                if !(s.is_finite() && s > 0.0 && s <= MAX_TARGET_S) {
                     return Err(Error::usage(format!(
                         "--seconds {} must be a number of seconds above 0 and at most \
-                         {MAX_SECONDS} (one week): give such a target, or --iterations N",
+                         {MAX_TARGET_S} (one week): give such a target, or --iterations N",
                         output::number(s)
                     )));
                 }

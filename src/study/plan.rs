@@ -20,7 +20,7 @@
 
 use crate::config::MAX_ITERATIONS;
 use crate::error::{Error, Result};
-use crate::grid::decomp::{MAX_DEPTH, ProcGrid};
+use crate::grid::decomp::{MAX_DEPTH, MAX_RANKS, ProcGrid};
 use crate::grid::{Grid, Preset};
 use crate::machine::threads::MAX_THREADS;
 use crate::output::{self, Format};
@@ -32,8 +32,6 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Largest rank count a study may ask for.
-pub const MAX_RANKS: usize = 1 << 20;
 
 /// Largest file a study definition may be (they are a few lines).
 const MAX_FILE_BYTES: u64 = 1 << 20;

@@ -414,19 +414,8 @@ impl Checkpointer {
         wall_s: f64,
         parts: Vec<std::result::Result<(u32, u64, u64), String>>,
     ) -> std::result::Result<(), String> {
-        let failed: Vec<(usize, &String)> = parts
-            .iter()
-            .enumerate()
-            .filter_map(|(r, p)| p.as_ref().err().map(|e| (r, e)))
-            .collect();
-        if let Some((r, why)) = failed.first() {
-            return Err(format!(
-                "rank {r}: {why}{}",
-                match failed.len() {
-                    1 => String::new(),
-                    n => format!(" ({} other rank(s) failed too)", n - 1),
-                }
-            ));
+        if let Some(why) = first_failure(&parts) {
+            return Err(why);
         }
         let parts: Vec<(u32, u64, u64)> = parts.into_iter().flatten().collect();
         let fingerprint = parts.iter().fold(0u64, |acc, p| acc.wrapping_add(p.2));
@@ -585,47 +574,33 @@ fn resumed_answer(
 }
 
 /// Goes on when every rank's `local` is fine; otherwise every rank stops
-/// with a usage error whose message, on rank 0, names the first rank that
-/// failed and why. Collective.
+/// with a usage error whose message names the first rank that failed and
+/// why (the reason alone when the job has one rank). Collective: rank 0
+/// decides ([`comm::decide`]).
 fn together(comm: &dyn Comm, local: Result<()>) -> Result<()> {
-    // Never an empty part: MPI refuses a gather of nothing at all.
-    let mine = match &local {
-        Ok(()) => "O".to_string(),
-        Err(e) => format!("E{}", e.message()),
-    };
-    let verdict = match comm.gather(mine.as_bytes()) {
-        Some(all) => {
-            let failed: Vec<(usize, String)> = all
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| !b.starts_with(b"O"))
-                .map(|(r, b)| {
-                    (
-                        r,
-                        String::from_utf8_lossy(b.get(1..).unwrap_or_default()).into_owned(),
-                    )
-                })
-                .collect();
-            match failed.first() {
-                Some((_, why)) if all.len() == 1 => Err(Error::usage(why.clone())),
-                Some((r, why)) => Err(Error::usage(format!(
-                    "rank {r}: {why}{}",
-                    match failed.len() {
-                        1 => String::new(),
-                        n => format!(" ({} other rank(s) failed too)", n - 1),
-                    }
-                ))),
-                None => Ok(()),
-            }
-        }
-        None => Ok(()),
-    };
-    if comm.broadcast(u64::from(verdict.is_err())) != 0 {
-        return Err(verdict.err().unwrap_or_else(|| {
-            Error::usage("a rank's checkpoint file was refused (see rank 0's message)")
-        }));
-    }
+    let mine = local.as_ref().map_err(|e| e.message().to_string()).copied();
+    comm::decide(comm, "the checkpoint's files", &mine, |all| {
+        let lone = match all.as_slice() {
+            [only] => only.clone().err(),
+            _ => first_failure(&all),
+        };
+        lone.map_or(Ok(()), |why| Err(Error::usage(why)))
+    })?;
     local
+}
+
+/// The first of `parts` (one a rank, in rank order) that failed, as
+/// `rank R: why`, with how many others failed too; `None` when none did.
+fn first_failure<T>(parts: &[std::result::Result<T, String>]) -> Option<String> {
+    let mut failed = parts
+        .iter()
+        .enumerate()
+        .filter_map(|(r, p)| p.as_ref().err().map(|e| (r, e)));
+    let (r, why) = failed.next()?;
+    Some(match failed.count() {
+        0 => format!("rank {r}: {why}"),
+        n => format!("rank {r}: {why} ({n} other rank(s) failed too)"),
+    })
 }
 
 /// This rank's part of [`Checkpointer::prepare`]: the checkpoint to take

@@ -30,7 +30,6 @@ pub const COEFFICIENTS: &str = "not stored: a0..a3, b0..b2, c0..c2, bnd and wrk1
 /// far smaller).
 const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
-
 /// A stretch of timed iterations run by one job (one segment of a run
 /// that was stopped and restarted).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

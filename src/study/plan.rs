@@ -32,7 +32,6 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-
 /// Largest file a study definition may be (they are a few lines).
 const MAX_FILE_BYTES: u64 = 1 << 20;
 

@@ -116,10 +116,11 @@ const PROBE_BYTES: usize = 4096;
 /// file is made, written, synced and removed, and the file system must
 /// have `bytes` free, so that a read-only, missing or full mount is found
 /// before the run, not at its first checkpoint, and a refused run leaves
-/// nothing behind. A `dir` (or a folder above it) that is a symbolic link
-/// to nothing is refused: the run could not create the folder it names.
-/// `rank` keeps the probes of concurrent ranks apart.
-pub fn check_writable(dir: &Path, rank: usize, bytes: u64) -> Result<()> {
+/// nothing behind ([`files::probe_dir`], whose fresh names keep the probes
+/// of concurrent ranks apart). A `dir` (or a folder above it) that is a
+/// symbolic link to nothing is refused: the run could not create the
+/// folder it names.
+pub fn check_writable(dir: &Path, bytes: u64) -> Result<()> {
     let refuse = |why: String| {
         Error::usage(format!(
             "the checkpoint folder {} cannot be written ({why}): give a writable \
@@ -151,18 +152,7 @@ pub fn check_writable(dir: &Path, rank: usize, bytes: u64) -> Result<()> {
             at.display()
         )));
     }
-    let probe = at.join(format!(
-        ".himeno-probe-{}-{}-{rank}",
-        crate::comm::hostname(),
-        std::process::id()
-    ));
-    let made = File::create(&probe).and_then(|mut f| {
-        use std::io::Write;
-        f.write_all(&[0u8; PROBE_BYTES])?;
-        f.sync_all()
-    });
-    let _ = std::fs::remove_file(&probe);
-    made.map_err(|e| refuse(e.to_string()))
+    files::probe_dir(at, PROBE_BYTES).map_err(|e| refuse(e.to_string()))
 }
 
 /// Bytes an unprivileged writer may still use on the file system of `at`

@@ -477,6 +477,27 @@ pub fn open_regular(path: &Path, max: u64, links: Links) -> std::io::Result<File
     Ok(file)
 }
 
+/// The bytes of the regular file at `path` ([`open_regular`]), refused
+/// when it holds more than `max` bytes, also if it grows while read, so a
+/// wrong file is never read whole into memory.
+pub fn read_capped(path: &Path, max: u64, links: Links) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    open_regular(path, max, links)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(max));
+    }
+    Ok(bytes)
+}
+
+/// [`read_capped`] as text, following links (invalid UTF-8 is an error).
+pub fn read_text(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_capped(path, max, Links::Follow)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text"))
+}
+
 /// The error of a file over the `max` bytes read from it.
 pub fn too_big(max: u64) -> std::io::Error {
     let size = if max >= 1 << 30 {
@@ -629,6 +650,26 @@ mod tests {
         let e = check_output(&fifo, Written::Replaced).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         assert_eq!(std::fs::read_to_string(d.join("r.jsonl")).unwrap(), "{}\n");
+    }
+
+    #[test]
+    fn a_capped_read_takes_only_a_regular_file_within_its_cap() {
+        let s = Scratch::new("capped");
+        let f = s.0.join("ten");
+        std::fs::write(&f, "0123456789").unwrap();
+        assert_eq!(read_capped(&f, 10, Links::Refuse).unwrap().len(), 10);
+        let e = read_capped(&f, 9, Links::Follow).unwrap_err();
+        assert!(e.to_string().contains("more than 9 bytes"), "{e}");
+        let e = read_capped(Path::new("/dev/zero"), 10, Links::Follow).unwrap_err();
+        assert!(e.to_string().contains("a device"), "{e}");
+        assert!(read_capped(&s.0, 10, Links::Follow).is_err(), "a folder");
+        let link = s.0.join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert_eq!(read_text(&link, 10).unwrap(), "0123456789");
+        let e = read_capped(&link, 10, Links::Refuse).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        std::fs::write(&f, [0xff, 0xfe]).unwrap();
+        assert!(read_text(&f, 10).is_err(), "not UTF-8");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::config::MAX_ITERATIONS;
 use crate::error::{Error, Result};
 use crate::timing::LONGEST_S;
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// The `format` every manifest of this layout carries.
@@ -159,20 +159,7 @@ impl Manifest {
     /// Reads and parses the manifest at `path`.
     pub fn read(path: &Path) -> Result<Manifest> {
         let shown = path.display();
-        let mut text = Vec::new();
-        let file = super::store::open_regular(path, "checkpoint manifest")?;
-        if file.metadata().is_ok_and(|m| m.len() > MAX_MANIFEST_BYTES) {
-            return Err(Error::usage(format!(
-                "the checkpoint manifest {shown} holds more than {} MiB: it is not one himeno \
-                 wrote",
-                MAX_MANIFEST_BYTES >> 20
-            )));
-        }
-        file.take(MAX_MANIFEST_BYTES)
-            .read_to_end(&mut text)
-            .map_err(|e| {
-                Error::usage(format!("cannot read the checkpoint manifest {shown}: {e}"))
-            })?;
+        let text = super::store::read_whole(path, "checkpoint manifest", MAX_MANIFEST_BYTES)?;
         let m: Manifest = serde_json::from_slice(&text).map_err(|e| {
             Error::usage(format!(
                 "the checkpoint manifest {shown} is not one this build reads ({e})"

@@ -89,13 +89,25 @@ pub fn list(dir: &Path) -> Result<Vec<Found>> {
 /// lead out of the checkpoint folder), without a check-then-open race:
 /// [`files::open_regular`] with [`Links::Refuse`].
 pub fn open_regular(path: &Path, what: &str) -> Result<File> {
+    files::open_regular(path, u64::MAX, Links::Refuse).map_err(|e| refused(path, what, &e))
+}
+
+/// The whole of the file `path` (the `what` of a checkpoint), of at most
+/// `max` bytes, opened as [`open_regular`] opens it
+/// ([`files::read_capped`]).
+pub fn read_whole(path: &Path, what: &str, max: u64) -> Result<Vec<u8>> {
+    files::read_capped(path, max, Links::Refuse).map_err(|e| refused(path, what, &e))
+}
+
+/// Why the `what` of a checkpoint at `path` could not be read (exit 2).
+fn refused(path: &Path, what: &str, e: &std::io::Error) -> Error {
     let shown = path.display();
-    files::open_regular(path, u64::MAX, Links::Refuse).map_err(|e| match e.raw_os_error() {
+    match e.raw_os_error() {
         Some(libc::ELOOP) => Error::usage(format!(
             "the {what} {shown} is a symbolic link, which a checkpoint never holds"
         )),
         _ => Error::usage(format!("cannot read the {what} {shown}: {e}")),
-    })
+    }
 }
 
 /// Syncs the folder `dir` itself, so that the names created or renamed in

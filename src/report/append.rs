@@ -15,7 +15,7 @@
 //! meanwhile, with a message saying which.
 
 use crate::error::{Error, Result};
-use crate::files::{self, Written};
+use crate::files::{self, Links, Written};
 use crate::signals::StopFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -162,15 +162,15 @@ fn write_all(
 
 /// Whether the regular file at `path` is non-empty and does not end in a
 /// newline (a torn last line). Read through a second handle because the
-/// appending one is write-only; the caller holds the lock, so the end is
-/// stable.
+/// appending one is write-only, opened as every user's file is
+/// ([`files::open_regular`]: a FIFO or device has no last line to mend);
+/// the caller holds the lock, so the end is stable.
 fn ends_torn(path: &Path) -> bool {
-    let Ok(f) = File::open(path) else {
+    let Ok(f) = files::open_regular(path, u64::MAX, Links::Follow) else {
         return false;
     };
-    let len = match f.metadata() {
-        Ok(m) if m.is_file() => m.len(),
-        _ => return false,
+    let Ok(len) = f.metadata().map(|m| m.len()) else {
+        return false;
     };
     let mut last = [0u8; 1];
     len > 0 && f.read_exact_at(&mut last, len - 1).is_ok() && last[0] != b'\n'

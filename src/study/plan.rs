@@ -145,7 +145,7 @@ impl Study {
     /// Reads and parses the definition in `path`.
     pub fn read(path: &Path) -> Result<Study> {
         let bad = |why: String| Error::usage(format!("study definition {}: {why}", path.display()));
-        let text = super::records::read_capped(path, MAX_FILE_BYTES)
+        let text = crate::files::read_text(path, MAX_FILE_BYTES)
             .map_err(|e| bad(format!("cannot read it: {e}")))?;
         Study::parse(&text).map_err(|e| match e {
             Error::Usage(m) => bad(m),

@@ -75,7 +75,9 @@ fn ensure_font() -> Result<()> {
         for path in &tried {
             // A font is a few MiB; a wrong HIMENO_FONT (a device, a disk
             // image) is passed over instead of read whole.
-            if let Ok(bytes) = super::records::read_capped_bytes(path, MAX_FONT_BYTES) {
+            if let Ok(bytes) =
+                crate::files::read_capped(path, MAX_FONT_BYTES, crate::files::Links::Follow)
+            {
                 // The font table keeps a 'static reference: the bytes live
                 // as long as the process, loaded at most once.
                 let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());

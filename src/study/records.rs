@@ -422,26 +422,6 @@ fn finish_line(
     *too_long = false;
 }
 
-/// The bytes of the regular file at `path` (see [`files::open_regular`]), refused
-/// when it holds more than `max` bytes, also if it grows while read, so a
-/// wrong file is never read whole into memory.
-pub fn read_capped_bytes(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    files::open_regular(path, max, Links::Follow)?
-        .take(max + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(files::too_big(max));
-    }
-    Ok(bytes)
-}
-
-/// [`read_capped_bytes`] as text (invalid UTF-8 is an error).
-pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
-    String::from_utf8(read_capped_bytes(path, max)?)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text"))
-}
-
 /// Reads every file in `paths`. A file that cannot be read at all is a usage
 /// error (a mistyped name should not produce an empty report); bad lines
 /// inside files are collected, not fatal.
@@ -615,7 +595,6 @@ pub(crate) mod tests {
         assert!((l.records[0].slowest_phases()[Phase::Compute] - 0.07).abs() < 1e-12);
         assert_eq!(l.malformed.len(), 1);
         assert!(l.malformed[0].why.contains("longer than"));
-        assert!(read_capped_bytes(Path::new("/dev/zero"), 10).is_err());
         assert!(load(&["/dev/zero"]).is_err());
     }
 }

@@ -43,6 +43,7 @@ use crate::signals::StopFlag;
 use crate::timing::{Lap, PhaseTimes};
 use crate::verify::{self, Answer};
 use manifest::{COEFFICIENTS, FORMAT, Identity, MANIFEST, Manifest, RankFile};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -327,7 +328,14 @@ impl Checkpointer {
             Ok(all.swap_remove(0))
         })?;
         let committed = match made {
-            Ok(()) => self.write_and_commit(&folder, done, gosa, from, wall_s, backend, comm)?,
+            Ok(()) => {
+                let segment = Segment {
+                    from,
+                    to: done,
+                    wall_s,
+                };
+                self.write_and_commit(&folder, gosa, segment, backend, comm)?
+            }
             Err(why) => Err(why),
         };
         if self.rank == 0 {
@@ -370,22 +378,20 @@ impl Checkpointer {
     /// manifest when all did. Every rank learns whether the checkpoint was
     /// committed, or why not. Collective; the outer error is the
     /// backend's.
-    #[allow(clippy::too_many_arguments)]
     fn write_and_commit(
         &self,
         folder: &Path,
-        done: u64,
         gosa: f64,
-        from: u64,
-        wall_s: f64,
+        segment: Segment,
         backend: &mut dyn Backend,
         comm: &dyn Comm,
     ) -> Result<std::result::Result<(), String>> {
+        let done = segment.to;
         let grid = Grid {
             n: self.identity.grid,
         };
         let field = backend.field()?;
-        let part = verify::fingerprint(&grid, &self.block, &field);
+        let fingerprint = verify::fingerprint(&grid, &self.block, &field);
         let crc = rankfile::write(
             &folder.join(store::rank_file_name(self.rank)),
             self.rank,
@@ -396,35 +402,36 @@ impl Checkpointer {
         drop(field);
         let bytes = rankfile::file_bytes(&self.block);
         let mine = crc
-            .map(|crc| (crc, bytes, part))
+            .map(|crc32| Part {
+                crc32,
+                bytes,
+                fingerprint,
+            })
             .map_err(|e| e.message().to_string());
         comm::decide(comm, "the checkpoint", &mine, |all| {
-            Ok(self.commit(folder, done, gosa, from, wall_s, all))
+            Ok(self.commit(folder, gosa, segment, all))
         })
     }
 
-    /// Rank 0's commit of the checkpoint at `done` from every rank's part
-    /// (its CRC-32, bytes and fingerprint of `p`, or why it failed).
+    /// Rank 0's commit of the checkpoint that ends `segment` from every
+    /// rank's part (or why it failed).
     fn commit(
         &self,
         folder: &Path,
-        done: u64,
         gosa: f64,
-        from: u64,
-        wall_s: f64,
-        parts: Vec<std::result::Result<(u32, u64, u64), String>>,
+        segment: Segment,
+        parts: Vec<std::result::Result<Part, String>>,
     ) -> std::result::Result<(), String> {
         if let Some(why) = first_failure(&parts) {
             return Err(why);
         }
-        let parts: Vec<(u32, u64, u64)> = parts.into_iter().flatten().collect();
-        let fingerprint = parts.iter().fold(0u64, |acc, p| acc.wrapping_add(p.2));
+        let parts: Vec<Part> = parts.into_iter().flatten().collect();
+        let fingerprint = parts
+            .iter()
+            .fold(0u64, |acc, p| acc.wrapping_add(p.fingerprint));
+        let done = segment.to;
         let mut segments = self.earlier.clone();
-        segments.push(Segment {
-            from,
-            to: done,
-            wall_s,
-        });
+        segments.push(segment);
         Manifest {
             format: FORMAT.to_string(),
             version: self.identity.version.clone(),
@@ -444,11 +451,11 @@ impl Checkpointer {
             files: parts
                 .iter()
                 .enumerate()
-                .map(|(rank, &(crc32, bytes, _))| RankFile {
+                .map(|(rank, p)| RankFile {
                     rank,
                     file: store::rank_file_name(rank),
-                    bytes,
-                    crc32,
+                    bytes: p.bytes,
+                    crc32: p.crc32,
                 })
                 .collect(),
         }
@@ -571,6 +578,18 @@ fn resumed_answer(
         }))
     })
     .map(|a| if comm.rank() == 0 { a } else { None })
+}
+
+/// A rank's part of a checkpoint, as it tells rank 0 once its file is
+/// written and synced.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Part {
+    /// The CRC-32 of its file.
+    crc32: u32,
+    /// The file's size.
+    bytes: u64,
+    /// Its share of the fingerprint of `p` (`verify::fingerprint`).
+    fingerprint: u64,
 }
 
 /// Goes on when every rank's `local` is fine; otherwise every rank stops

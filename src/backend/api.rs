@@ -161,8 +161,8 @@ impl Capabilities {
             return Ok(());
         }
         Err(Error::usage(format!(
-            "{}, and --temporal {depth} needs {depth}: use --temporal {} with --backend {}, \
-             or --backend cpu",
+            "{}, and --temporal {depth} needs {depth}: a deeper halo runs on the CPU backend \
+             only; use --temporal {} with --backend {}, or --backend cpu",
             Capabilities::stated(kind),
             can.max_depth,
             kind.name()
@@ -266,6 +266,7 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         assert!(
             e.message().contains("GPU ranks keep one ghost layer")
+                && e.message().contains("the CPU backend only")
                 && e.message().contains("--temporal 1 with --backend gpu"),
             "{e}"
         );

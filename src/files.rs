@@ -10,6 +10,9 @@
 //!   planted at the name is replaced, never written through;
 //! - a file of a folder the command made is created new, without following
 //!   a link ([`create_new`]);
+//! - whether an output can be written is found before any work by one
+//!   probe ([`check_output`], [`probe_dir`]), which never blocks and never
+//!   creates or removes the output itself;
 //! - a folder the user did not name is a fresh private one, as `mktemp -d`
 //!   makes it ([`private_dir`]), and a folder the user named is created
 //!   without its parents and used only when empty ([`empty_dir`]): nothing
@@ -276,6 +279,97 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
+/// Checks that a new file can be made in the folder `dir`: a file of a
+/// fresh short name is created there (never an existing one, never
+/// through a link), `fill` bytes are written and synced, and it is
+/// removed. Writing a block (`fill`) finds a full file system, where an
+/// empty file would still be created. Nothing else in `dir` is touched: a
+/// probe left by a killed process is passed over, not reused or removed.
+pub fn probe_dir(dir: &Path, fill: usize) -> std::io::Result<()> {
+    // The probe's name is short whatever the output's (a name of 250 bytes
+    // is valid; a longer probe name would not be).
+    for attempt in 0..16 {
+        let probe = temporary(dir, std::ffi::OsStr::new("probe"), attempt);
+        let mut file = match create_new(&probe) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
+        let written = file
+            .write_all(&vec![0u8; fill])
+            .and_then(|()| file.sync_all());
+        let removed = std::fs::remove_file(&probe);
+        return written.and(removed);
+    }
+    Err(std::io::Error::other(
+        "no probe file could be created to test the folder",
+    ))
+}
+
+/// An error of opening a file for writing without blocking, with what
+/// ENXIO means there: the file is a FIFO that no process has open for
+/// reading.
+pub fn unread_fifo(e: std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(libc::ENXIO) => std::io::Error::new(
+            e.kind(),
+            format!("{e}: it is a FIFO that no process is reading"),
+        ),
+        _ => e,
+    }
+}
+
+/// How a command writes an output file, for [`check_output`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// Opened where the path leads and appended to (a results file, which
+    /// may be a FIFO or `/dev/stdout`).
+    Appended,
+    /// Written under a new name in its folder and renamed into place (a
+    /// trace): the folder must take a new file, and what stands at the
+    /// name must be a regular file (or nothing).
+    Replaced,
+}
+
+/// Checks, before any work and without blocking, that the output file
+/// `path` can be written as `how` says. A path that names a folder
+/// (`dir`, `dir/`, `dir/.`, even one not made yet) is refused. An existing
+/// file appended to is opened for appending (a FIFO without a reader is
+/// refused rather than waited on); otherwise the folder takes a probe
+/// ([`probe_dir`]). The output itself is never created or removed here:
+/// another job may write its first record to it in between, and removing
+/// it would lose that record.
+pub fn check_output(path: &Path, how: Written) -> std::io::Result<()> {
+    let bytes = path.as_os_str().as_bytes();
+    if path.file_name().is_none()
+        || bytes.ends_with(b"/")
+        || bytes.ends_with(b"/.")
+        || path.is_dir()
+    {
+        return Err(std::io::Error::other("it names a directory, not a file"));
+    }
+    let exists = path.exists();
+    match how {
+        Written::Appended if exists => {
+            return OpenOptions::new()
+                .append(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                .open(path)
+                .map(drop)
+                .map_err(unread_fifo);
+        }
+        Written::Replaced if exists && !path.is_file() => {
+            return Err(std::io::Error::other("it is not a regular file"));
+        }
+        _ => {}
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    probe_dir(dir, 0)
+}
+
 /// A fresh folder `PREFIX.XXXXXX` in `parent`, made as `mktemp -d` makes
 /// one (`mkdtemp`: a new name, mode 0700, never an existing folder).
 /// `parent` itself must exist: it is never created.
@@ -381,6 +475,27 @@ pub fn open_regular(path: &Path, max: u64, links: Links) -> std::io::Result<File
         }
     }
     Ok(file)
+}
+
+/// The bytes of the regular file at `path` ([`open_regular`]), refused
+/// when it holds more than `max` bytes, also if it grows while read, so a
+/// wrong file is never read whole into memory.
+pub fn read_capped(path: &Path, max: u64, links: Links) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    open_regular(path, max, links)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(max));
+    }
+    Ok(bytes)
+}
+
+/// [`read_capped`] as text, following links (invalid UTF-8 is an error).
+pub fn read_text(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_capped(path, max, Links::Follow)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text"))
 }
 
 /// The error of a file over the `max` bytes read from it.
@@ -505,6 +620,56 @@ mod tests {
             create_new(&out).is_err(),
             "an existing file is not reopened"
         );
+    }
+
+    #[test]
+    fn the_probe_finds_what_cannot_be_written_and_leaves_nothing() {
+        let s = Scratch::new("probe");
+        let d = &s.0;
+        probe_dir(d, 4096).unwrap();
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 0, "no probe left");
+        assert!(probe_dir(&d.join("missing"), 0).is_err());
+        for how in [Written::Appended, Written::Replaced] {
+            check_output(&d.join("new.json"), how).unwrap();
+            assert!(!d.join("new.json").exists(), "the output is not created");
+            for folder in [d.clone(), d.join("sub/"), d.join("x/.")] {
+                let e = check_output(&folder, how).unwrap_err();
+                assert!(e.to_string().contains("names a directory"), "{e}");
+            }
+            assert!(check_output(&d.join("missing/r.jsonl"), how).is_err());
+        }
+        std::fs::write(d.join("r.jsonl"), "{}\n").unwrap();
+        check_output(&d.join("r.jsonl"), Written::Appended).unwrap();
+        check_output(&d.join("r.jsonl"), Written::Replaced).unwrap();
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = check_output(&fifo, Written::Appended).unwrap_err();
+        assert!(e.to_string().contains("no process is reading"), "{e}");
+        let e = check_output(&fifo, Written::Replaced).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert_eq!(std::fs::read_to_string(d.join("r.jsonl")).unwrap(), "{}\n");
+    }
+
+    #[test]
+    fn a_capped_read_takes_only_a_regular_file_within_its_cap() {
+        let s = Scratch::new("capped");
+        let f = s.0.join("ten");
+        std::fs::write(&f, "0123456789").unwrap();
+        assert_eq!(read_capped(&f, 10, Links::Refuse).unwrap().len(), 10);
+        let e = read_capped(&f, 9, Links::Follow).unwrap_err();
+        assert!(e.to_string().contains("more than 9 bytes"), "{e}");
+        let e = read_capped(Path::new("/dev/zero"), 10, Links::Follow).unwrap_err();
+        assert!(e.to_string().contains("a device"), "{e}");
+        assert!(read_capped(&s.0, 10, Links::Follow).is_err(), "a folder");
+        let link = s.0.join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert_eq!(read_text(&link, 10).unwrap(), "0123456789");
+        let e = read_capped(&link, 10, Links::Refuse).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        std::fs::write(&f, [0xff, 0xfe]).unwrap();
+        assert!(read_text(&f, 10).is_err(), "not UTF-8");
     }
 
     #[test]

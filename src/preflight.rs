@@ -259,7 +259,7 @@ pub fn check_trace(
 /// them is found now rather than at the first checkpoint, an hour into
 /// the run.
 pub fn check_checkpoint_dir(dir: &Path, bytes: u64, comm: &dyn Comm) -> Result<()> {
-    let local = crate::checkpoint::store::check_writable(dir, comm.rank(), bytes);
+    let local = crate::checkpoint::store::check_writable(dir, bytes);
     crate::comm::agree(comm, local, |()| Vec::new())
 }
 

@@ -3,7 +3,7 @@
 //! the real communicator, and checks every ghost — faces, edges and corners.
 //! It catches wrong neighbours, offsets and missing dimensions.
 
-use crate::backend::{Backend, BackendInfo, HostBuffer, one_sweep_only, pack_plane, unpack_plane};
+use crate::backend::{Backend, BackendInfo, Capabilities, HostBuffer, pack_plane, unpack_plane};
 use crate::comm::Comm;
 use crate::config::BackendKind;
 use crate::error::{Error, Result};
@@ -44,7 +44,7 @@ impl Backend for PatternBackend {
         Ok(())
     }
     fn sweeps_start(&mut self, sweeps: usize) -> Result<()> {
-        one_sweep_only(sweeps)
+        Capabilities::ONE_LAYER.check_sweeps(sweeps)
     }
     fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
         gosa[0] = 0.0;

@@ -29,7 +29,7 @@
 
 use crate::backend::{self, Backend};
 use crate::comm::{self, Comm};
-use crate::config::{BackendKind, RunConfig, RunLength};
+use crate::config::{RunConfig, RunLength};
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
@@ -251,8 +251,8 @@ fn model(
         candidates: vec![1],
         reason,
     };
-    if cfg.backend == BackendKind::Gpu {
-        return only_classic("GPU ranks keep one ghost layer".into());
+    if !backend::Capabilities::of(cfg.backend).keeps(AUTO_CANDIDATES[0]) {
+        return only_classic(backend::Capabilities::stated(cfg.backend));
     }
     let m = Machine::of(cfg, block);
     let fields = block

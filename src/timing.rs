@@ -10,6 +10,11 @@ use std::time::Instant;
 /// and `himeno report` accepts.
 pub const RESOLUTION_S: f64 = 1e-9;
 
+/// Longest duration, in seconds (a century), that a run's record or a
+/// checkpoint's segment may state: a larger, negative or non-finite one is
+/// a hand edit or a broken file, and would make the rates meaningless.
+pub const LONGEST_S: f64 = 3.2e9;
+
 /// The parts of an iteration that are timed separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -5,8 +5,8 @@
 //! backend's.
 
 use crate::config::BackendKind;
-use crate::error::Result;
-use crate::grid::decomp::Face;
+use crate::error::{Error, Result};
+use crate::grid::decomp::{Face, MAX_DEPTH};
 use crate::machine::threads::ThreadCpus;
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use serde::{Deserialize, Serialize};
@@ -103,16 +103,85 @@ pub struct GpuSoftware {
     pub nvrtc_library: String,
 }
 
-/// What a backend without temporal blocking answers when asked for
-/// `sweeps` sweeps between two exchanges: fine for one, an error otherwise.
-pub fn one_sweep_only(sweeps: usize) -> Result<()> {
-    if sweeps == 1 {
-        return Ok(());
+/// What a kind of backend can do, stated before one is built, as
+/// `backend::host_footprint` states its memory: the options' validation,
+/// `--backend auto` and the `--temporal auto` model read it, and a backend
+/// refuses work beyond it, so that the limit is written once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The deepest halo it keeps, in ghost layers: the most sweeps it runs
+    /// between two exchanges (above one, temporal blocking).
+    pub max_depth: usize,
+}
+
+impl Capabilities {
+    /// A backend without temporal blocking: one ghost layer, one sweep
+    /// between two exchanges.
+    pub const ONE_LAYER: Capabilities = Capabilities { max_depth: 1 };
+
+    /// What the backends of `kind` can do.
+    pub fn of(kind: BackendKind) -> Capabilities {
+        match kind {
+            BackendKind::Cpu => Capabilities {
+                max_depth: MAX_DEPTH,
+            },
+            // Its kernels sweep once between exchanges: no wavefront yet.
+            BackendKind::Gpu => Capabilities::ONE_LAYER,
+        }
     }
-    Err(crate::error::Error::usage(format!(
-        "{sweeps} sweeps between halo exchanges need temporal blocking, which this backend \
-         does not do: use --temporal 1"
-    )))
+
+    /// Whether it keeps a halo `depth` layers deep.
+    pub fn keeps(self, depth: usize) -> bool {
+        depth <= self.max_depth
+    }
+
+    /// The ghost layers it keeps, in words (`one ghost layer`).
+    fn layers(self) -> String {
+        match self.max_depth {
+            1 => "one ghost layer".to_string(),
+            n => format!("{n} ghost layers"),
+        }
+    }
+
+    /// What ranks of `kind` keep, in words, for a message or a reason
+    /// (`GPU ranks keep one ghost layer`).
+    pub fn stated(kind: BackendKind) -> String {
+        format!(
+            "{} ranks keep {}",
+            kind.name().to_uppercase(),
+            Capabilities::of(kind).layers()
+        )
+    }
+
+    /// Refuses (exit 2) `--temporal depth` on ranks of `kind` when they
+    /// keep fewer ghost layers than that.
+    pub fn check_temporal(kind: BackendKind, depth: usize) -> Result<()> {
+        let can = Capabilities::of(kind);
+        if can.keeps(depth) {
+            return Ok(());
+        }
+        Err(Error::usage(format!(
+            "{}, and --temporal {depth} needs {depth}: a deeper halo runs on the CPU backend \
+             only; use --temporal {} with --backend {}, or --backend cpu",
+            Capabilities::stated(kind),
+            can.max_depth,
+            kind.name()
+        )))
+    }
+
+    /// What a backend answers when asked for `sweeps` sweeps between two
+    /// exchanges: fine up to its depth, an error beyond.
+    pub fn check_sweeps(self, sweeps: usize) -> Result<()> {
+        if self.keeps(sweeps) {
+            return Ok(());
+        }
+        Err(Error::usage(format!(
+            "{sweeps} sweeps between halo exchanges need {sweeps} ghost layers, and this \
+             backend keeps {}: use --temporal {}",
+            self.layers(),
+            self.max_depth
+        )))
+    }
 }
 
 /// Local work of one rank. Calls block until their work is complete, so the
@@ -127,7 +196,8 @@ pub trait Backend {
     /// `next` then holds the last one's owned points. When it returns, the
     /// owned planes next to every face of `next` are final, so they may be
     /// packed while the rest of the sweeps runs. A backend without
-    /// temporal blocking refuses more than one ([`one_sweep_only`]).
+    /// temporal blocking refuses more than one
+    /// ([`Capabilities::check_sweeps`]).
     fn sweeps_start(&mut self, sweeps: usize) -> Result<()>;
     /// Completes the sweeps begun by [`Backend::sweeps_start`] and writes
     /// this rank's sum of squared residuals of each, in order, to `gosa`
@@ -174,5 +244,34 @@ pub trait Backend {
         Err(crate::error::Error::runtime(format!(
             "kernel variant {index} asked of a backend that offers none"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_backend_states_the_halo_it_keeps_and_refuses_deeper() {
+        assert!(Capabilities::of(BackendKind::Cpu).keeps(MAX_DEPTH));
+        let gpu = Capabilities::of(BackendKind::Gpu);
+        assert!(gpu.keeps(1) && !gpu.keeps(2));
+        assert_eq!(
+            Capabilities::stated(BackendKind::Gpu),
+            "GPU ranks keep one ghost layer"
+        );
+        Capabilities::check_temporal(BackendKind::Gpu, 1).unwrap();
+        Capabilities::check_temporal(BackendKind::Cpu, 8).unwrap();
+        let e = Capabilities::check_temporal(BackendKind::Gpu, 4).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.message().contains("GPU ranks keep one ghost layer")
+                && e.message().contains("the CPU backend only")
+                && e.message().contains("--temporal 1 with --backend gpu"),
+            "{e}"
+        );
+        gpu.check_sweeps(1).unwrap();
+        let e = gpu.check_sweeps(3).unwrap_err();
+        assert!(e.message().contains("use --temporal 1"), "{e}");
     }
 }

@@ -18,7 +18,7 @@ pub mod cpu;
 pub mod gpu;
 
 pub use api::{
-    Backend, BackendInfo, GpuSoftware, HostBuffer, one_sweep_only, pack_plane, unpack_plane,
+    Backend, BackendInfo, Capabilities, GpuSoftware, HostBuffer, pack_plane, unpack_plane,
 };
 
 use crate::comm::{Comm, decide};
@@ -88,8 +88,9 @@ pub fn create(
             &cpu_options(cfg),
             [comm.node_rank(), comm.node_size()],
         )?)),
-        // A block deeper than one layer never gets here: validation refuses
-        // --backend gpu with --temporal above 1 and resolves auto to cpu.
+        // A block deeper than the GPU keeps never gets here: validation
+        // reads its `Capabilities` (refusing --backend gpu, resolving auto
+        // to cpu), and its sweeps refuse more layers.
         BackendKind::Gpu => gpu::create(&gpu_options(cfg), grid, block, comm),
     }
 }

@@ -10,9 +10,11 @@
 //! before use, so that a hand-edited one is refused with one line.
 
 pub use super::store::{MANIFEST, MANIFEST_TMP};
+use crate::config::MAX_ITERATIONS;
 use crate::error::{Error, Result};
+use crate::timing::LONGEST_S;
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// The `format` every manifest of this layout carries.
@@ -27,15 +29,6 @@ pub const COEFFICIENTS: &str = "not stored: a0..a3, b0..b2, c0..c2, bnd and wrk1
 /// Largest manifest read (a manifest of the most ranks a run may have is
 /// far smaller).
 const MAX_MANIFEST_BYTES: u64 = 64 << 20;
-
-/// Longest segment accepted, in seconds (a century): a larger, negative or
-/// non-finite `wall_s` is a hand edit, and would make the record's rates
-/// meaningless.
-const MAX_SEGMENT_S: f64 = 3.2e9;
-
-/// Most iterations a manifest may count (the most `--iterations` takes is
-/// far below; sums of counts stay far from overflowing).
-const MAX_ITERATIONS: u64 = 1 << 53;
 
 /// A stretch of timed iterations run by one job (one segment of a run
 /// that was stopped and restarted).
@@ -166,20 +159,7 @@ impl Manifest {
     /// Reads and parses the manifest at `path`.
     pub fn read(path: &Path) -> Result<Manifest> {
         let shown = path.display();
-        let mut text = Vec::new();
-        let file = super::store::open_regular(path, "checkpoint manifest")?;
-        if file.metadata().is_ok_and(|m| m.len() > MAX_MANIFEST_BYTES) {
-            return Err(Error::usage(format!(
-                "the checkpoint manifest {shown} holds more than {} MiB: it is not one himeno \
-                 wrote",
-                MAX_MANIFEST_BYTES >> 20
-            )));
-        }
-        file.take(MAX_MANIFEST_BYTES)
-            .read_to_end(&mut text)
-            .map_err(|e| {
-                Error::usage(format!("cannot read the checkpoint manifest {shown}: {e}"))
-            })?;
+        let text = super::store::read_whole(path, "checkpoint manifest", MAX_MANIFEST_BYTES)?;
         let m: Manifest = serde_json::from_slice(&text).map_err(|e| {
             Error::usage(format!(
                 "the checkpoint manifest {shown} is not one this build reads ({e})"
@@ -242,9 +222,9 @@ impl Manifest {
                     s.from, s.to
                 ));
             }
-            if !(s.wall_s.is_finite() && (0.0..=MAX_SEGMENT_S).contains(&s.wall_s)) {
+            if !(s.wall_s.is_finite() && (0.0..=LONGEST_S).contains(&s.wall_s)) {
                 return Err(format!(
-                    "its segment {}..{} took {} s, not a time from 0 to {MAX_SEGMENT_S:e} s",
+                    "its segment {}..{} took {} s, not a time from 0 to {LONGEST_S:e} s",
                     s.from, s.to, s.wall_s
                 ));
             }

@@ -43,6 +43,7 @@ use crate::signals::StopFlag;
 use crate::timing::{Lap, PhaseTimes};
 use crate::verify::{self, Answer};
 use manifest::{COEFFICIENTS, FORMAT, Identity, MANIFEST, Manifest, RankFile};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -327,7 +328,14 @@ impl Checkpointer {
             Ok(all.swap_remove(0))
         })?;
         let committed = match made {
-            Ok(()) => self.write_and_commit(&folder, done, gosa, from, wall_s, backend, comm)?,
+            Ok(()) => {
+                let segment = Segment {
+                    from,
+                    to: done,
+                    wall_s,
+                };
+                self.write_and_commit(&folder, gosa, segment, backend, comm)?
+            }
             Err(why) => Err(why),
         };
         if self.rank == 0 {
@@ -370,22 +378,20 @@ impl Checkpointer {
     /// manifest when all did. Every rank learns whether the checkpoint was
     /// committed, or why not. Collective; the outer error is the
     /// backend's.
-    #[allow(clippy::too_many_arguments)]
     fn write_and_commit(
         &self,
         folder: &Path,
-        done: u64,
         gosa: f64,
-        from: u64,
-        wall_s: f64,
+        segment: Segment,
         backend: &mut dyn Backend,
         comm: &dyn Comm,
     ) -> Result<std::result::Result<(), String>> {
+        let done = segment.to;
         let grid = Grid {
             n: self.identity.grid,
         };
         let field = backend.field()?;
-        let part = verify::fingerprint(&grid, &self.block, &field);
+        let fingerprint = verify::fingerprint(&grid, &self.block, &field);
         let crc = rankfile::write(
             &folder.join(store::rank_file_name(self.rank)),
             self.rank,
@@ -396,46 +402,36 @@ impl Checkpointer {
         drop(field);
         let bytes = rankfile::file_bytes(&self.block);
         let mine = crc
-            .map(|crc| (crc, bytes, part))
+            .map(|crc32| Part {
+                crc32,
+                bytes,
+                fingerprint,
+            })
             .map_err(|e| e.message().to_string());
         comm::decide(comm, "the checkpoint", &mine, |all| {
-            Ok(self.commit(folder, done, gosa, from, wall_s, all))
+            Ok(self.commit(folder, gosa, segment, all))
         })
     }
 
-    /// Rank 0's commit of the checkpoint at `done` from every rank's part
-    /// (its CRC-32, bytes and fingerprint of `p`, or why it failed).
+    /// Rank 0's commit of the checkpoint that ends `segment` from every
+    /// rank's part (or why it failed).
     fn commit(
         &self,
         folder: &Path,
-        done: u64,
         gosa: f64,
-        from: u64,
-        wall_s: f64,
-        parts: Vec<std::result::Result<(u32, u64, u64), String>>,
+        segment: Segment,
+        parts: Vec<std::result::Result<Part, String>>,
     ) -> std::result::Result<(), String> {
-        let failed: Vec<(usize, &String)> = parts
-            .iter()
-            .enumerate()
-            .filter_map(|(r, p)| p.as_ref().err().map(|e| (r, e)))
-            .collect();
-        if let Some((r, why)) = failed.first() {
-            return Err(format!(
-                "rank {r}: {why}{}",
-                match failed.len() {
-                    1 => String::new(),
-                    n => format!(" ({} other rank(s) failed too)", n - 1),
-                }
-            ));
+        if let Some(why) = first_failure(&parts) {
+            return Err(why);
         }
-        let parts: Vec<(u32, u64, u64)> = parts.into_iter().flatten().collect();
-        let fingerprint = parts.iter().fold(0u64, |acc, p| acc.wrapping_add(p.2));
+        let parts: Vec<Part> = parts.into_iter().flatten().collect();
+        let fingerprint = parts
+            .iter()
+            .fold(0u64, |acc, p| acc.wrapping_add(p.fingerprint));
+        let done = segment.to;
         let mut segments = self.earlier.clone();
-        segments.push(Segment {
-            from,
-            to: done,
-            wall_s,
-        });
+        segments.push(segment);
         Manifest {
             format: FORMAT.to_string(),
             version: self.identity.version.clone(),
@@ -455,11 +451,11 @@ impl Checkpointer {
             files: parts
                 .iter()
                 .enumerate()
-                .map(|(rank, &(crc32, bytes, _))| RankFile {
+                .map(|(rank, p)| RankFile {
                     rank,
                     file: store::rank_file_name(rank),
-                    bytes,
-                    crc32,
+                    bytes: p.bytes,
+                    crc32: p.crc32,
                 })
                 .collect(),
         }
@@ -584,48 +580,46 @@ fn resumed_answer(
     .map(|a| if comm.rank() == 0 { a } else { None })
 }
 
+/// A rank's part of a checkpoint, as it tells rank 0 once its file is
+/// written and synced.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Part {
+    /// The CRC-32 of its file.
+    crc32: u32,
+    /// The file's size.
+    bytes: u64,
+    /// Its share of the fingerprint of `p` (`verify::fingerprint`).
+    fingerprint: u64,
+}
+
 /// Goes on when every rank's `local` is fine; otherwise every rank stops
-/// with a usage error whose message, on rank 0, names the first rank that
-/// failed and why. Collective.
+/// with a usage error whose message names the first rank that failed and
+/// why (the reason alone when the job has one rank). Collective: rank 0
+/// decides ([`comm::decide`]).
 fn together(comm: &dyn Comm, local: Result<()>) -> Result<()> {
-    // Never an empty part: MPI refuses a gather of nothing at all.
-    let mine = match &local {
-        Ok(()) => "O".to_string(),
-        Err(e) => format!("E{}", e.message()),
-    };
-    let verdict = match comm.gather(mine.as_bytes()) {
-        Some(all) => {
-            let failed: Vec<(usize, String)> = all
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| !b.starts_with(b"O"))
-                .map(|(r, b)| {
-                    (
-                        r,
-                        String::from_utf8_lossy(b.get(1..).unwrap_or_default()).into_owned(),
-                    )
-                })
-                .collect();
-            match failed.first() {
-                Some((_, why)) if all.len() == 1 => Err(Error::usage(why.clone())),
-                Some((r, why)) => Err(Error::usage(format!(
-                    "rank {r}: {why}{}",
-                    match failed.len() {
-                        1 => String::new(),
-                        n => format!(" ({} other rank(s) failed too)", n - 1),
-                    }
-                ))),
-                None => Ok(()),
-            }
-        }
-        None => Ok(()),
-    };
-    if comm.broadcast(u64::from(verdict.is_err())) != 0 {
-        return Err(verdict.err().unwrap_or_else(|| {
-            Error::usage("a rank's checkpoint file was refused (see rank 0's message)")
-        }));
-    }
+    let mine = local.as_ref().map_err(|e| e.message().to_string()).copied();
+    comm::decide(comm, "the checkpoint's files", &mine, |all| {
+        let lone = match all.as_slice() {
+            [only] => only.clone().err(),
+            _ => first_failure(&all),
+        };
+        lone.map_or(Ok(()), |why| Err(Error::usage(why)))
+    })?;
     local
+}
+
+/// The first of `parts` (one a rank, in rank order) that failed, as
+/// `rank R: why`, with how many others failed too; `None` when none did.
+fn first_failure<T>(parts: &[std::result::Result<T, String>]) -> Option<String> {
+    let mut failed = parts
+        .iter()
+        .enumerate()
+        .filter_map(|(r, p)| p.as_ref().err().map(|e| (r, e)));
+    let (r, why) = failed.next()?;
+    Some(match failed.count() {
+        0 => format!("rank {r}: {why}"),
+        n => format!("rank {r}: {why} ({n} other rank(s) failed too)"),
+    })
 }
 
 /// This rank's part of [`Checkpointer::prepare`]: the checkpoint to take

@@ -89,13 +89,25 @@ pub fn list(dir: &Path) -> Result<Vec<Found>> {
 /// lead out of the checkpoint folder), without a check-then-open race:
 /// [`files::open_regular`] with [`Links::Refuse`].
 pub fn open_regular(path: &Path, what: &str) -> Result<File> {
+    files::open_regular(path, u64::MAX, Links::Refuse).map_err(|e| refused(path, what, &e))
+}
+
+/// The whole of the file `path` (the `what` of a checkpoint), of at most
+/// `max` bytes, opened as [`open_regular`] opens it
+/// ([`files::read_capped`]).
+pub fn read_whole(path: &Path, what: &str, max: u64) -> Result<Vec<u8>> {
+    files::read_capped(path, max, Links::Refuse).map_err(|e| refused(path, what, &e))
+}
+
+/// Why the `what` of a checkpoint at `path` could not be read (exit 2).
+fn refused(path: &Path, what: &str, e: &std::io::Error) -> Error {
     let shown = path.display();
-    files::open_regular(path, u64::MAX, Links::Refuse).map_err(|e| match e.raw_os_error() {
+    match e.raw_os_error() {
         Some(libc::ELOOP) => Error::usage(format!(
             "the {what} {shown} is a symbolic link, which a checkpoint never holds"
         )),
         _ => Error::usage(format!("cannot read the {what} {shown}: {e}")),
-    })
+    }
 }
 
 /// Syncs the folder `dir` itself, so that the names created or renamed in
@@ -116,10 +128,11 @@ const PROBE_BYTES: usize = 4096;
 /// file is made, written, synced and removed, and the file system must
 /// have `bytes` free, so that a read-only, missing or full mount is found
 /// before the run, not at its first checkpoint, and a refused run leaves
-/// nothing behind. A `dir` (or a folder above it) that is a symbolic link
-/// to nothing is refused: the run could not create the folder it names.
-/// `rank` keeps the probes of concurrent ranks apart.
-pub fn check_writable(dir: &Path, rank: usize, bytes: u64) -> Result<()> {
+/// nothing behind ([`files::probe_dir`], whose fresh names keep the probes
+/// of concurrent ranks apart). A `dir` (or a folder above it) that is a
+/// symbolic link to nothing is refused: the run could not create the
+/// folder it names.
+pub fn check_writable(dir: &Path, bytes: u64) -> Result<()> {
     let refuse = |why: String| {
         Error::usage(format!(
             "the checkpoint folder {} cannot be written ({why}): give a writable \
@@ -151,18 +164,7 @@ pub fn check_writable(dir: &Path, rank: usize, bytes: u64) -> Result<()> {
             at.display()
         )));
     }
-    let probe = at.join(format!(
-        ".himeno-probe-{}-{}-{rank}",
-        crate::comm::hostname(),
-        std::process::id()
-    ));
-    let made = File::create(&probe).and_then(|mut f| {
-        use std::io::Write;
-        f.write_all(&[0u8; PROBE_BYTES])?;
-        f.sync_all()
-    });
-    let _ = std::fs::remove_file(&probe);
-    made.map_err(|e| refuse(e.to_string()))
+    files::probe_dir(at, PROBE_BYTES).map_err(|e| refuse(e.to_string()))
 }
 
 /// Bytes an unprivileged writer may still use on the file system of `at`

@@ -120,6 +120,10 @@ pub struct Grid {
     pub n: [usize; 3],
 }
 
+/// Most points a grid may have along one dimension: a single rank's index
+/// arithmetic cannot overflow.
+pub const MAX_POINTS: usize = 1 << 20;
+
 impl Grid {
     /// Builds a grid, checking that every dimension has an interior point and
     /// that a single rank's index arithmetic cannot overflow.
@@ -131,11 +135,11 @@ impl Grid {
                     ["NI", "NJ", "NK"][d]
                 )));
             }
-            if v > 1 << 20 {
+            if v > MAX_POINTS {
                 return Err(Error::usage(format!(
-                    "grid dimension {} is {v}: at most {} points per dimension are supported",
+                    "grid dimension {} is {v}: at most {MAX_POINTS} points per dimension are \
+                     supported",
                     ["NI", "NJ", "NK"][d],
-                    1 << 20
                 )));
             }
         }

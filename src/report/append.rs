@@ -15,6 +15,7 @@
 //! meanwhile, with a message saying which.
 
 use crate::error::{Error, Result};
+use crate::files::{self, Links, Written};
 use crate::signals::StopFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -38,7 +39,7 @@ fn append_within(path: &Path, line: &str, stop: &StopFlag, wait: Duration) -> Re
         Error::runtime(format!(
             "cannot {what} results file {}: {}",
             path.display(),
-            explain(&e)
+            files::unread_fifo(e)
         ))
     };
     if line.contains('\n') {
@@ -159,27 +160,17 @@ fn write_all(
     Ok(())
 }
 
-/// A system error, with what ENXIO means here: opening a FIFO for writing
-/// without blocking fails so when no process has it open for reading.
-fn explain(e: &std::io::Error) -> String {
-    if e.raw_os_error() == Some(libc::ENXIO) {
-        format!("{e}: it is a FIFO that no process is reading")
-    } else {
-        e.to_string()
-    }
-}
-
 /// Whether the regular file at `path` is non-empty and does not end in a
 /// newline (a torn last line). Read through a second handle because the
-/// appending one is write-only; the caller holds the lock, so the end is
-/// stable.
+/// appending one is write-only, opened as every user's file is
+/// ([`files::open_regular`]: a FIFO or device has no last line to mend);
+/// the caller holds the lock, so the end is stable.
 fn ends_torn(path: &Path) -> bool {
-    let Ok(f) = File::open(path) else {
+    let Ok(f) = files::open_regular(path, u64::MAX, Links::Follow) else {
         return false;
     };
-    let len = match f.metadata() {
-        Ok(m) if m.is_file() => m.len(),
-        _ => return false,
+    let Ok(len) = f.metadata().map(|m| m.len()) else {
+        return false;
     };
     let mut last = [0u8; 1];
     len > 0 && f.read_exact_at(&mut last, len - 1).is_ok() && last[0] != b'\n'
@@ -195,60 +186,15 @@ fn sync(file: &File) -> std::io::Result<()> {
 }
 
 /// Checks, before any work and without blocking, that `path` can be
-/// appended to. An existing file is opened for appending (a FIFO without a
-/// reader is refused rather than waited on). For a missing one, a probe
-/// file of a short unique name is created and removed in its directory:
-/// the results file itself is never created and removed here, because
-/// another job may append its first record to it in between, and removing
-/// it would lose that record.
+/// appended to ([`files::check_output`]): the results file itself is never
+/// created or removed here.
 pub fn check_writable(path: &Path) -> Result<()> {
-    let usage = |e: std::io::Error| {
+    files::check_output(path, Written::Appended).map_err(|e| {
         Error::usage(format!(
-            "cannot write results file {}: {}; choose a writable --output path",
-            path.display(),
-            explain(&e)
+            "cannot write results file {}: {e}; choose a writable --output path",
+            path.display()
         ))
-    };
-    // `dir/`, `dir/.` and `dir/..` name directories even when `dir` does
-    // not exist yet (and would pass the probe in its parent).
-    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
-    if path.file_name().is_none() || bytes.ends_with(b"/") || bytes.ends_with(b"/.") {
-        return Err(usage(std::io::Error::other(
-            "it names a directory, not a file",
-        )));
-    }
-    if path.exists() {
-        return OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map(drop)
-            .map_err(usage);
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    // The probe's name is short whatever the results file's (a name of 250
-    // bytes is valid; a longer probe name would not be) and unique: a probe
-    // left by a killed job, even one of the same process id, is passed over.
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    for attempt in 0..16u32 {
-        let probe = dir.join(format!(
-            ".himeno-probe-{}-{stamp:x}-{attempt}",
-            std::process::id()
-        ));
-        match OpenOptions::new().create_new(true).write(true).open(&probe) {
-            Ok(_) => return std::fs::remove_file(&probe).map_err(usage),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(usage(e)),
-        }
-    }
-    Err(usage(std::io::Error::other(
-        "no probe file could be created to test the directory",
-    )))
+    })
 }
 
 #[cfg(test)]

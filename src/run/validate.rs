@@ -7,7 +7,7 @@
 //! the configuration carries the backend decided, never `auto`.
 
 use super::args::{BackendChoice, CheckpointArgs, RunArgs, SelftestArgs, Temporal};
-use crate::backend;
+use crate::backend::{self, Capabilities};
 use crate::comm::Comm;
 use crate::config::{
     BackendKind, CheckpointConfig, MAX_ITERATIONS, Occupancy, Prefetch, Restart, RunConfig,
@@ -27,21 +27,24 @@ use std::time::Duration;
 /// Committed checkpoints kept when `--checkpoint-keep` is not given.
 pub const DEFAULT_CHECKPOINT_KEEP: usize = 2;
 
-/// Largest accepted target duration, one week.
-const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// Largest accepted `--seconds` target, one week (a run's record may
+/// state a longer duration: `--iterations` bounds a run by count).
+const MAX_TARGET_S: f64 = 7.0 * 24.0 * 3600.0;
 /// Accepted `--stream-gbs`, in GB/s: a megabyte per second to an exabyte.
 const STREAM_GBS: (f64, f64) = (1e-3, 1e9);
 
 impl BackendChoice {
     /// The backend this choice fixes without probing for GPUs, for a depth
-    /// of `temporal` ghost layers: GPU ranks keep one, so `auto` means the
-    /// CPU above 1 (an explicit `gpu` is refused by validation); `None`:
-    /// `auto`, decided by probing every rank.
+    /// of `temporal` ghost layers: `auto` means the CPU beyond what GPU
+    /// ranks keep ([`Capabilities`]; an explicit `gpu` is refused by
+    /// validation); `None`: `auto`, decided by probing every rank.
     pub fn fixed(self, temporal: usize) -> Option<BackendKind> {
         match self {
             BackendChoice::Cpu => Some(BackendKind::Cpu),
             BackendChoice::Gpu => Some(BackendKind::Gpu),
-            BackendChoice::Auto if temporal > 1 => Some(BackendKind::Cpu),
+            BackendChoice::Auto if !Capabilities::of(BackendKind::Gpu).keeps(temporal) => {
+                Some(BackendKind::Cpu)
+            }
             BackendChoice::Auto => None,
         }
     }
@@ -72,10 +75,8 @@ impl SelftestArgs {
     pub fn resolve(&self, ranks: usize) -> Result<Problem> {
         let problem = self.problem.spec().resolve(Preset::XS, Ranks::Job(ranks))?;
         problem.check_temporal(self.temporal)?;
-        if self.backend == BackendChoice::Gpu && self.temporal > 1 {
-            return Err(Error::usage(
-                "GPU ranks keep one ghost layer: use --temporal 1 with --backend gpu",
-            ));
+        if self.backend == BackendChoice::Gpu {
+            Capabilities::check_temporal(BackendKind::Gpu, self.temporal)?;
         }
         // Accepted, they would be ignored: the test would not be the one
         // asked for.
@@ -157,10 +158,10 @@ impl RunArgs {
             Some(n) => RunLength::Iterations(n),
             None => {
                 let s = self.seconds;
-                if !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS) {
+                if !(s.is_finite() && s > 0.0 && s <= MAX_TARGET_S) {
                     return Err(Error::usage(format!(
                         "--seconds {} must be a number of seconds above 0 and at most \
-                         {MAX_SECONDS} (one week): give such a target, or --iterations N",
+                         {MAX_TARGET_S} (one week): give such a target, or --iterations N",
                         output::number(s)
                     )));
                 }
@@ -215,11 +216,8 @@ impl RunArgs {
                  does not pay (notes/cpu-overlap.md): drop --overlap or use --backend gpu",
             ));
         }
-        if self.temporal.fixed() > 1 && self.backend == BackendChoice::Gpu {
-            return Err(Error::usage(
-                "--temporal above 1 runs on the CPU backend only for now: use --backend cpu, \
-                 or --temporal 1 on GPUs",
-            ));
+        if self.backend == BackendChoice::Gpu {
+            Capabilities::check_temporal(BackendKind::Gpu, self.temporal.fixed())?;
         }
         if self.tile_rows == Some(0) {
             return Err(Error::usage("--tile-rows must be at least 1"));

@@ -270,7 +270,7 @@ const MAX_PINGPONG_BYTES: u64 = 64 << 20;
 /// and returns its network parameters.
 pub fn network_from_file(path: &Path) -> Result<Network> {
     let how = "write one with `himeno bench pingpong --format json > FILE`";
-    let text = super::records::read_capped(path, MAX_PINGPONG_BYTES).map_err(|e| {
+    let text = crate::files::read_text(path, MAX_PINGPONG_BYTES).map_err(|e| {
         Error::usage(format!(
             "cannot read ping-pong file {}: {e}; {how}",
             path.display()

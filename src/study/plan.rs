@@ -20,7 +20,7 @@
 
 use crate::config::MAX_ITERATIONS;
 use crate::error::{Error, Result};
-use crate::grid::decomp::{MAX_DEPTH, ProcGrid};
+use crate::grid::decomp::{MAX_DEPTH, MAX_RANKS, ProcGrid};
 use crate::grid::{Grid, Preset};
 use crate::machine::threads::MAX_THREADS;
 use crate::output::{self, Format};
@@ -31,9 +31,6 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// Largest rank count a study may ask for.
-pub const MAX_RANKS: usize = 1 << 20;
 
 /// Largest file a study definition may be (they are a few lines).
 const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -148,7 +145,7 @@ impl Study {
     /// Reads and parses the definition in `path`.
     pub fn read(path: &Path) -> Result<Study> {
         let bad = |why: String| Error::usage(format!("study definition {}: {why}", path.display()));
-        let text = super::records::read_capped(path, MAX_FILE_BYTES)
+        let text = crate::files::read_text(path, MAX_FILE_BYTES)
             .map_err(|e| bad(format!("cannot read it: {e}")))?;
         Study::parse(&text).map_err(|e| match e {
             Error::Usage(m) => bad(m),

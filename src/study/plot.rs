@@ -75,7 +75,9 @@ fn ensure_font() -> Result<()> {
         for path in &tried {
             // A font is a few MiB; a wrong HIMENO_FONT (a device, a disk
             // image) is passed over instead of read whole.
-            if let Ok(bytes) = super::records::read_capped_bytes(path, MAX_FONT_BYTES) {
+            if let Ok(bytes) =
+                crate::files::read_capped(path, MAX_FONT_BYTES, crate::files::Links::Follow)
+            {
                 // The font table keeps a 'static reference: the bytes live
                 // as long as the process, loaded at most once.
                 let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -97,7 +99,7 @@ fn ensure_font() -> Result<()> {
 
 /// Makes `dir` ready for the pictures before anything is printed: a font
 /// found, the folder created (not its parents: nothing above what the user
-/// named is made) and writable (a test file made and removed). So a bad
+/// named is made) and writable (`files::probe_dir`). So a bad
 /// `--plot DIR` is an error before the tables go to stdout, not after.
 pub fn prepare(dir: &Path) -> Result<()> {
     ensure_font()?;
@@ -114,15 +116,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         return Err(refuse(&"it is not a directory"));
     }
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let test = dir.join(format!(
-        ".himeno-plot-test-{}-{stamp:x}",
-        std::process::id()
-    ));
-    crate::files::create_new(&test).map_err(|e| refuse(&e))?;
-    std::fs::remove_file(&test).map_err(|e| refuse(&e))
+    crate::files::probe_dir(dir, 0).map_err(|e| refuse(&e))
 }
 
 /// Longest readable part of a picture's file name, in bytes: with the

@@ -6,10 +6,11 @@
 
 use crate::error::{Error, Result};
 use crate::files::{self, Links};
+use crate::grid::MAX_POINTS;
 use crate::grid::decomp::MAX_RANKS;
 use crate::output;
 use crate::report::{Record, SCHEMA_VERSION};
-use crate::timing::PhaseTimes;
+use crate::timing::{LONGEST_S, PhaseTimes};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -152,9 +153,9 @@ impl RunRecord {
                 self.schema
             ));
         }
-        if let Some(&n) = self.grid.iter().find(|&&n| !(3..=MAX_GRID).contains(&n)) {
+        if let Some(&n) = self.grid.iter().find(|&&n| !(3..=MAX_POINTS).contains(&n)) {
             return Err(format!(
-                "grid dimension {n} is not from 3 to {MAX_GRID} points"
+                "grid dimension {n} is not from 3 to {MAX_POINTS} points"
             ));
         }
         let product = self
@@ -232,9 +233,9 @@ impl RunRecord {
                 output::number(self.mflops)
             ));
         }
-        if !within(self.wall_s, MAX_SECONDS) {
+        if !within(self.wall_s, LONGEST_S) {
             return Err(format!(
-                "wall_s {} is not a duration from 0 to {MAX_SECONDS:e} s",
+                "wall_s {} is not a duration from 0 to {LONGEST_S:e} s",
                 output::number(self.wall_s)
             ));
         }
@@ -253,10 +254,10 @@ impl RunRecord {
             let times = std::iter::once(("loop_s", r.loop_s))
                 .chain(r.phases_s.iter().map(|(p, &v)| (p.name(), v)));
             for (name, v) in times {
-                if !within(v, MAX_SECONDS) {
+                if !within(v, LONGEST_S) {
                     return Err(format!(
                         "per_rank rank {}: {name} {} is not a duration from 0 to \
-                         {MAX_SECONDS:e} s",
+                         {LONGEST_S:e} s",
                         r.rank,
                         output::number(v)
                     ));
@@ -267,12 +268,8 @@ impl RunRecord {
     }
 }
 
-/// Largest grid dimension, as `Grid::new` accepts.
-const MAX_GRID: usize = 1 << 20;
 /// Largest plausible rate of a whole job, in MFLOPS (a zettaflop machine).
 const MAX_MFLOPS: f64 = 1e15;
-/// Longest plausible duration of a run or phase, in seconds (31 years).
-const MAX_SECONDS: f64 = 1e9;
 /// Largest share of the loop time (a fraction, with room for rounding).
 const MAX_SHARE: f64 = 1.01;
 
@@ -423,26 +420,6 @@ fn finish_line(
     }
     line.clear();
     *too_long = false;
-}
-
-/// The bytes of the regular file at `path` (see [`files::open_regular`]), refused
-/// when it holds more than `max` bytes, also if it grows while read, so a
-/// wrong file is never read whole into memory.
-pub fn read_capped_bytes(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    files::open_regular(path, max, Links::Follow)?
-        .take(max + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(files::too_big(max));
-    }
-    Ok(bytes)
-}
-
-/// [`read_capped_bytes`] as text (invalid UTF-8 is an error).
-pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
-    String::from_utf8(read_capped_bytes(path, max)?)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text"))
 }
 
 /// Reads every file in `paths`. A file that cannot be read at all is a usage
@@ -618,7 +595,6 @@ pub(crate) mod tests {
         assert!((l.records[0].slowest_phases()[Phase::Compute] - 0.07).abs() < 1e-12);
         assert_eq!(l.malformed.len(), 1);
         assert!(l.malformed[0].why.contains("longer than"));
-        assert!(read_capped_bytes(Path::new("/dev/zero"), 10).is_err());
         assert!(load(&["/dev/zero"]).is_err());
     }
 }

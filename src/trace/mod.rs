@@ -19,6 +19,7 @@ pub mod rank;
 use crate::comm::Comm;
 use crate::config::{BackendKind, RunConfig, RunLength};
 use crate::error::{Error, Result};
+use crate::files::{self, Written};
 use crate::machine::memory::Footprint;
 use crate::signals::StopFlag;
 use crate::timeline::{self, Bound, CHUNK_EVENTS, Event, Part, Recorder, What};
@@ -32,31 +33,16 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_KEEP: u64 = 500;
 
 /// Checks, before any work, that the trace file can be written (rank 0
-/// writes it); a missing file is not left behind.
+/// writes it under a new name and renames it into place, [`file`]): a
+/// regular file or nothing at the name, and a folder that takes a new
+/// file ([`files::check_output`]). Nothing is left behind.
 pub fn check_writable(path: &Path) -> Result<()> {
-    let refuse = |why: String| {
+    files::check_output(path, Written::Replaced).map_err(|e| {
         Error::usage(format!(
-            "cannot write the trace {}: {why}; choose a writable --trace FILE",
+            "cannot write the trace {}: {e}; choose a writable --trace FILE",
             path.display()
         ))
-    };
-    if path.is_dir() || path.file_name().is_none() {
-        return Err(refuse("it names a directory, not a file".into()));
-    }
-    if path.exists() && !path.is_file() {
-        return Err(refuse("it is not a regular file".into()));
-    }
-    let existed = path.exists();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| refuse(e.to_string()))?;
-    if !existed {
-        std::fs::remove_file(path).map_err(|e| refuse(e.to_string()))?;
-    }
-    Ok(())
+    })
 }
 
 /// Records a barrier on this thread's timeline.

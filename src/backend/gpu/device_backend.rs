@@ -20,9 +20,9 @@
 //! face buffer (one per face with a neighbour, sized by
 //! `launch::face_buffer_len`), so that the two faces of a step are in
 //! flight together. Two timing events around the copies of a step give
-//! its transfer time. The GPU backend runs one ghost layer (`--temporal`
-//! above 1 is refused for it at the command line), so a face's message is
-//! one layer.
+//! its transfer time. The GPU backend keeps one ghost layer (its
+//! `Capabilities`, which the command line's validation reads), so a face's
+//! message is one layer.
 //!
 //! Under `--trace`, `device_trace` records further events around the
 //! sweep and the face steps, whose spans become the streams' own tracks.
@@ -42,7 +42,7 @@ use super::launch::{
 };
 use super::options::GpuOptions;
 use super::staging::{Pinned, PinnedBuffer};
-use crate::backend::api::{Backend, BackendInfo, GpuSoftware, HostBuffer, one_sweep_only};
+use crate::backend::api::{Backend, BackendInfo, Capabilities, GpuSoftware, HostBuffer};
 use crate::config::BackendKind;
 use crate::config::Staging;
 use crate::error::{Error, Result};
@@ -536,7 +536,7 @@ impl Backend for GpuBackend {
     }
 
     fn sweeps_start(&mut self, sweeps: usize) -> Result<()> {
-        one_sweep_only(sweeps)?;
+        Capabilities::of(BackendKind::Gpu).check_sweeps(sweeps)?;
         self.trace_sweep()?;
         if self.overlap {
             let halo = self.halo.clone();

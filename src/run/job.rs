@@ -26,7 +26,7 @@ use crate::bench::stream;
 use crate::calibrate::{self, Built};
 use crate::checkpoint::Checkpointer;
 use crate::comm::{self, Comm};
-use crate::config::{RunConfig, StreamMeasure};
+use crate::config::{RunConfig, StreamMeasure, agreed};
 use crate::environment;
 use crate::error::{self, Error, Outcome, Result};
 use crate::fault::Fault;
@@ -180,8 +180,7 @@ fn set_up(
         let mut terms = cfg.agreement_terms();
         // Tracing adds collectives (the clock exchange, the gather): every
         // rank must record, or none.
-        terms.push(("trace", format!("{:?}", args.trace.trace)));
-        terms.push(("trace keep", args.trace.trace_keep.to_string()));
+        terms.extend(agreed::terms(&args.trace));
         terms
     })?;
     if let Some(grace) = grace {

@@ -9,6 +9,12 @@
 //! 5. [`verdict`]: rank 0 decides VALID or not, every rank learns it;
 //! 6. [`report`]: the stream ceilings, then rank 0 prints and appends.
 //!
+//! With `--trace`, the timeline is recorded from just before phase 3 to
+//! just after phase 4 (`trace::Session`: its start is a barrier, the clock
+//! exchange and a recorded barrier; its finish a recorded barrier, the
+//! gather of every rank's header, a broadcast of the event count, then
+//! rank 0 takes each rank's events in turn, point to point).
+//!
 //! How the job ended is an [`Outcome`]; `crate::error` maps it to the
 //! exit code, in one place.
 //!
@@ -75,6 +81,8 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<Outcome> {
     let (mut job, plan, built) = set_up(args, comm, &stop)?;
     let mut chosen = calibrate_and_choose(&job, plan, built, comm, &stop)?;
 
+    // The rehearsal and the timed loop run on one solver over the chosen
+    // buffers, traced when asked; the progress display ends either way.
     let mut progress = Progress::for_rank(comm.rank());
     let trace = (args.trace.trace.as_deref())
         .map(|path| trace::Session::start(path, args.trace.trace_keep, job.trace_bound, comm));
@@ -153,14 +161,19 @@ struct Job {
 /// Phase 1, set up: validates the options, agrees on them, checks the
 /// memory and makes the block, its backend and halo exchange (as deep as
 /// the deepest T `--temporal auto` may take). Collectives, in order:
-/// `--backend auto`'s decision (`validate::resolve_backend`); the
-/// agreement on the options (`comm::agree`, the configuration's terms and
-/// the trace's); `--temporal`'s warning or candidates (rank 0 decides,
-/// with a memory fit per deeper candidate); the memory preflight (the
-/// checkpoint folder's agreement, the memory decision) and the trace's
-/// memory decision when tracing; the checkpoint folder's agreement and
-/// restart (`Checkpointer::prepare`); the backend's start-up (a GPU's
-/// device and memory decisions).
+/// 1. `--backend auto`'s probe, rank 0 deciding (`validate::resolve_backend`;
+///    none for a fixed backend);
+/// 2. the agreement on the options (`comm::agree`: the configuration's
+///    terms and the trace's; a refusal anywhere stops every rank);
+/// 3. `--temporal`'s warning for a fixed T > 1, or its candidates and a
+///    memory decision per deeper candidate for `auto` (`temporal::Plan::of`);
+/// 4. the memory preflight: the checkpoint folder's agreement when there is
+///    one, then the memory decision; the trace's memory decision when
+///    tracing (`preflight::check`, `preflight::check_trace`);
+/// 5. with a checkpoint folder, its lock's decision, the restart's
+///    agreement and the read of its files (`Checkpointer::prepare`);
+/// 6. the backend's start-up: none on the CPU, a GPU's device and memory
+///    decisions (`backend::create`).
 fn set_up(
     args: &RunArgs,
     comm: &dyn Comm,

@@ -2,6 +2,12 @@
 //! as typed into this, once, after the job has decided where its ranks
 //! sweep; everything downstream trusts it and nothing changes it
 //! afterwards.
+//!
+//! What every rank must have resolved alike is derived from
+//! [`RunConfig`]'s own fields (`agreed`): a field that may differ from
+//! rank to rank says so where it is declared.
+
+pub mod agreed;
 
 use crate::comm::Terms;
 use crate::grid::Grid;
@@ -173,34 +179,52 @@ pub enum RunLength {
 }
 
 /// Everything a benchmark run needs to know.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Its `Serialize` is what the ranks of a job agree on
+/// ([`RunConfig::agreement_terms`]): every field is compared under its
+/// serde name (the name a disagreement message gives) unless it is marked
+/// `#[serde(skip)]` as rank-local. Nothing else serialises it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunConfig {
-    /// Global grid, its label and the process grid.
+    /// Global grid, its label and the process grid. Agreed as its own
+    /// terms (grid, size, process grid), so that a message names the one
+    /// that differs.
+    #[serde(skip)]
     pub problem: Problem,
-    /// Sweep threads per rank.
+    /// Sweep threads per rank. Rank-local: nodes of different sizes give
+    /// their ranks different counts.
+    #[serde(skip)]
     pub threads: usize,
     /// Length of the timed run.
+    #[serde(rename = "run length")]
     pub length: RunLength,
     /// Untimed rehearsal iterations before the timed run (fields are reset
     /// afterwards, so results are those of the timed iterations alone).
+    #[serde(rename = "warm-up")]
     pub warmup: u64,
     /// Where the ranks sweep, decided for the whole job.
     pub backend: BackendKind,
     /// Report format on standard output.
     pub format: Format,
     /// File to append one JSON line per run to.
+    #[serde(rename = "results file", serialize_with = "agreed::debug")]
     pub output: Option<PathBuf>,
     /// Verify against a reference even when no known answer is stored.
+    #[serde(rename = "verification")]
     pub verify: bool,
     /// Thread placement.
+    #[serde(rename = "binding")]
     pub bind: Bind,
     /// GPU halo staging memory.
     pub staging: Staging,
-    /// GPU ordinal, or `None` to choose by node-local rank.
+    /// GPU ordinal, or `None` to choose by node-local rank. Rank-local: an
+    /// MPMD launch may give each rank its own device.
+    #[serde(skip)]
     pub device: Option<usize>,
     /// Overlap the interior sweep with the halo exchange (GPU).
     pub overlap: bool,
     /// GPU sweep kernel variant (blocks per multiprocessor it fits).
+    #[serde(rename = "gpu occupancy")]
     pub gpu_occupancy: Occupancy,
     /// How the CPU sweep stores the new field.
     pub stores: Stores,
@@ -211,18 +235,23 @@ pub struct RunConfig {
     pub temporal: usize,
     /// `--temporal auto`: the run chooses its sweeps per exchange
     /// (`crate::temporal`).
+    #[serde(rename = "temporal auto")]
     pub temporal_auto: bool,
     /// Rows per tile of the temporal wavefront, overriding the choice from
     /// the cache sizes.
+    #[serde(rename = "tile rows")]
     pub tile_rows: Option<usize>,
     /// Stream triad bandwidth of this machine in GB/s given by the user, to
     /// report the solver's bandwidth as a fraction of it.
+    #[serde(rename = "stream bandwidth")]
     pub stream_gbs: Option<f64>,
     /// Measure the stream triad and Sum13 after the timed loop.
+    #[serde(rename = "stream measurement")]
     pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,
     /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
+    #[serde(rename = "checkpoints", serialize_with = "agreed::debug")]
     pub checkpoint: Option<CheckpointConfig>,
 }
 
@@ -263,34 +292,127 @@ impl RunConfig {
     }
 
     /// The terms every rank of a job must have resolved alike
-    /// (`crate::comm::agree`): everything but the thread count and the GPU
-    /// ordinal, which may differ from rank to rank (nodes of different
-    /// sizes, one device per rank given by an MPMD launch).
+    /// (`crate::comm::agree`): the command, the problem's fields and every
+    /// field of this configuration but the rank-local ones (the thread
+    /// count and the GPU ordinal), in declaration order.
     pub fn agreement_terms(&self) -> Terms {
-        vec![
-            ("command", "run".into()),
-            ("grid", self.problem.grid.to_string()),
-            ("size", self.problem.size.to_string()),
-            ("process grid", self.problem.procs.to_string()),
-            ("run length", format!("{:?}", self.length)),
-            ("warm-up", self.warmup.to_string()),
-            ("backend", format!("{:?}", self.backend)),
-            ("format", format!("{:?}", self.format)),
-            ("results file", format!("{:?}", self.output)),
-            ("verification", self.verify.to_string()),
-            ("binding", format!("{:?}", self.bind)),
-            ("staging", format!("{:?}", self.staging)),
-            ("overlap", self.overlap.to_string()),
-            ("gpu occupancy", format!("{:?}", self.gpu_occupancy)),
-            ("stores", format!("{:?}", self.stores)),
-            ("prefetch", format!("{:?}", self.prefetch)),
-            ("temporal", self.temporal.to_string()),
-            ("temporal auto", self.temporal_auto.to_string()),
-            ("tile rows", format!("{:?}", self.tile_rows)),
-            ("stream bandwidth", format!("{:?}", self.stream_gbs)),
-            ("stream measurement", format!("{:?}", self.stream)),
-            ("label", format!("{:?}", self.label)),
-            ("checkpoints", format!("{:?}", self.checkpoint)),
-        ]
+        let mut terms = vec![("command", "run".into())];
+        terms.extend(agreed::terms(&self.problem));
+        terms.extend(agreed::terms(self));
+        terms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grid::Size;
+
+    fn config() -> RunConfig {
+        RunConfig {
+            problem: Problem {
+                grid: Grid::new([9, 9, 9]).unwrap(),
+                size: Size::Custom,
+                procs: ProcGrid { p: [1, 1, 1] },
+            },
+            threads: 2,
+            length: RunLength::Iterations(5),
+            warmup: 3,
+            backend: BackendKind::Cpu,
+            format: Format::Text,
+            output: None,
+            verify: false,
+            bind: Bind::None,
+            staging: Staging::Pinned,
+            device: None,
+            overlap: true,
+            gpu_occupancy: Occupancy::Auto,
+            stores: Stores::Auto,
+            prefetch: Prefetch::Auto,
+            temporal: 1,
+            temporal_auto: false,
+            tile_rows: None,
+            stream_gbs: None,
+            stream: StreamMeasure::Off,
+            label: None,
+            checkpoint: None,
+        }
+    }
+
+    /// The terms are the configuration's fields under the names the
+    /// disagreement message gives, rank-local ones left out.
+    #[test]
+    fn the_terms_are_every_field_but_the_rank_local_ones() {
+        let names: Vec<&str> = config().agreement_terms().iter().map(|t| t.0).collect();
+        assert_eq!(
+            names,
+            [
+                "command",
+                "grid",
+                "size",
+                "process grid",
+                "run length",
+                "warm-up",
+                "backend",
+                "format",
+                "results file",
+                "verification",
+                "binding",
+                "staging",
+                "overlap",
+                "gpu occupancy",
+                "stores",
+                "prefetch",
+                "temporal",
+                "temporal auto",
+                "tile rows",
+                "stream bandwidth",
+                "stream measurement",
+                "label",
+                "checkpoints",
+            ]
+        );
+    }
+
+    /// A rank-local value leaves the terms alike; any other differs in
+    /// the term of its name.
+    #[test]
+    fn only_rank_local_fields_may_differ() {
+        let base = config().agreement_terms();
+        let other = RunConfig {
+            threads: 7,
+            device: Some(1),
+            ..config()
+        };
+        assert_eq!(other.agreement_terms(), base);
+        let differing = |cfg: RunConfig| {
+            let terms = cfg.agreement_terms();
+            let diff: Vec<&str> = base
+                .iter()
+                .zip(&terms)
+                .filter(|(a, b)| a != b)
+                .map(|(a, _)| a.0)
+                .collect();
+            diff
+        };
+        let labelled = RunConfig {
+            label: Some("x".into()),
+            ..config()
+        };
+        assert_eq!(differing(labelled), ["label"]);
+        let longer = RunConfig {
+            length: RunLength::Iterations(7),
+            ..config()
+        };
+        assert_eq!(differing(longer), ["run length"]);
+        let wider = RunConfig {
+            problem: Problem {
+                procs: ProcGrid { p: [1, 1, 1] },
+                grid: Grid::new([9, 9, 17]).unwrap(),
+                size: Size::Custom,
+            },
+            ..config()
+        };
+        assert_eq!(differing(wider), ["grid"]);
     }
 }

@@ -1,4 +1,5 @@
-//! The crate's error type and its mapping to process exit codes.
+//! The crate's error type, how a command ended ([`Outcome`]), and the
+//! one mapping of both to process exit codes ([`Outcome::code`]).
 //!
 //! Exit codes are part of the product's contract with batch scripts:
 //! 0 success, 1 verification failed (the numbers are wrong), 2 usage or
@@ -44,17 +45,74 @@ impl Error {
         }
     }
 
+    /// How a command that ends with this error ended.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Error::Usage(_) => Outcome::BadInput,
+            Error::Runtime(_) => Outcome::Failed,
+            Error::Verification(_) => Outcome::Wrong,
+        }
+    }
+
     /// The exit code this error maps to (1 for verification, 2 otherwise).
     pub fn exit_code(&self) -> u8 {
-        match self {
-            Error::Verification(_) => 1,
-            Error::Usage(_) | Error::Runtime(_) => 2,
-        }
+        self.outcome().code()
     }
 
     /// The process exit code for this error.
     pub fn to_exit_code(&self) -> ExitCode {
-        ExitCode::from(self.exit_code())
+        self.outcome().exit_code()
+    }
+}
+
+/// How a command ended, as its process tells it: every command's ending,
+/// and every error's ([`Error::outcome`]), maps to the exit code through
+/// [`Outcome::code`] alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Done as asked, checked where it could be, every report written:
+    /// exit 0.
+    Done,
+    /// The computed answer is wrong: exit 1.
+    Wrong,
+    /// Bad input (options, environment, a standard output closed at
+    /// start), found before the work: exit 2.
+    BadInput,
+    /// Something failed at run time (I/O, device, MPI): exit 2.
+    Failed,
+    /// A stop signal ended the run before it was complete or verified:
+    /// exit 2.
+    Stopped,
+    /// The measurement stands but something beside it failed (the report
+    /// on standard output, the results file, a side write the record
+    /// lists, the quick stream): exit 2.
+    Warned,
+}
+
+impl Outcome {
+    /// The process exit code: the one place outcomes become numbers.
+    pub fn code(self) -> u8 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::Wrong => 1,
+            Outcome::BadInput | Outcome::Failed | Outcome::Stopped | Outcome::Warned => 2,
+        }
+    }
+
+    /// [`Outcome::code`] as the process's exit code.
+    pub fn exit_code(self) -> ExitCode {
+        ExitCode::from(self.code())
+    }
+
+    /// The ending of a run of which `self` and `then` are two parts: a
+    /// wrong answer outranks everything (a lost report keeps its 1), any
+    /// other failure outranks done, and of two failures the first stays.
+    pub fn and(self, then: Outcome) -> Outcome {
+        match (self, then) {
+            (Outcome::Wrong, _) | (_, Outcome::Wrong) => Outcome::Wrong,
+            (Outcome::Done, other) => other,
+            (first, _) => first,
+        }
     }
 }
 
@@ -227,6 +285,28 @@ mod tests {
             "verification FAILED: x"
         );
         assert_eq!(e.exit_code(), 2);
+    }
+
+    /// The exit codes of the contract, and how two parts of a run combine.
+    #[test]
+    fn outcomes_map_to_the_contracts_exit_codes() {
+        assert_eq!(Outcome::Done.code(), 0);
+        assert_eq!(Outcome::Wrong.code(), 1);
+        for o in [
+            Outcome::BadInput,
+            Outcome::Failed,
+            Outcome::Stopped,
+            Outcome::Warned,
+        ] {
+            assert_eq!(o.code(), 2, "{o:?}");
+            assert_eq!(Outcome::Done.and(o), o);
+            assert_eq!(o.and(Outcome::Done), o);
+            assert_eq!(o.and(Outcome::Wrong), Outcome::Wrong);
+            assert_eq!(Outcome::Wrong.and(o), Outcome::Wrong);
+        }
+        assert_eq!(Outcome::Stopped.and(Outcome::Warned), Outcome::Stopped);
+        assert_eq!(Error::Verification("x".into()).outcome(), Outcome::Wrong);
+        assert_eq!(Error::runtime("x").exit_code(), 2);
     }
 
     #[test]

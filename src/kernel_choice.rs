@@ -21,9 +21,9 @@
 //!
 //! [`Backend::kernel_variants`]: crate::backend::Backend::kernel_variants
 
+use crate::calibrate::{self, Built, MARGIN, Rounds, Run};
 use crate::comm;
 use crate::error::Result;
-use crate::temporal::{self, Built, MARGIN, Rounds, Run};
 use serde::{Deserialize, Serialize};
 
 /// How long the kernels are timed: 3 to 12 rounds of one sweep each, the
@@ -76,7 +76,7 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
         return Ok(None);
     }
     let sweeps = vec![built.block.depth; offer.len()];
-    let best = temporal::best_per_sweep(
+    let best = calibrate::best_per_sweep(
         &mut built.solver(run),
         &sweeps,
         ROUNDS,
@@ -85,7 +85,7 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
     )?;
     let (chosen, reason) = match &best {
         None => (0, "a stop signal came during the calibration".to_string()),
-        Some(best) if !temporal::any_other_timed(best) => (
+        Some(best) if !calibrate::any_other_timed(best) => (
             0,
             format!(
                 "{} untimed: a sweep of another kernel would take longer than the calibration \
@@ -121,7 +121,7 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
 /// words.
 fn choose(names: &[String], best: &[f64]) -> (usize, String) {
     let start = best[0];
-    let (fastest, taken) = temporal::clear_winner(best);
+    let (fastest, taken) = calibrate::clear_winner(best);
     let time = best[fastest];
     let ms = |s: f64| s * 1e3;
     if taken {

@@ -15,7 +15,7 @@
 // 3. problem, verify;
 // 4. config;
 // 5. backend;
-// 6. halo, checkpoint, solver, temporal, kernel_choice, preflight, selftest, fault, trace;
+// 6. halo, checkpoint, solver, calibrate, temporal, kernel_choice, preflight, selftest, fault, trace;
 // 7. args, report, bench, study, gpu_check;
 // 8. run;
 // 9. cli;
@@ -23,6 +23,7 @@ pub mod args;
 pub mod backend;
 pub mod bench;
 pub mod build;
+pub mod calibrate;
 pub mod checkpoint;
 pub mod cli;
 pub mod comm;
@@ -59,7 +60,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// Parses the command line, runs what it asks and maps the outcome to the
-/// process exit code (0 success, 1 verification failed, 2 error).
+/// process exit code (0 success, 1 verification failed, 2 error; see
+/// [`error::Outcome::code`]).
 pub fn main_entry() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -74,22 +76,27 @@ pub fn main_entry() -> ExitCode {
                     error::Error::usage(line.strip_prefix("error: ").unwrap_or(&line).to_string());
                 return comm::with_comm(None, |comm| {
                     comm::agree::<()>(comm, Err(refused.clone()), |_| Vec::new())
-                        .map(|()| ExitCode::from(2))
+                        .map(|()| error::Outcome::BadInput.exit_code())
                 });
             }
             if !comm::is_first_rank() {
-                return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+                return if e.use_stderr() {
+                    error::Outcome::BadInput
+                } else {
+                    error::Outcome::Done
+                }
+                .exit_code();
             }
             if e.use_stderr() {
                 error::print_line(&format!("himeno: {}", cli::one_line(&e)));
-                return ExitCode::from(2);
+                return error::Outcome::BadInput.exit_code();
             }
             // --help and --version: the text is the output, and a standard
             // output that cannot take it is an error like any report's.
             return error::exit(
                 output::check_stdout_open()
                     .and_then(|()| output::print_report(&e.render().to_string()))
-                    .map(|()| ExitCode::SUCCESS),
+                    .map(|()| error::Outcome::Done.exit_code()),
                 true,
             );
         }
@@ -105,7 +112,7 @@ pub fn main_entry() -> ExitCode {
         Some(Command::Report(_) | Command::Model(_) | Command::Plan(_))
             if !comm::is_first_rank() =>
         {
-            ExitCode::SUCCESS
+            error::Outcome::Done.exit_code()
         }
         // These do not communicate, so no agreement checks standard output
         // for them (see `comm::agree`).

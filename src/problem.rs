@@ -30,14 +30,16 @@ pub enum Ranks {
     Model(Option<usize>),
 }
 
-/// The resolved problem.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The resolved problem. Its `Serialize` names the terms ranks agree on
+/// (`crate::config::agreed`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Problem {
     /// Global grid.
     pub grid: Grid,
     /// The preset, or custom for `--grid`.
     pub size: Size,
     /// Process grid, checked against the rank count and the grid.
+    #[serde(rename = "process grid")]
     pub procs: ProcGrid,
 }
 

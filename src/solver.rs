@@ -15,13 +15,14 @@
 use crate::backend::{Backend, BackendInfo};
 use crate::checkpoint::{Checkpointer, RestartedFrom, Segment, Written};
 use crate::comm::Comm;
-use crate::config::{RunConfig, RunLength};
+use crate::config::RunLength;
 use crate::error::{Error, Result};
 use crate::fault::{Fault, Stage};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, MAX_DEPTH};
 use crate::halo::Halo;
 use crate::machine::memory;
+use crate::progress::Progress;
 use crate::signals::StopFlag;
 use crate::timeline::{self, Part};
 use crate::timing::{self, Lap, Phase, PhaseTimes};
@@ -141,20 +142,42 @@ pub struct Solver<'a> {
     pub block: Block,
     /// Raised by scheduler signals.
     pub stop: StopFlag,
+    /// What the benchmark's own run adds to the loop; none for a
+    /// calibration's rounds (`Extras::default()`).
+    pub extras: Extras<'a>,
+}
+
+/// What the benchmark's rehearsal and timed loop carry besides the sweep:
+/// each optional, none for a calibration.
+#[derive(Default)]
+pub struct Extras<'a> {
     /// A failure to inject (robustness tests only; see `crate::fault`).
     pub fault: Option<Fault>,
-    /// Told `(done, planned)` after each timed iteration (progress display).
-    pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
-    /// Given the rehearsal's answer (gosa and, on rank 0, the field's
-    /// fingerprint; 0 elsewhere) on every rank when the rehearsal ran to
-    /// its end, before the fields are reset: an error (a wrong answer)
-    /// ends the run before the timed loop. Called collectively.
-    pub check_rehearsal: Option<&'a mut dyn FnMut(Answer) -> Result<()>>,
+    /// Told `(done, planned)` after each timed round (rank 0's display).
+    pub progress: Option<&'a mut Progress>,
     /// This rank's memory as the preflight estimated it (the peak is
     /// added at the end).
     pub memory: MemoryUse,
     /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
     pub checkpoint: Option<&'a mut Checkpointer>,
+}
+
+/// What the rehearsal leaves for the verdict and the timed loop.
+#[derive(Debug, Clone)]
+pub struct Rehearsal {
+    /// Iterations rehearsed: the warm-up, fewer when a stop came.
+    pub iterations: u64,
+    /// Slowest rank's seconds for them.
+    pub warmup_s: f64,
+    /// Whether a stop signal ended it: then nothing is timed.
+    pub stopped: bool,
+    /// Its answer, when it was asked for and the whole warm-up ran from
+    /// the initial state: gosa on every rank, the field's fingerprint on
+    /// rank 0 (0 elsewhere).
+    pub answer: Option<Answer>,
+    /// Seconds per sweep of its last round, for the watchdog of the
+    /// first timed round (see `Solver::watched_round`).
+    per_sweep: Option<f64>,
 }
 
 /// How many times the last round's time per sweep the watchdog allows a
@@ -227,7 +250,7 @@ impl Solver<'_> {
     /// after `done` of `stage`: one meant for an iteration inside the round
     /// strikes before the round, since nothing runs between its sweeps.
     fn inject_fault(&mut self, stage: Stage, done: u64, sweeps: usize) -> Result<()> {
-        if let Some(f) = &self.fault {
+        if let Some(f) = &self.extras.fault {
             for it in done + 1..=done + sweeps as u64 {
                 f.before_iteration(self.comm.rank(), stage, it, self.backend)?;
             }
@@ -242,67 +265,95 @@ impl Solver<'_> {
         depth.min(planned - done) as usize
     }
 
-    /// Runs the rehearsal, sizes the run, resets the fields and runs the
-    /// timed loop (barrier, loop, barrier), then gathers the summaries.
-    pub fn run(&mut self, cfg: &RunConfig) -> Result<Outcome> {
+    /// Runs the rehearsal: `warmup` iterations from the initial state,
+    /// untimed, fewer when a stop signal comes. With `answer`, a rehearsal
+    /// that ran to its end states its answer (for the verdict, which the
+    /// caller decides). Collective: a barrier, one allreduce per round, the
+    /// max of its time and, with `answer` and a whole rehearsal, the
+    /// gather of the field's fingerprint.
+    pub fn rehearse(&mut self, warmup: u64, answer: bool) -> Result<Rehearsal> {
         let mut scratch = PhaseTimes::default();
         let mut gosa = [0.0; MAX_DEPTH];
         self.comm.barrier();
         let mut clock = Lap::start();
-        let mut stopped_in_rehearsal = false;
-        let mut rehearsal_gosa = f64::NAN;
+        let mut stopped = false;
+        let mut last_gosa = f64::NAN;
         let mut rehearsed = 0;
         // Seconds per sweep of the last round, for the watchdog (see
         // `Solver::timed_round`); none before the first.
         let mut per_sweep = None;
-        while rehearsed < cfg.warmup {
-            let sweeps = self.sweeps(rehearsed, cfg.warmup);
+        while rehearsed < warmup {
+            let sweeps = self.sweeps(rehearsed, warmup);
             self.inject_fault(Stage::Rehearsal, rehearsed, sweeps)?;
             timeline::mark(Part::Rehearsal, rehearsed + 1);
             let stop = self.watched_round(&mut gosa[..sweeps], &mut scratch, &mut per_sweep)?;
             check_round(&gosa[..sweeps], rehearsed)?;
             rehearsed += sweeps as u64;
-            rehearsal_gosa = gosa[sweeps - 1];
+            last_gosa = gosa[sweeps - 1];
             // A signal during the rehearsal ends the run before anything is
             // timed (the decision is collective, like any stop).
             if stop {
                 tracing::warn!(done = rehearsed, "stop signal during the rehearsal");
-                stopped_in_rehearsal = true;
+                stopped = true;
                 break;
             }
         }
         let warmup_s = self.comm.max(clock.lap());
-        let planned = match cfg.length {
+        // The rehearsal ran exactly `warmup` iterations from the initial
+        // state: its answer can be checked (outside the timed loop, before
+        // the reset erases it).
+        let answer = if answer && !stopped && warmup > 0 {
+            let part = verify::fingerprint(&self.grid, &self.block, &self.backend.field()?);
+            let fingerprint = self.comm.gather(&part.to_le_bytes()).map_or(0, |all| {
+                all.iter().fold(0u64, |acc, b| acc.wrapping_add(le_u64(b)))
+            });
+            Some(Answer {
+                gosa: last_gosa,
+                p_fingerprint: fingerprint,
+            })
+        } else {
+            None
+        };
+        Ok(Rehearsal {
+            iterations: rehearsed,
+            warmup_s,
+            stopped,
+            answer,
+            per_sweep,
+        })
+    }
+
+    /// Sizes the run from `length` and the `rehearsal`, resets the fields
+    /// (or takes up a restart's checkpoint) and runs the timed loop
+    /// (barrier, loop, barrier), then gathers the summaries. After a
+    /// rehearsal a stop ended, nothing is timed (0 iterations) but the
+    /// closing collectives still run. Collective: the restore's, a
+    /// barrier, one allreduce per round and each checkpoint's, a barrier,
+    /// two maxima and the gather of the rank summaries.
+    pub fn timed(&mut self, length: RunLength, rehearsal: &Rehearsal) -> Result<Outcome> {
+        let Rehearsal {
+            iterations: rehearsed,
+            warmup_s,
+            stopped: stopped_in_rehearsal,
+            mut per_sweep,
+            ..
+        } = *rehearsal;
+        let mut gosa = [0.0; MAX_DEPTH];
+        let planned = match length {
             _ if stopped_in_rehearsal => 0,
             RunLength::Iterations(n) => n,
             RunLength::Seconds(target) => {
                 // As the original: n = target / (time per rehearsal iteration).
-                let per = warmup_s / cfg.warmup as f64;
+                let per = warmup_s / rehearsed as f64;
                 let n = (target / per.max(1e-9)).floor();
                 n.clamp(1.0, 1e9) as u64
             }
         };
         tracing::info!(warmup_s, planned, "rehearsal done");
-        // The rehearsal ran exactly `warmup` iterations from the initial
-        // state: its answer can be checked (outside the timed loop, before
-        // the reset erases it).
-        if !stopped_in_rehearsal
-            && cfg.warmup > 0
-            && let Some(check) = self.check_rehearsal.as_mut()
-        {
-            let part = verify::fingerprint(&self.grid, &self.block, &self.backend.field()?);
-            let fingerprint = self.comm.gather(&part.to_le_bytes()).map_or(0, |all| {
-                all.iter().fold(0u64, |acc, b| acc.wrapping_add(le_u64(b)))
-            });
-            check(Answer {
-                gosa: rehearsal_gosa,
-                p_fingerprint: fingerprint,
-            })?;
-        }
         self.backend.reset()?;
         // A restart takes up the work where its checkpoint left it, on the
         // round boundary the uninterrupted run had there.
-        let (start, mut last_gosa) = match self.checkpoint.as_mut() {
+        let (start, mut last_gosa) = match self.extras.checkpoint.as_mut() {
             Some(c) if !stopped_in_rehearsal => c.restore(self.backend, self.halo, self.comm)?,
             _ => (0, f64::NAN),
         };
@@ -326,10 +377,10 @@ impl Solver<'_> {
             check_round(&gosa[..sweeps], done)?;
             done += sweeps as u64;
             last_gosa = gosa[sweeps - 1];
-            if let Some(report_progress) = self.progress.as_mut() {
-                report_progress(done, planned);
+            if let Some(progress) = self.extras.progress.as_mut() {
+                progress.update(done, planned);
             }
-            if let Some(c) = self.checkpoint.as_mut()
+            if let Some(c) = self.extras.checkpoint.as_mut()
                 && c.due(done, stop)
             {
                 let so_far = clock.elapsed() - saving_s;
@@ -368,7 +419,7 @@ impl Solver<'_> {
             huge_pages: reading.huge_fraction,
             memory: MemoryUse {
                 peak_bytes: reading.peak.map(|b| b.min(u64::MAX.into()) as u64),
-                ..self.memory
+                ..self.extras.memory
             },
         };
         let bytes = serde_json::to_vec(&mine)
@@ -394,8 +445,12 @@ impl Solver<'_> {
             fingerprint,
             temporal: self.block.depth,
             ranks,
-            restarted_from: self.checkpoint.as_ref().and_then(|c| c.restarted_from()),
-            segments: self.checkpoint.as_ref().map_or_else(Vec::new, |c| {
+            restarted_from: self
+                .extras
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.restarted_from()),
+            segments: self.extras.checkpoint.as_ref().map_or_else(Vec::new, |c| {
                 let mut all = c.earlier_segments().to_vec();
                 all.push(Segment {
                     from: start,
@@ -404,7 +459,7 @@ impl Solver<'_> {
                 });
                 all
             }),
-            checkpoints: self.checkpoint.as_ref().map(|c| c.written(saving_s)),
+            checkpoints: self.extras.checkpoint.as_ref().map(|c| c.written(saving_s)),
         })
     }
 }

@@ -25,11 +25,15 @@
 //! must not outweigh the classic sweep's memory (`outweighs`) and must
 //! fit every node and process (`crate::preflight::fits`), and its blocks
 //! must fit the time the calibrations may take, a share of the run
-//! ([`Budget`]).
+//! ([`Budget`], `crate::calibrate`).
 
-use crate::backend::{self, Backend};
+use crate::backend;
+use crate::calibrate::{
+    Budget, Built, CALIBRATION_FLOOR_S, CALIBRATION_SHARE, MARGIN, Rounds, Run, any_other_timed,
+    best_per_sweep, clear_winner,
+};
 use crate::comm::{self, Comm};
-use crate::config::{RunConfig, RunLength};
+use crate::config::RunConfig;
 use crate::error::Result;
 use crate::grid::Grid;
 use crate::grid::decomp::Block;
@@ -37,19 +41,12 @@ use crate::grid::fields::FIELDS;
 use crate::halo::Halo;
 use crate::machine::cache::{LastLevel, PerCore};
 use crate::machine::memory::{Footprint, GIB};
-use crate::signals::StopFlag;
 use crate::solver::Solver;
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
 /// The sweeps per exchange `--temporal auto` tries beside the classic one.
 pub const AUTO_CANDIDATES: [usize; 3] = [2, 4, 8];
 pub use crate::backend::cpu::wavefront::MIN_TILE_ROWS;
-/// How much faster per sweep a candidate must calibrate than the starting
-/// one (the classic sweep, the starting kernel) to be taken: more than the
-/// spread of two timings of the same block on a quiet machine, so that
-/// noise does not pick a choice that does not pay.
-pub const MARGIN: f64 = 0.03;
 /// How long `--temporal auto` times its candidates: at most three rounds
 /// (one block of each candidate per round), two once 1.5 s have passed.
 const ROUNDS: Rounds = Rounds {
@@ -460,103 +457,6 @@ impl Plan {
     }
 }
 
-/// What [`Plan::settle`] works with, besides what it rebuilds.
-#[derive(Clone, Copy)]
-pub struct Run<'a> {
-    /// The run's configuration.
-    pub cfg: &'a RunConfig,
-    /// The global grid.
-    pub grid: &'a Grid,
-    /// The job's communicator.
-    pub comm: &'a dyn Comm,
-    /// Raised by scheduler signals.
-    pub stop: &'a StopFlag,
-    /// The time the calibrations may take together.
-    pub budget: &'a Budget,
-}
-
-/// The share of a run's estimated time the calibrations before its
-/// rehearsal may take together ([`Budget`]).
-pub const CALIBRATION_SHARE: f64 = 0.1;
-/// Seconds the calibrations may take however short the run: enough for
-/// a round of four kernels of size M on a slow guest.
-pub const CALIBRATION_FLOOR_S: f64 = 1.0;
-/// How much slower per sweep than the first candidate a candidate not
-/// yet timed is assumed to run when its first turn is weighed against the
-/// budget (a wavefront over thin planes measured 3.7x slower per sweep).
-const UNTIMED_SLOWDOWN: f64 = 4.0;
-
-/// The time the calibrations before the rehearsal may take, together:
-/// [`CALIBRATION_SHARE`] of the run as the first candidate's seconds per
-/// sweep estimate it, at least [`CALIBRATION_FLOOR_S`]. A turn whose cost
-/// would pass it is not started, so a candidate that cannot be timed
-/// within it is not tried: a 1 s run spent 16 s timing wavefronts before
-/// it.
-#[derive(Debug, Clone, Copy)]
-pub struct Budget {
-    started: Instant,
-    length: RunLength,
-    warmup: u64,
-}
-
-impl Budget {
-    /// The budget of the run `cfg`, counted from now.
-    pub fn start(cfg: &RunConfig) -> Budget {
-        Budget {
-            started: Instant::now(),
-            length: cfg.length,
-            warmup: cfg.warmup,
-        }
-    }
-
-    /// Seconds the calibrations may take for a run whose sweeps take
-    /// `sweep_s` each.
-    pub fn seconds(&self, sweep_s: f64) -> f64 {
-        let warmup = self.warmup as f64 * sweep_s;
-        let run = match self.length {
-            RunLength::Iterations(n) => n as f64 * sweep_s + warmup,
-            RunLength::Seconds(s) => s + warmup,
-        };
-        (CALIBRATION_SHARE * run).max(CALIBRATION_FLOOR_S)
-    }
-
-    /// Seconds spent since the budget started, on the slowest rank.
-    /// Collective.
-    fn spent(&self, comm: &dyn Comm) -> f64 {
-        comm.max(self.started.elapsed().as_secs_f64())
-    }
-}
-
-/// A rank's block with the backend and halo exchange made for it.
-pub struct Built {
-    /// The block, as deep as its sweeps per exchange.
-    pub block: Block,
-    /// Its backend.
-    pub backend: Box<dyn Backend>,
-    /// Its halo exchange.
-    pub halo: Halo,
-}
-
-impl Built {
-    /// A solver over these for calibration rounds before the rehearsal:
-    /// no fault injection, progress, rehearsal check or checkpoints.
-    pub fn solver<'a>(&'a mut self, run: Run<'a>) -> Solver<'a> {
-        Solver {
-            comm: run.comm,
-            backend: self.backend.as_mut(),
-            halo: &mut self.halo,
-            grid: *run.grid,
-            block: self.block,
-            stop: run.stop.clone(),
-            fault: None,
-            progress: None,
-            check_rehearsal: None,
-            memory: Default::default(),
-            checkpoint: None,
-        }
-    }
-}
-
 /// The fastest of `candidates` (1 first) by their seconds per sweep
 /// `best`: T=1 unless a blocked one is more than [`MARGIN`] faster; with
 /// the reason in words.
@@ -610,138 +510,11 @@ fn calibrate(
     best_per_sweep(solver, candidates, ROUNDS, budget, |_, _| Ok(()))
 }
 
-/// Whether a candidate besides the first was timed (`best` finite).
-pub fn any_other_timed(best: &[f64]) -> bool {
-    best.iter().skip(1).any(|b| b.is_finite())
-}
-
-/// The fastest of the candidates after the first by their seconds per
-/// sweep `best` (at least one of them timed), and whether it is more than
-/// [`MARGIN`] faster than the first (and so taken).
-pub fn clear_winner(best: &[f64]) -> (usize, bool) {
-    let (other, time) = best
-        .iter()
-        .copied()
-        .enumerate()
-        .skip(1)
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .expect("a candidate besides the first");
-    (other, time < best[0] * (1.0 - MARGIN))
-}
-
-/// Least time one candidate's turn in a calibration round takes: its
-/// block is run again until it has passed. A sweep of a small grid takes
-/// a tenth of a millisecond, of the order of the threads' hand-off and of
-/// what other guests take from a shared machine: timed one block at a
-/// time, size XS on two threads calibrated T = 4 faster than T = 1 and then
-/// ran at 0.59-0.77x of it (notes/cpu-perf.md).
-pub const MIN_TURN_SECONDS: f64 = 0.01;
-
-/// How long a calibration times its candidates.
-#[derive(Debug, Clone, Copy)]
-pub struct Rounds {
-    /// Rounds before the time limit may end it.
-    pub min: usize,
-    /// Most rounds.
-    pub max: usize,
-    /// Seconds after which it stops once it has `min` rounds.
-    pub seconds: f64,
-    /// Whether every other round runs the candidates in reverse order, so
-    /// that none always runs right after another.
-    pub alternate: bool,
-}
-
-/// Times one turn of each candidate per calibration round (its block of
-/// `sweeps[c]` sweeps, repeated to last [`MIN_TURN_SECONDS`]), the rounds
-/// interleaved, after one untimed block of the first, and returns each one's best seconds per sweep on the
-/// slowest rank, infinite for a candidate not timed; `None` when a stop
-/// request came (the rehearsal then sees it). The first candidate is
-/// always timed; no other turn, and no further round, starts whose cost
-/// (estimated from the times so far) would pass `budget`, so a candidate
-/// that would take too long is never tried. `ready(solver, c)` readies
-/// candidate `c`. Collective.
-pub fn best_per_sweep(
-    solver: &mut Solver<'_>,
-    sweeps: &[usize],
-    rounds: Rounds,
-    budget: &Budget,
-    mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
-) -> Result<Option<Vec<f64>>> {
-    let candidates = sweeps.len();
-    let mut best = vec![f64::INFINITY; candidates];
-    let started = Instant::now();
-    let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
-    // What a turn of candidate `c` is expected to take, from its own best
-    // time or, not yet timed, the first candidate's.
-    let cost = |best: &[f64], c: usize| {
-        let per_sweep = if best[c].is_finite() {
-            best[c]
-        } else {
-            best[0] * UNTIMED_SLOWDOWN
-        };
-        (per_sweep * sweeps[c] as f64).max(MIN_TURN_SECONDS)
-    };
-    // One untimed block of the first candidate: the first sweeps after
-    // the fields were made pay their page faults (a block of 3x1250x3
-    // points took 0.25 s, then 1.3 ms), which would make every other
-    // candidate look too costly to try.
-    ready(solver, 0)?;
-    if solver.timed_round(&mut gosa[..sweeps[0]])?.1 {
-        return Ok(None);
-    }
-    for round in 0..rounds.max {
-        if round > 0 {
-            let next: f64 = (0..candidates)
-                .filter(|&c| best[c].is_finite())
-                .map(|c| cost(&best, c))
-                .sum();
-            let limit = budget.seconds(best[0]);
-            if budget.spent(solver.comm) + next > limit {
-                break;
-            }
-        }
-        for turn in 0..candidates {
-            let c = if rounds.alternate && round % 2 == 1 {
-                candidates - 1 - turn
-            } else {
-                turn
-            };
-            if round == 0 && c > 0 {
-                // Every rank has the same times, so all decide alike.
-                let limit = budget.seconds(best[0]);
-                if budget.spent(solver.comm) + cost(&best, c) > limit {
-                    continue;
-                }
-            } else if !best[c].is_finite() && c > 0 {
-                continue;
-            }
-            ready(solver, c)?;
-            let sweeps = sweeps[c];
-            // Blocks again until the turn lasts MIN_TURN_SECONDS (every rank
-            // sees the same slowest-rank times, so all run as many).
-            let (mut seconds, mut swept) = (0.0, 0);
-            while swept == 0 || seconds < MIN_TURN_SECONDS {
-                let (s, stop) = solver.timed_round(&mut gosa[..sweeps])?;
-                if stop {
-                    return Ok(None);
-                }
-                seconds += s;
-                swept += sweeps;
-            }
-            best[c] = best[c].min(seconds / swept as f64);
-        }
-        if round + 1 >= rounds.min
-            && solver.comm.max(started.elapsed().as_secs_f64()) > rounds.seconds
-        {
-            break;
-        }
-    }
-    Ok(Some(best))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RunLength;
+    use std::time::Instant;
 
     fn machine(nk: usize, budget: usize, rows: usize) -> Machine {
         Machine {
@@ -820,98 +593,12 @@ mod tests {
         assert!(outweighs(8, mib(4), mib(69)).is_some());
     }
 
-    /// The calibrations may take a tenth of the run as its sweeps
-    /// estimate it, rehearsal included, and at least the floor.
+    /// With the budget spent, T=1 is taken untimed, saying why.
     #[test]
-    fn the_calibration_budget_is_a_share_of_the_run() {
-        let budget = |length, warmup| Budget {
-            started: Instant::now(),
-            length,
-            warmup,
-        };
-        let long = budget(RunLength::Iterations(1000), 0);
-        assert!((long.seconds(0.1) - 10.0).abs() < 1e-9);
-        let short = budget(RunLength::Iterations(3), 3);
-        assert_eq!(short.seconds(0.1), CALIBRATION_FLOOR_S);
-        let timed = budget(RunLength::Seconds(60.0), 10);
-        assert!((timed.seconds(2.0) - 8.0).abs() < 1e-9);
-        assert_eq!(
-            budget(RunLength::Seconds(1.0), 3).seconds(1e-4),
-            CALIBRATION_FLOOR_S
-        );
-    }
-
-    /// A block 9x9x9 points, `depth` layers deep, on one CPU thread, with
-    /// its halo: what a calibration times.
-    fn built(depth: usize) -> (Grid, Block, crate::backend::cpu::CpuBackend, Halo) {
-        use crate::backend::cpu::{CpuBackend, CpuOptions};
-        use crate::config::{Prefetch, Stores};
-        use crate::grid::decomp::ProcGrid;
-        let grid = Grid::new([9, 9, 9]).unwrap();
-        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(depth);
-        let opts = CpuOptions {
-            threads: 1,
-            bind: crate::machine::threads::Bind::None,
-            stores: Stores::Cached,
-            prefetch: Prefetch::Off,
-            tile_rows: None,
-        };
-        let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
-        let halo = Halo::new(&block, &mut cpu).unwrap();
-        (grid, block, cpu, halo)
-    }
-
-    /// Within its budget every candidate is timed; once the budget is
-    /// spent only the first is (after its untimed block), and the others
-    /// are never readied, so nothing of theirs is made or run.
-    #[test]
-    fn a_spent_budget_times_only_the_first_candidate() {
-        let (grid, block, mut cpu, mut halo) = built(4);
-        let comm = crate::comm::SingleComm;
-        let mut solver = Solver {
-            comm: &comm,
-            backend: &mut cpu,
-            halo: &mut halo,
-            grid,
-            block,
-            stop: StopFlag::never(),
-            fault: None,
-            progress: None,
-            check_rehearsal: None,
-            memory: Default::default(),
-            checkpoint: None,
-        };
-        let budget = |ago: u64| Budget {
-            started: Instant::now() - std::time::Duration::from_secs(ago),
-            length: RunLength::Iterations(10),
-            warmup: 1,
-        };
-        let rounds = Rounds {
-            min: 1,
-            max: 1,
-            seconds: 1.0,
-            alternate: false,
-        };
-        let mut readied = Vec::new();
-        let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget(0), |_, c| {
-            readied.push(c);
-            Ok(())
-        })
-        .unwrap()
-        .unwrap();
-        assert!(best.iter().all(|b| b.is_finite() && *b > 0.0), "{best:?}");
-        assert!(any_other_timed(&best));
-        let mut readied = Vec::new();
-        let spent = budget(10 * CALIBRATION_FLOOR_S as u64);
-        let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &spent, |_, c| {
-            readied.push(c);
-            Ok(())
-        })
-        .unwrap()
-        .unwrap();
-        assert!(best[0].is_finite() && !any_other_timed(&best), "{best:?}");
-        assert!(readied.iter().all(|&c| c == 0), "{readied:?}");
-        let why = untimed(&spent, &[1, 2, 4], &best);
+    fn an_untimed_choice_says_the_budget_was_spent() {
+        let ago = std::time::Duration::from_secs(10 * CALIBRATION_FLOOR_S as u64);
+        let spent = Budget::since(Instant::now() - ago, RunLength::Iterations(10), 1);
+        let why = untimed(&spent, &[1, 2, 4], &[1e-4, f64::INFINITY, f64::INFINITY]);
         assert!(why.starts_with("T=1 untimed: a block of T=2"), "{why}");
     }
 

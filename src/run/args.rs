@@ -216,18 +216,21 @@ fn temporal(s: &str) -> std::result::Result<Temporal, String> {
         .map_err(|e| format!("{e}, or auto"))
 }
 
-/// Options of `--trace`.
-#[derive(Debug, Args, Clone, Default)]
+/// Options of `--trace`. Every rank must trace, or none (tracing adds
+/// collectives): its `Serialize` gives the terms ranks agree on.
+#[derive(Debug, Args, Clone, Default, serde::Serialize)]
 pub struct TraceArgs {
     /// Write a timeline of every rank's phases to FILE, merged into one
     /// Chrome Trace Event JSON (open it in ui.perfetto.dev; `himeno report
     /// --timeline FILE --plot DIR` draws it).
     #[arg(long, value_name = "FILE")]
+    #[serde(serialize_with = "crate::config::agreed::debug")]
     pub trace: Option<PathBuf>,
     /// Timed iterations a trace keeps at each end of the run: runs of up
     /// to twice N are traced whole, longer ones keep the first and last N
     /// (the file says which were dropped).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_KEEP, requires = "trace",
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[serde(rename = "trace keep")]
     pub trace_keep: u64,
 }

@@ -7,6 +7,7 @@ use super::validate;
 use crate::backend;
 use crate::comm;
 use crate::config::{BackendKind, Occupancy, Staging};
+use crate::error::Outcome;
 use crate::grid::decomp::Block;
 use crate::output;
 use crate::preflight;
@@ -51,6 +52,6 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
                 problem.grid, problem.procs, total[0]
             ))?;
         }
-        Ok(ExitCode::SUCCESS)
+        Ok(Outcome::Done.exit_code())
     })
 }

@@ -107,6 +107,21 @@ impl Staging {
     }
 }
 
+/// What kind of study a run belongs to (`--scaling`), as the run
+/// declares it and the record states it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Scaling {
+    /// One global grid, more ranks.
+    Strong,
+    /// One block per rank, more ranks.
+    Weak,
+    /// Not part of a study (the default): a study's report groups such
+    /// runs by their grids.
+    #[default]
+    Single,
+}
+
 /// How many thread blocks per multiprocessor the sweep kernel is compiled
 /// to fit (`__launch_bounds__`), which caps its registers. More resident
 /// blocks keep more loads in flight; fewer registers may cost
@@ -222,6 +237,8 @@ pub struct RunConfig {
     pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,
+    /// The kind of study the run belongs to (`--scaling`).
+    pub scaling: Scaling,
     /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
     pub checkpoint: Option<CheckpointConfig>,
 }
@@ -290,6 +307,7 @@ impl RunConfig {
             ("stream bandwidth", format!("{:?}", self.stream_gbs)),
             ("stream measurement", format!("{:?}", self.stream)),
             ("label", format!("{:?}", self.label)),
+            ("scaling", format!("{:?}", self.scaling)),
             ("checkpoints", format!("{:?}", self.checkpoint)),
         ]
     }

@@ -15,7 +15,7 @@ use super::placement::Placement;
 use super::provenance::Provenance;
 use crate::checkpoint::{RestartedFrom, Segment, Written};
 use crate::comm::Launch;
-use crate::config::BackendKind;
+use crate::config::{BackendKind, Scaling};
 use crate::config::{Prefetch, Staging, Stores};
 use crate::grid::Size;
 use crate::kernel_choice::KernelChoice;
@@ -85,6 +85,12 @@ pub struct Record {
     /// User label (`--label`), e.g. a study name.
     #[serde(default)]
     pub label: Option<String>,
+    /// The kind of study the run belongs to (`--scaling`: `strong`,
+    /// `weak` or `single`); absent in records written before the run
+    /// stated it, whose readers fall back to the label
+    /// (`study::records`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<Scaling>,
     /// Size preset or `custom`.
     #[serde(default)]
     pub size: Size,

@@ -136,9 +136,9 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         };
         rehearsal = comm::decide(comm, "the rehearsal's answer", &mine, |mut all| {
             match all.swap_remove(0) {
-                Some(v) if v.verified == Some(false) => Err(Error::Verification(format!(
+                Some(v) if v.verified() == Some(false) => Err(Error::Verification(format!(
                     "the rehearsal's answer is wrong: {}",
-                    v.detail
+                    v.detail()
                 ))),
                 verdict => Ok(verdict),
             }
@@ -202,7 +202,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
             // A restart's checkpoint is checked there too (see
             // `verify::after_rehearsal`).
             match rehearsal.take() {
-                Some(r) if full.verified.is_none() && !full.interrupted() => {
+                Some(r) if full.verified().is_none() && !full.interrupted() => {
                     verify::after_rehearsal(
                         r,
                         outcome.iterations,
@@ -214,9 +214,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
                 _ => full,
             }
         } else {
-            Verdict {
-                verified: None,
-                against: verify::Against::Unchecked,
+            Verdict::Unchecked {
                 detail: "the run was stopped early; an incomplete run is not verified".into(),
             }
         };
@@ -226,7 +224,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
     };
     let (verdict, code) = comm::decide(comm, "the verdict", &mine, |mut all| {
         let verdict = all.swap_remove(0).expect("rank 0 states the verdict");
-        let code: u64 = match verdict.verified {
+        let code: u64 = match verdict.verified() {
             Some(false) => 1,
             _ if !outcome.complete || verdict.interrupted() => 2,
             _ => 0,
@@ -263,7 +261,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<ExitCode> 
         if code == 1 {
             error::print_line(&format!(
                 "himeno: verification FAILED: {}",
-                record.verification.detail
+                record.verification.detail()
             ));
         }
         if code == 2 && record.verification.interrupted() {

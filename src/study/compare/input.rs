@@ -114,13 +114,21 @@ pub fn read(files: &[PathBuf], metric: Metric) -> Result<Rounds> {
     for (round, path) in files.iter().enumerate() {
         let text = slurp(path)?;
         let shown = path.display();
-        let docs = serde_json::Deserializer::from_str(&text).into_iter::<Doc>();
-        for doc in docs {
+        let mut docs = serde_json::Deserializer::from_str(&text).into_iter::<Doc>();
+        loop {
+            let start = docs.byte_offset();
+            let Some(doc) = docs.next() else { break };
             let doc = doc.map_err(|e| {
+                // A document that is JSON but none of the kinds has no
+                // position of its own: its first line is the one to name.
+                let (line, why) = if e.line() > 0 {
+                    (e.line(), format!(" ({e})"))
+                } else {
+                    (line_of(&text, start), String::new())
+                };
                 Error::usage(format!(
-                    "report --compare: {shown}:{}: not a run record, a bench stream or \
-                     ping-pong report, or a {{\"label\", \"value\"}} measurement ({e})",
-                    e.line()
+                    "report --compare: {shown}:{line}: not a run record, a bench stream or \
+                     ping-pong report, or a {{\"label\", \"value\"}} measurement{why}"
                 ))
             })?;
             for (label, value) in values_of(doc, metric, &shown.to_string())? {
@@ -229,6 +237,15 @@ fn chosen(r: &Record) -> String {
         c.push_str(&k.chosen.code());
     }
     c
+}
+
+/// The 1-based line of the first non-blank character of `text` from byte
+/// `start` on.
+fn line_of(text: &str, start: usize) -> usize {
+    let from = text[start..]
+        .find(|c: char| !c.is_whitespace())
+        .map_or(text.len(), |i| start + i);
+    text[..from].matches('\n').count() + 1
 }
 
 /// The text of `path`, read through the one safe opener.

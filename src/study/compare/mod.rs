@@ -84,7 +84,7 @@ impl Answers {
         match self {
             Answers::Passed => "passed",
             Answers::Failed => "FAILED",
-            Answers::Unchecked => "-",
+            Answers::Unchecked => "unchecked",
         }
     }
 }
@@ -279,11 +279,11 @@ pub fn text(c: &Comparison) -> String {
         .unwrap_or(5);
     let _ = writeln!(
         s,
-        "{:<width$} {:>6} {:>12} {:>12} {:>12} {:>8} {:>6} {:>7}  chosen",
+        "{:<width$} {:>6} {:>12} {:>12} {:>12} {:>8} {:>6} {:>9}  chosen",
         "label", "rounds", "best", "median", "worst", "spread", "better", "answers"
     );
     for r in &c.labels {
-        let valid = r.answers.map_or("", Answers::word);
+        let valid = r.answers.map_or("-", Answers::word);
         let chosen = if r.chosen.is_empty() {
             "-".to_string()
         } else {
@@ -291,7 +291,7 @@ pub fn text(c: &Comparison) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<width$} {:>6} {:>12} {:>12} {:>12} {:>7.1}% {:>6} {:>7}  {chosen}",
+            "{:<width$} {:>6} {:>12} {:>12} {:>12} {:>7.1}% {:>6} {:>9}  {chosen}",
             r.label,
             r.values.iter().flatten().count(),
             num(r.best),

@@ -118,9 +118,9 @@ impl std::str::FromStr for KernelVariant {
 }
 
 impl PartialEq<&str> for KernelVariant {
-    /// Whether `other` is this variant's name.
+    /// Whether `other` names this variant.
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        other.parse::<KernelVariant>().is_ok_and(|o| o == *self)
     }
 }
 

@@ -254,7 +254,8 @@ fn label_row(label: &str, slots: &[Option<input::Value>]) -> Result<LabelRow> {
     })
 }
 
-/// A number as the table shows it: four significant places or so.
+/// A number as the table shows it: four significant places or more
+/// (tiny values, a short run's seconds, in exponent form).
 fn num(x: f64) -> String {
     if !x.is_finite() {
         "-".into()
@@ -262,8 +263,10 @@ fn num(x: f64) -> String {
         format!("{x:.1}")
     } else if x.abs() >= 1.0 {
         format!("{x:.3}")
-    } else {
+    } else if x.abs() >= 0.01 {
         format!("{x:.4}")
+    } else {
+        format!("{x:.3e}")
     }
 }
 
@@ -379,6 +382,10 @@ mod tests {
         assert_eq!(ratio.missing_rounds, [2]);
         let t = text(&c);
         assert!(t.contains("a / b"), "{t}");
+        assert_eq!(
+            [num(1234.56), num(12.3456), num(0.25), num(3.25e-5)],
+            ["1234.6", "12.346", "0.2500", "3.250e-5"]
+        );
         assert!(t.contains("round 2"), "{t}");
     }
 

@@ -2,14 +2,17 @@
 # Ping-pong between two MPI ranks on this host: `himeno bench pingpong`
 # beside an independent Intel MPI Benchmarks style PingPong
 # (tests/c_peer/pingpong_peer.c, compiled here with mpicc), in interleaved
-# rounds, so that both see the same machine state. For each size it prints
-# the median over rounds of the one-way time in microseconds of:
+# rounds, so that both see the same machine state. Each round is one
+# round of `himeno report --compare`; for each size it prints the best,
+# median and worst over rounds of the one-way time in microseconds of:
 #   peer-imb     the peer with IMB's buffers (separate send and receive
 #                buffers, page-aligned, written before the first message);
 #   peer-single  the peer with one never-written 64 MiB calloc buffer for
 #                both directions, as himeno's bench had it;
-#   himeno       `himeno bench pingpong` (default --max-bytes 64MiB, so its
-#                buffers are as large as in a default run).
+#   pingpong     `himeno bench pingpong` (default --max-bytes 64MiB, so its
+#                buffers are as large as in a default run),
+# each label followed by the size (peer-imb/8), and the ratio
+# pingpong/peer-imb of the best times and the median of the rounds' ratios.
 # himeno should agree with peer-imb; the gap to peer-single is what the
 # buffers cost.
 #
@@ -51,36 +54,31 @@ peer=$(mktemp -d)/pingpong_peer
 trap 'rm -rf "$(dirname "$peer")"' EXIT
 "${MPICC:-mpicc}" -O2 -o "$peer" tests/c_peer/pingpong_peer.c || die "mpicc failed"
 
-# One round: every size once from each contender, one line per result:
-# "contender bytes microseconds".
+# round FILE: every size once from each contender into the round's file:
+# the peer's times as {"label", "value"} measurements, himeno's report as
+# it prints it.
 round() {
-    local s
+    local s mode us
     for s in $sizes; do
-        "${launcher[@]}" "$peer" "$s" imb | awk -v s="$s" '{ print "peer-imb", s, $3 }'
-        "${launcher[@]}" "$peer" "$s" single | awk -v s="$s" '{ print "peer-single", s, $3 }'
+        for mode in imb single; do
+            read -r _ _ us < <("${launcher[@]}" "$peer" "$s" "$mode")
+            [[ -n $us ]] || die "the peer printed no time for $s bytes ($mode)"
+            printf '{"label":"peer-%s/%s","value":%s,"better":"lower"}\n' "$mode" "$s" "$us" >> "$1"
+        done
     done
     local max=64MiB
-    "${launcher[@]}" "$bin" bench pingpong --format json --max-bytes "$max" |
-        python3 -c '
-import json, sys
-wanted = set(sys.argv[1].split())
-for size in json.load(sys.stdin)["pairs"][0]["sizes"]:
-    if str(size["bytes"]) in wanted:
-        print("himeno", size["bytes"], size["latency_us"])
-' "$sizes"
+    "${launcher[@]}" "$bin" bench pingpong --format json --max-bytes "$max" >> "$1"
 }
-results=$(for ((r = 0; r < rounds; r++)); do round; done)
-echo "one-way time, median of $rounds interleaved rounds (us), $(hostname), ${launcher[0]}"
-python3 -c '
-import statistics, sys
-rows = {}
-for line in sys.stdin:
-    who, size, us = line.split()
-    rows.setdefault(int(size), {}).setdefault(who, []).append(float(us))
-names = ["peer-imb", "peer-single", "himeno"]
-print("%10s" % "bytes" + "".join("%13s" % n for n in names) + "%12s" % "himeno/imb")
-for size in sorted(rows):
-    med = {n: statistics.median(rows[size][n]) for n in names if n in rows[size]}
-    ratio = med["himeno"] / med["peer-imb"] if "himeno" in med and "peer-imb" in med else float("nan")
-    print("%10d" % size + "".join("%13.2f" % med.get(n, float("nan")) for n in names) + "%12.2f" % ratio)
-' <<< "$results"
+files=()
+for ((r = 0; r < rounds; r++)); do
+    files+=("$(dirname "$peer")/round-$r.jsonl")
+    round "${files[r]}"
+done
+echo "one-way time over $rounds interleaved rounds (us), $(hostname), ${launcher[0]}"
+only=()
+ratios=()
+for s in $sizes; do
+    only+=(--only "peer-imb/$s" --only "peer-single/$s" --only "pingpong/$s")
+    ratios+=(--ratio "pingpong/$s:peer-imb/$s")
+done
+"$bin" report --compare "${only[@]}" "${ratios[@]}" "${files[@]}"

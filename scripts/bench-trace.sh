@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Overhead of `--trace`: the solver's loop time with and without a trace,
 # at each size on the same ranks, runs interleaved (off, on, then on, off:
-# every pair shares the machine's state of the moment). A pair's ratio is
-# the traced run's wall_s over the untraced one's; the table gives each
-# side's best wall_s, their ratio (a shared machine only ever slows runs
-# down, so the best runs are the least disturbed), and the median of the
-# pairs' ratios as the overhead.
+# every pair shares the machine's state of the moment). Each repeat is one
+# round of `himeno report --compare`, the runs labelled SIZE/off and
+# SIZE/on: its table gives each side's best, median and worst wall_s (a
+# shared machine only ever slows runs down, so the best runs are the least
+# disturbed) and whether every answer passed, and per size the ratio
+# on/off of the best runs and the median of the rounds' ratios (the
+# overhead).
 # The loop time is what the trace must not slow down; writing the file
 # after the loop is not in it (its size is shown). A tiny grid (--sizes
 # 3x3x3, one rank) shows the recorder's own cost per iteration, which the
 # presets' iterations hide in the noise of a shared machine.
-# The last columns are the deterministic side: the events a rank records
-# per timed iteration (the most of any rank, from the last trace) and the
+# The last table is the deterministic side: the events a rank records per
+# timed iteration (the most of any rank, from the last trace) and the
 # bound they give with `himeno bench trace`'s cost of recording one event
 # (the worse of its two modes): events x cost / (best untraced wall_s per
 # iteration).
@@ -69,30 +71,35 @@ count() {
     echo 20
 }
 
-# run SIZE ITERATIONS OUT [--trace FILE]: one run, its JSON report in OUT.
+# run SIZE ITERATIONS ROUND LABEL [--trace FILE]: one run, its record
+# appended to the round's file with its label.
 run() {
-    local size=$1 n=$2 out=$3
-    shift 3
+    local size=$1 n=$2 round=$3 label=$4
+    shift 4
     local shape=(--size "$size")
     [[ $size == *x*x* ]] && shape=(--grid "$size")
-    local args=("${shape[@]}" --iterations "$n" --threads 1 --format json "$@")
+    local args=("${shape[@]}" --iterations "$n" --threads 1 --label "$label"
+        --output "$round" "$@")
     if [[ $launcher == mpirun ]]; then
-        OMPI_MCA_mpi_yield_when_idle=1 "${mpirun[@]}" "$bin" "${args[@]}" > "$out"
+        OMPI_MCA_mpi_yield_when_idle=1 "${mpirun[@]}" "$bin" "${args[@]}" > /dev/null
     else
-        "$bin" --local-ranks "$ranks" "${args[@]}" > "$out"
+        "$bin" --local-ranks "$ranks" "${args[@]}" > /dev/null
     fi
 }
 
 # The cost of recording one event, in ns (the worse of keep and ring).
 record_ns=$("$bin" bench trace | awk '/^recording_ns_per_event/ {
     split($2, k, "="); split($3, r, "="); print (k[2] > r[2] ? k[2] : r[2]) }')
-echo "recording one event: $record_ns ns (himeno bench trace)"
-printf '%-5s %5s %6s %12s %12s %13s %13s %9s %12s %11s %9s\n' size ranks iters off_best_s on_best_s best_on/off median_on/off overhead trace_bytes events/iter bound
+echo "recording one event: $record_ns ns (himeno bench trace); $ranks ranks"
+rounds=()
+for ((r = 0; r < repeats; r++)); do
+    rounds+=("$work/round-$r.jsonl")
+done
+ratios=()
+deterministic=()
 for size in $sizes; do
     n=$(count "$size")
-    ratios=()
-    off=()
-    on=()
+    ratios+=(--ratio "$size/on:$size/off")
     bytes=0
     for ((r = 0; r < repeats; r++)); do
         # Alternate which goes first, so a drift of the machine's speed
@@ -101,34 +108,31 @@ for size in $sizes; do
         ((r % 2)) && order=(on off)
         for mode in "${order[@]}"; do
             if [[ $mode == on ]]; then
-                run "$size" "$n" "$work/on.json" --trace "$work/t.json"
+                run "$size" "$n" "${rounds[r]}" "$size/on" --trace "$work/t.json"
                 bytes=$(stat -c %s "$work/t.json")
             else
-                run "$size" "$n" "$work/off.json"
+                run "$size" "$n" "${rounds[r]}" "$size/off"
             fi
         done
-        pair=$(python3 -c '
-import json, sys
-off = json.load(open(sys.argv[1])); on = json.load(open(sys.argv[2]))
-assert off["verified"] is not False and on["verified"] is not False, "a run failed verification"
-print(off["wall_s"], on["wall_s"], on["wall_s"] / off["wall_s"])' "$work/off.json" "$work/on.json")
-        read -r o t q <<< "$pair"
-        off+=("$o")
-        on+=("$t")
-        ratios+=("$q")
     done
-    python3 -c '
-import collections, json, statistics, sys
-size, ranks, n, bytes_, trace, record_ns = sys.argv[1:7]
-k = int(sys.argv[7])
-vals = [float(v) for v in sys.argv[8:]]
-timed = collections.Counter(e["pid"] for e in json.load(open(trace))["traceEvents"]
-                            if e.get("ph") == "X" and e.get("cat") == "timed")
-per_iter = max(timed.values()) / int(n)
-off, on, ratios = vals[:k], vals[k:2 * k], vals[2 * k:]
-med = statistics.median(ratios)
-best = min(on) / min(off)
-bound = per_iter * float(record_ns) * 1e-9 / (min(off) / int(n))
-print(f"{size:<5} {ranks:>5} {n:>6} {min(off):>12.4f} {min(on):>12.4f} {best:>13.4f} {med:>13.4f} {100 * (med - 1):>8.2f}% {bytes_:>12} {per_iter:>11.1f} {100 * bound:>8.4f}%")
-' "$size" "$ranks" "$n" "$bytes" "$work/t.json" "$record_ns" "$repeats" "${off[@]}" "${on[@]}" "${ratios[@]}"
+    # The most timed spans of any rank in the last trace (one event per
+    # span and iteration: a count, read from the trace's fixed layout).
+    events=$(grep -o '"cat":"timed","ph":"X","pid":[0-9]*' "$work/t.json" | sort | uniq -c |
+        sort -rn | head -n 1 | { read -r c _ && echo "$c"; })
+    deterministic+=("$size $n $bytes ${events:-0}")
+done
+echo "wall_s per run (each repeat one round):"
+"$bin" report --compare --metric wall_s "${ratios[@]}" "${rounds[@]}"
+# The bound needs the best untraced wall_s of each size.
+best_off() {
+    "$bin" report --compare --metric wall_s --only "$1/off" "${rounds[@]}" |
+        { read -r _ && read -r _ _ best _ && echo "$best"; }
+}
+printf '%-10s %6s %12s %11s %9s\n' size iters trace_bytes events/iter bound
+for row in "${deterministic[@]}"; do
+    read -r size n bytes events <<< "$row"
+    # events per iteration x ns per event over the untraced s per iteration
+    awk -v s="$size" -v n="$n" -v b="$bytes" -v e="$events" -v ns="$record_ns" \
+        -v off="$(best_off "$size")" 'BEGIN {
+        per = e / n; printf "%-10s %6d %12d %11.1f %8.4f%%\n", s, n, b, per, 100 * per * ns * 1e-9 / (off / n) }'
 done

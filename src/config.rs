@@ -113,6 +113,21 @@ impl Staging {
     }
 }
 
+/// What kind of study a run belongs to (`--scaling`), as the run
+/// declares it and the record states it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Scaling {
+    /// One global grid, more ranks.
+    Strong,
+    /// One block per rank, more ranks.
+    Weak,
+    /// Not part of a study (the default): a study's report groups such
+    /// runs by their grids.
+    #[default]
+    Single,
+}
+
 /// How many thread blocks per multiprocessor the sweep kernel is compiled
 /// to fit (`__launch_bounds__`), which caps its registers. More resident
 /// blocks keep more loads in flight; fewer registers may cost
@@ -250,6 +265,8 @@ pub struct RunConfig {
     pub stream: StreamMeasure,
     /// Free-form label recorded in the results (e.g. a study name).
     pub label: Option<String>,
+    /// The kind of study the run belongs to (`--scaling`).
+    pub scaling: Scaling,
     /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
     #[serde(rename = "checkpoints", serialize_with = "agreed::debug")]
     pub checkpoint: Option<CheckpointConfig>,
@@ -335,6 +352,7 @@ mod tests {
             stream_gbs: None,
             stream: StreamMeasure::Off,
             label: None,
+            scaling: Scaling::Single,
             checkpoint: None,
         }
     }
@@ -369,6 +387,7 @@ mod tests {
                 "stream bandwidth",
                 "stream measurement",
                 "label",
+                "scaling",
                 "checkpoints",
             ]
         );

@@ -22,6 +22,7 @@
 //! [`Backend::kernel_variants`]: crate::backend::Backend::kernel_variants
 
 use crate::calibrate::{self, Built, MARGIN, Rounds, Run};
+use crate::backend::kernel_variant::KernelVariant;
 use crate::comm;
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
@@ -39,9 +40,9 @@ const ROUNDS: Rounds = Rounds {
 /// The kernel a run swept with and why, as the record states it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct KernelChoice {
-    /// The kernel's name (`prefetch`, `no prefetch, cached stores`, ...:
-    /// what the offer varied).
-    pub chosen: String,
+    /// The kernel (written as its name: `prefetch`, `no prefetch, cached
+    /// stores`, ...: what the offer varied).
+    pub chosen: KernelVariant,
     /// Why, in one sentence.
     pub reason: String,
     /// Each kernel's seconds per sweep: the slowest rank's best round.
@@ -51,8 +52,8 @@ pub struct KernelChoice {
 /// One kernel's calibration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct KernelTrial {
-    /// The kernel's name.
-    pub kernel: String,
+    /// The kernel.
+    pub kernel: KernelVariant,
     /// Seconds per sweep: the best round's, on the slowest rank.
     pub sweep_s: f64,
 }
@@ -104,13 +105,13 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
         .zip(best.iter().flatten())
         .filter(|(_, s)| s.is_finite())
         .map(|(kernel, &sweep_s)| KernelTrial {
-            kernel: kernel.clone(),
+            kernel: *kernel,
             sweep_s,
         })
         .collect::<Vec<_>>();
-    tracing::info!(chosen = offer[chosen], ?trials, "kernel auto");
+    tracing::info!(chosen = %offer[chosen], ?trials, "kernel auto");
     Ok(Some(KernelChoice {
-        chosen: offer[chosen].clone(),
+        chosen: offer[chosen],
         reason,
         trials,
     }))
@@ -119,7 +120,7 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
 /// The kernel of `names` to run by their seconds per sweep `best`: the
 /// first unless another is more than [`MARGIN`] faster; with the reason in
 /// words.
-fn choose(names: &[String], best: &[f64]) -> (usize, String) {
+fn choose(names: &[KernelVariant], best: &[f64]) -> (usize, String) {
     let start = best[0];
     let (fastest, taken) = calibrate::clear_winner(best);
     let time = best[fastest];
@@ -153,7 +154,16 @@ mod tests {
 
     #[test]
     fn another_kernel_must_be_clearly_faster() {
-        let names = ["prefetch".to_string(), "no prefetch".to_string()];
+        let names = [
+            KernelVariant::Classic {
+                prefetch: Some(true),
+                streaming: None,
+            },
+            KernelVariant::Classic {
+                prefetch: Some(false),
+                streaming: None,
+            },
+        ];
         let (k, why) = choose(&names, &[1.0, 0.9]);
         assert_eq!(k, 1);
         assert!(why.starts_with("no prefetch calibrated fastest"), "{why}");

@@ -237,10 +237,127 @@ impl Against {
     }
 }
 
-/// How a run's answer was checked.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
+/// What a checked answer was compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The stored known answer for the grid and iteration count.
+    KnownAnswer,
+    /// A fresh run of the reference kernel (`--verify`).
+    Reference,
+    /// The rehearsal's answer, for runs without a check of their own.
+    Rehearsal,
+    /// Not stated: a record that says whether it passed but not against
+    /// what (older or hand-made lines; JSON `none`).
+    Unstated,
+}
+
+impl Basis {
+    /// The record's name for it.
+    pub fn against(self) -> Against {
+        match self {
+            Basis::KnownAnswer => Against::KnownAnswer,
+            Basis::Reference => Against::Reference,
+            Basis::Rehearsal => Against::Rehearsal,
+            Basis::Unstated => Against::Unchecked,
+        }
+    }
+}
+
+/// How a run's answer was checked: one of four outcomes, each with its
+/// one-line explanation. In JSON it is the three fields records have
+/// always had (`verified`: `true`, `false` or `null`; `against`;
+/// `detail`), through [`VerdictFields`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "VerdictFields", from = "VerdictFields")]
+pub enum Verdict {
+    /// The answer matched.
+    Passed {
+        /// What it matched.
+        against: Basis,
+        /// A one-line explanation.
+        detail: String,
+    },
+    /// The answer differed.
+    Failed {
+        /// What it differed from.
+        against: Basis,
+        /// A one-line explanation.
+        detail: String,
+    },
+    /// Not checked.
+    Unchecked {
+        /// Why not.
+        detail: String,
+    },
+    /// A stop signal cut the check short (the run itself is done).
+    Interrupted {
+        /// What was cut short.
+        detail: String,
+    },
+}
+
+impl Default for Verdict {
+    /// Not checked, with nothing said.
+    fn default() -> Verdict {
+        Verdict::Unchecked {
+            detail: String::new(),
+        }
+    }
+}
+
+impl Verdict {
     /// `Some(true)` passed, `Some(false)` failed, `None` not checked.
+    pub fn verified(&self) -> Option<bool> {
+        match self {
+            Verdict::Passed { .. } => Some(true),
+            Verdict::Failed { .. } => Some(false),
+            Verdict::Unchecked { .. } | Verdict::Interrupted { .. } => None,
+        }
+    }
+
+    /// What it was checked against, as the record names it.
+    pub fn against(&self) -> Against {
+        match self {
+            Verdict::Passed { against, .. } | Verdict::Failed { against, .. } => against.against(),
+            Verdict::Unchecked { .. } => Against::Unchecked,
+            Verdict::Interrupted { .. } => Against::Interrupted,
+        }
+    }
+
+    /// The one-line explanation.
+    pub fn detail(&self) -> &str {
+        match self {
+            Verdict::Passed { detail, .. }
+            | Verdict::Failed { detail, .. }
+            | Verdict::Unchecked { detail }
+            | Verdict::Interrupted { detail } => detail,
+        }
+    }
+
+    /// The same outcome explained by `detail`.
+    pub fn with_detail(self, detail: String) -> Verdict {
+        match self {
+            Verdict::Passed { against, .. } => Verdict::Passed { against, detail },
+            Verdict::Failed { against, .. } => Verdict::Failed { against, detail },
+            Verdict::Unchecked { .. } => Verdict::Unchecked { detail },
+            Verdict::Interrupted { .. } => Verdict::Interrupted { detail },
+        }
+    }
+
+    /// Whether a stop signal cut the check short (the run itself is done).
+    pub fn interrupted(&self) -> bool {
+        matches!(self, Verdict::Interrupted { .. })
+    }
+}
+
+/// A verdict as its JSON fields. Every verdict writes as them and reads
+/// back the same; of the combinations a hand-made line may hold that no
+/// verdict writes, a pass or failure against `none` or `interrupted`
+/// reads as one against an unstated basis, and `null` against a basis
+/// as not checked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerdictFields {
+    /// `true` passed, `false` failed, `null` not checked.
     pub verified: Option<bool>,
     /// What it was checked against.
     pub against: Against,
@@ -248,16 +365,37 @@ pub struct Verdict {
     pub detail: String,
 }
 
-impl Verdict {
-    /// Whether a stop signal cut the check short (the run itself is done).
-    pub fn interrupted(&self) -> bool {
-        self.against == Against::Interrupted
+impl From<Verdict> for VerdictFields {
+    fn from(v: Verdict) -> VerdictFields {
+        VerdictFields {
+            verified: v.verified(),
+            against: v.against(),
+            detail: v.detail().to_string(),
+        }
+    }
+}
+
+impl From<VerdictFields> for Verdict {
+    fn from(f: VerdictFields) -> Verdict {
+        let against = match f.against {
+            Against::KnownAnswer => Basis::KnownAnswer,
+            Against::Reference => Basis::Reference,
+            Against::Rehearsal => Basis::Rehearsal,
+            Against::Unchecked | Against::Interrupted => Basis::Unstated,
+        };
+        let detail = f.detail;
+        match (f.verified, f.against) {
+            (Some(true), _) => Verdict::Passed { against, detail },
+            (Some(false), _) => Verdict::Failed { against, detail },
+            (None, Against::Interrupted) => Verdict::Interrupted { detail },
+            (None, _) => Verdict::Unchecked { detail },
+        }
     }
 }
 
 /// Compares `got` with `want`: the fingerprints must be equal (bitwise-equal
 /// fields) and gosa within [`GOSA_RTOL`].
-pub fn compare(got: &Answer, want: &Answer, against: Against) -> Verdict {
+pub fn compare(got: &Answer, want: &Answer, against: Basis) -> Verdict {
     let rel = gosa_rel_diff(got.gosa, want.gosa);
     let fp_ok = got.p_fingerprint == want.p_fingerprint;
     let gosa_ok = gosa_agrees(got.gosa, want.gosa);
@@ -270,10 +408,10 @@ pub fn compare(got: &Answer, want: &Answer, against: Against) -> Verdict {
         fingerprint_hex(want.p_fingerprint),
         if fp_ok { " (equal)" } else { " (DIFFERENT)" }
     );
-    Verdict {
-        verified: Some(fp_ok && gosa_ok),
-        against,
-        detail,
+    if fp_ok && gosa_ok {
+        Verdict::Passed { against, detail }
+    } else {
+        Verdict::Failed { against, detail }
     }
 }
 
@@ -288,24 +426,20 @@ pub fn verdict_of(
     stop: &StopFlag,
 ) -> Result<Verdict> {
     if let Some(want) = known_answer(grid, iterations) {
-        return Ok(compare(got, &want, Against::KnownAnswer));
+        return Ok(compare(got, &want, Basis::KnownAnswer));
     }
     if force {
         tracing::info!("verifying against the reference kernel on rank 0");
         return Ok(match reference_run(grid, iterations, stop)? {
-            Some(want) => compare(got, &want, Against::Reference),
-            None => Verdict {
-                verified: None,
-                against: Against::Interrupted,
+            Some(want) => compare(got, &want, Basis::Reference),
+            None => Verdict::Interrupted {
                 detail: "a stop signal ended the reference run before it could check the \
                          answer"
                     .into(),
             },
         });
     }
-    Ok(Verdict {
-        verified: None,
-        against: Against::Unchecked,
+    Ok(Verdict::Unchecked {
         detail: "no known answer for this grid and iteration count; pass --verify to \
                  check against the reference kernel"
             .into(),
@@ -316,7 +450,7 @@ pub fn verdict_of(
 /// an answer is stored for it (`None` otherwise).
 pub fn check_rehearsal(grid: &Grid, warmup: u64, got: &Answer) -> Option<Verdict> {
     let want = known_answer(grid, warmup)?;
-    Some(compare(got, &want, Against::Rehearsal))
+    Some(compare(got, &want, Basis::Rehearsal))
 }
 
 /// The verdict of a run of `iterations` timed iterations whose rehearsal
@@ -336,13 +470,13 @@ pub fn after_rehearsal(
     grid: &Grid,
     stop: &StopFlag,
 ) -> Result<Verdict> {
-    let said = |from: String| Verdict {
-        detail: format!(
+    let said = |from: String| {
+        let detail = format!(
             "the rehearsal from the initial state matched the stored known answer ({}); the \
              {iterations} timed iterations ran the same kernel and halo exchange {from}",
-            rehearsal.detail
-        ),
-        ..rehearsal.clone()
+            rehearsal.detail()
+        );
+        rehearsal.clone().with_detail(detail)
     };
     let Some((at, state)) = restarted else {
         return Ok(said("from the same initial state".to_string()));
@@ -357,9 +491,7 @@ pub fn after_rehearsal(
             match reference_run(grid, at, stop)? {
                 Some(want) => Some((want, "a reference run")),
                 None => {
-                    return Ok(Verdict {
-                        verified: None,
-                        against: Against::Interrupted,
+                    return Ok(Verdict::Interrupted {
                         detail: "a stop signal ended the reference run before it could check \
                                  the checkpoint this run restarted from"
                             .into(),
@@ -370,9 +502,7 @@ pub fn after_rehearsal(
         None => None,
     };
     let Some((want, source)) = want else {
-        return Ok(Verdict {
-            verified: None,
-            against: Against::Unchecked,
+        return Ok(Verdict::Unchecked {
             detail: format!(
                 "not checked: restarted from a checkpoint that could not be checked against a \
                  known answer (iteration {at} of grid {grid}: no stored answer, and a \
@@ -381,21 +511,20 @@ pub fn after_rehearsal(
             ),
         });
     };
-    let check = compare(&state, &want, Against::Reference);
-    if check.verified == Some(false) {
-        return Ok(Verdict {
-            verified: Some(false),
-            against: Against::Reference,
+    let check = compare(&state, &want, Basis::Reference);
+    if check.verified() == Some(false) {
+        return Ok(Verdict::Failed {
+            against: Basis::Reference,
             detail: format!(
                 "the checkpoint of iteration {at} this run restarted from does not hold the \
                  state {source} gives: {}",
-                check.detail
+                check.detail()
             ),
         });
     }
     Ok(said(format!(
         "from the checkpoint of iteration {at}, whose state matched {source} ({})",
-        check.detail
+        check.detail()
     )))
 }
 
@@ -438,17 +567,17 @@ mod tests {
             gosa: 1.0,
             p_fingerprint: 7,
         };
-        assert_eq!(compare(&a, &a, Against::Reference).verified, Some(true));
+        assert_eq!(compare(&a, &a, Basis::Reference).verified(), Some(true));
         let b = Answer {
             gosa: 1.0 + 1e-7,
             ..a
         };
-        assert_eq!(compare(&b, &a, Against::Reference).verified, Some(false));
+        assert_eq!(compare(&b, &a, Basis::Reference).verified(), Some(false));
         let c = Answer {
             p_fingerprint: 8,
             ..a
         };
-        assert_eq!(compare(&c, &a, Against::Reference).verified, Some(false));
+        assert_eq!(compare(&c, &a, Basis::Reference).verified(), Some(false));
     }
 
     #[test]
@@ -463,15 +592,14 @@ mod tests {
             p_fingerprint: 1,
         };
         let v = verdict_of(&g, 2, &got, true, &stop).unwrap();
-        assert_eq!(v.verified, None);
+        assert_eq!(v.verified(), None);
         assert!(v.interrupted(), "{v:?}");
     }
 
     #[test]
     fn a_restart_from_a_checkpoint_too_large_to_check_is_not_checked() {
-        let rehearsal = Verdict {
-            verified: Some(true),
-            against: Against::Rehearsal,
+        let rehearsal = Verdict::Passed {
+            against: Basis::Rehearsal,
             detail: "ok".into(),
         };
         let state = Answer {
@@ -491,9 +619,9 @@ mod tests {
             &StopFlag::never(),
         )
         .unwrap();
-        assert_eq!(v.verified, None, "{v:?}");
+        assert_eq!(v.verified(), None, "{v:?}");
         assert!(
-            v.detail
+            v.detail()
                 .starts_with("not checked: restarted from a checkpoint"),
             "{v:?}"
         );
@@ -502,7 +630,7 @@ mod tests {
         let small = Grid::new([6, 7, 8]).unwrap();
         let v =
             after_rehearsal(rehearsal, 20, Some((3, state)), &small, &StopFlag::never()).unwrap();
-        assert_eq!(v.verified, Some(false), "{v:?}");
+        assert_eq!(v.verified(), Some(false), "{v:?}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! timing are the driver's (`crate::halo`, `crate::solver`), never a
 //! backend's.
 
+use super::kernel_variant::KernelVariant;
 use crate::config::BackendKind;
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Face, MAX_DEPTH};
@@ -235,7 +236,7 @@ pub trait Backend {
     /// (`crate::kernel_choice`); the one it runs until told otherwise
     /// first. Empty (the default) when it has no choice to offer. Every
     /// kernel gives bitwise the same fields.
-    fn kernel_variants(&self) -> Vec<String> {
+    fn kernel_variants(&self) -> Vec<KernelVariant> {
         Vec::new()
     }
     /// Sweeps with kernel `index` of [`Backend::kernel_variants`] from now

@@ -7,6 +7,8 @@
 //!
 //! - [`api`]: the [`Backend`] trait and what backends share;
 //! - [`cpu`]: CPU threads (always built);
+//! - [`kernel_variant`]: the typed name of a kernel variant a backend
+//!   offers;
 //! - [`gpu`]: one NVIDIA GPU per rank (feature `cuda`; without it, a module
 //!   of the same functions that explain how to get one).
 //!
@@ -16,6 +18,7 @@
 pub mod api;
 pub mod cpu;
 pub mod gpu;
+pub mod kernel_variant;
 
 pub use api::{
     Backend, BackendInfo, Capabilities, GpuSoftware, HostBuffer, pack_plane, unpack_plane,

@@ -7,8 +7,8 @@
 //! Plain data and arithmetic, so the unit tests below can read the whole
 //! matrix without running anything.
 
+use crate::report::Record;
 use crate::verify::gosa_agrees;
-use serde_json::Value;
 
 /// A part of the check; each ends ok, failed, not run or skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,21 +373,17 @@ pub fn local_ranks_probe() -> Vec<String> {
 /// Whether the GPU record `gpu` has the CPU record `cpu`'s answer: an
 /// equal field fingerprint (present), gosa within the verification
 /// tolerance, and no failed verification of its own.
-pub fn agrees(gpu: &Value, cpu: &Value) -> bool {
-    let fp = gpu["p_fingerprint"].as_str();
-    let gosa = (gpu["gosa"].as_f64(), cpu["gosa"].as_f64());
-    fp.is_some()
-        && fp == cpu["p_fingerprint"].as_str()
-        && gpu["verified"] != Value::Bool(false)
-        && matches!(gosa, (Some(g), Some(c)) if gosa_agrees(g, c))
+pub fn agrees(gpu: &Record, cpu: &Record) -> bool {
+    !gpu.p_fingerprint.is_empty()
+        && gpu.p_fingerprint == cpu.p_fingerprint
+        && gpu.verified() != Some(false)
+        && gosa_agrees(gpu.gosa, cpu.gosa)
 }
 
 /// Whether every rank of `record` ran on an emulated device (the field
 /// is absent on real GPUs).
-pub fn emulated(record: &Value) -> bool {
-    record["per_rank"]
-        .as_array()
-        .is_some_and(|r| !r.is_empty() && r.iter().all(|r| r["emulated"] == Value::Bool(true)))
+pub fn emulated(record: &Record) -> bool {
+    !record.per_rank.is_empty() && record.per_rank.iter().all(|r| r.emulated)
 }
 
 /// `s` as owned strings.
@@ -422,27 +418,37 @@ mod tests {
         assert_eq!(splits(100).len(), 8);
     }
 
+    /// A record with the fields a run always writes and those of `more`.
+    fn rec(more: serde_json::Value) -> Record {
+        let mut v = json!({"schema": 1, "grid": [5, 5, 5], "procs": [1, 1, 1], "ranks": 1,
+                           "iterations": 1, "mflops": 1.0, "wall_s": 1.0});
+        v.as_object_mut()
+            .unwrap()
+            .extend(more.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn agreement_needs_the_fingerprint_the_tolerance_and_no_failed_check() {
-        let cpu = json!({"p_fingerprint": "00ab", "gosa": 1.0e-3});
+        let cpu = rec(json!({"p_fingerprint": "00ab", "gosa": 1.0e-3}));
         let same =
-            json!({"p_fingerprint": "00ab", "gosa": 1.0e-3 * (1.0 + 1e-12), "verified": null});
+            rec(json!({"p_fingerprint": "00ab", "gosa": 1.0e-3 * (1.0 + 1e-12), "verified": null}));
         assert!(agrees(&same, &cpu));
-        let far = json!({"p_fingerprint": "00ab", "gosa": 1.001e-3});
+        let far = rec(json!({"p_fingerprint": "00ab", "gosa": 1.001e-3}));
         assert!(!agrees(&far, &cpu));
-        let other = json!({"p_fingerprint": "00ac", "gosa": 1.0e-3});
+        let other = rec(json!({"p_fingerprint": "00ac", "gosa": 1.0e-3}));
         assert!(!agrees(&other, &cpu));
-        let refused = json!({"p_fingerprint": "00ab", "gosa": 1.0e-3, "verified": false});
+        let refused = rec(json!({"p_fingerprint": "00ab", "gosa": 1.0e-3, "verified": false}));
         assert!(!agrees(&refused, &cpu));
-        assert!(!agrees(&json!({}), &json!({})));
+        assert!(!agrees(&rec(json!({})), &rec(json!({}))));
     }
 
     #[test]
     fn emulated_means_every_rank_says_so() {
-        let t = json!({"emulated": true});
-        assert!(emulated(&json!({"per_rank": [t, t]})));
-        assert!(!emulated(&json!({"per_rank": [t, {}]})));
-        assert!(!emulated(&json!({"per_rank": []})));
-        assert!(!emulated(&json!({})));
+        let t = json!({"rank": 0, "emulated": true});
+        assert!(emulated(&rec(json!({"per_rank": [t, t]}))));
+        assert!(!emulated(&rec(json!({"per_rank": [t, {"rank": 1}]}))));
+        assert!(!emulated(&rec(json!({"per_rank": []}))));
+        assert!(!emulated(&rec(json!({}))));
     }
 }

@@ -41,13 +41,16 @@ use disabled as nvrtc;
 
 pub use args::{GpuCheckArgs, Settings};
 
+use crate::bench::transfer::TransferReport;
 use crate::environment;
 use crate::error::{Error, Result};
 use crate::files;
+use crate::report::Record;
 use crate::signals::StopFlag;
 use child::{Ran, Runner, run_limited};
 use matrix::Part;
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -411,9 +414,25 @@ impl Check<'_> {
     }
 
     /// Runs `run` with a JSON report, appends its record to results.jsonl
-    /// with its label, and returns it; a failed run is reported. `gpu`:
-    /// whether it is a GPU run (counted for the emulation verdict).
-    fn record(&mut self, run: &matrix::Run, gpu: bool) -> std::result::Result<Value, Failed> {
+    /// with its label, and returns it read as a run record; a failed run
+    /// is reported. `gpu`: whether it is a GPU run (counted for the
+    /// emulation verdict).
+    fn record(&mut self, run: &matrix::Run, gpu: bool) -> std::result::Result<Record, Failed> {
+        let record: Record = self.report_of(run)?;
+        if gpu {
+            self.gpu_records += 1;
+            self.emulated_records += usize::from(matrix::emulated(&record));
+        }
+        Ok(record)
+    }
+
+    /// Runs `run` with a JSON report, reads the report as a `T` and
+    /// appends it to results.jsonl with its label; a failed run, or one
+    /// whose standard output is not a `T`, is reported.
+    fn report_of<T: DeserializeOwned + Serialize>(
+        &mut self,
+        run: &matrix::Run,
+    ) -> std::result::Result<T, Failed> {
         let mut args = run.args.clone();
         args.extend(["--format".into(), "json".into()]);
         let ran = self.runner.run(&run.name, &args, &[]);
@@ -424,27 +443,27 @@ impl Check<'_> {
             self.tally.missed(failed);
             return Err(failed);
         }
-        let record: Value = match serde_json::from_str(&ran.stdout) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) | Err(_) => {
+        let read: T = match serde_json::from_str(&ran.stdout) {
+            Ok(r) => r,
+            Err(e) => {
                 self.report.line(tables::failed(
                     &run.name,
-                    "exit 0, but no JSON record on stdout",
+                    &format!("exit 0, but no JSON record on stdout ({e})"),
                 ));
                 self.tally.missed(Failed::NoRecord);
                 return Err(Failed::NoRecord);
             }
         };
-        if gpu {
-            self.gpu_records += 1;
-            self.emulated_records += usize::from(matrix::emulated(&record));
-        }
-        if let Err(e) = writeln!(self.results, "{}", labelled(&run.name, &record)) {
+        let line = serde_json::to_string(&read).map(|body| labelled(&run.name, &body));
+        if let Err(e) = line
+            .map_err(std::io::Error::other)
+            .and_then(|line| writeln!(self.results, "{line}"))
+        {
             let path = self.out.join(FILES[1]);
             self.report
                 .fail(format!("cannot write {}: {e}", path.display()));
         }
-        Ok(record)
+        Ok(read)
     }
 
     /// Part 1: every GPU run of the matrix against the CPU's answer.
@@ -509,7 +528,7 @@ impl Check<'_> {
         ));
         let transfer = matrix::transfer(s.quick);
         let mut d2d = None;
-        match self.record(&transfer, false) {
+        match self.report_of::<TransferReport>(&transfer) {
             Ok(r) => {
                 let (line, copy) = tables::transfer(&r);
                 d2d = copy;
@@ -643,8 +662,8 @@ impl Check<'_> {
     /// The field fingerprint of the timing run `what`, which must have one:
     /// without it, the comparison of the runs' fields counts as a failure
     /// of `part` (two missing fingerprints are not equal fields).
-    fn fingerprint(&mut self, r: &Value, what: &str, part: Part) -> Option<String> {
-        let fp = r["p_fingerprint"].as_str().map(str::to_string);
+    fn fingerprint(&mut self, r: &Record, what: &str, part: Part) -> Option<String> {
+        let fp = Some(r.p_fingerprint.clone()).filter(|f| !f.is_empty());
         if fp.is_none() {
             self.report
                 .line(format!("  FAIL  {what}: its record has no p_fingerprint"));
@@ -756,34 +775,29 @@ impl Check<'_> {
     }
 }
 
-/// `record` as one JSON line with its `"check"` label first.
-fn labelled(name: &str, record: &Value) -> String {
-    let body = record.to_string();
-    let label = Value::String(name.into());
+/// The one-line JSON object `body` with a `"check"` label `name` first.
+fn labelled(name: &str, body: &str) -> String {
+    let label = serde_json::to_string(name).unwrap_or_else(|_| "\"?\"".into());
     match body.strip_prefix('{') {
         Some("}") => format!("{{\"check\":{label}}}"),
         Some(rest) => format!("{{\"check\":{label},{rest}"),
-        None => body,
+        None => body.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn a_record_line_is_labelled_first_and_stays_one_line() {
-        let line = labelled(
-            "cpu-9x10x5",
-            &json!({"gosa": 1.0, "per_rank": [{"rank": 0}]}),
+        let line = labelled("cpu-9x10x5", r#"{"gosa":1.0,"per_rank":[{"rank":0}]}"#);
+        assert_eq!(
+            line,
+            r#"{"check":"cpu-9x10x5","gosa":1.0,"per_rank":[{"rank":0}]}"#
         );
-        assert!(line.starts_with("{\"check\":\"cpu-9x10x5\","), "{line}");
-        assert!(!line.contains('\n'));
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["check"], "cpu-9x10x5");
-        assert_eq!(v["gosa"], 1.0);
-        assert_eq!(labelled("x", &json!({})), "{\"check\":\"x\"}");
+        assert_eq!(labelled("x", "{}"), "{\"check\":\"x\"}");
+        assert_eq!(labelled("a\"b", "{}"), r#"{"check":"a\"b"}"#);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::child::run_limited;
 use super::matrix;
 use super::nvrtc;
 use crate::backend::gpu::env::NVRTC_ENV;
-use serde_json::Value;
+use crate::report::Record;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -232,16 +232,25 @@ fn first_gpu_run(
     if !probe.ok() {
         return Err(format!("no GPU run works: {}", probe.why(ck.runner.limit)));
     }
-    let record: Value = serde_json::from_str(&probe.stdout)
+    let record: Record = serde_json::from_str(&probe.stdout)
         .map_err(|e| format!("the first GPU run printed no JSON record: {e}"))?;
     let emulated = matrix::emulated(&record);
     lines.push(format!(
         "  first GPU run: {}",
-        super::tables::show(&record["per_rank"][0]["placement"])
+        record
+            .per_rank
+            .first()
+            .map_or("-".to_string(), |r| r.placement.to_string())
     ));
+    // As the record writes the list: one JSON array, `-` when it has none.
+    let software = &record.provenance.gpu_software;
     lines.push(format!(
         "  GPU software in the record: {}",
-        super::tables::show(&record["provenance"]["gpu_software"])
+        if software.is_empty() {
+            "-".to_string()
+        } else {
+            serde_json::to_string(software).unwrap_or_else(|e| e.to_string())
+        }
     ));
     if emulated {
         lines.push(

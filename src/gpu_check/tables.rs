@@ -1,33 +1,25 @@
 //! The lines and tables of the `himeno gpu-check` report, from the runs'
-//! JSON records (read loosely: a missing field prints as `-`, so a record
-//! of another version still gives a readable line).
+//! records read through their types ([`Record`], [`TransferReport`]): a
+//! field the record lacks (a fingerprint, a transfer direction) prints as
+//! `-`, and the phases are the record's own ([`Phase`]).
 
-use serde_json::Value;
+use crate::bench::transfer::TransferReport;
+use crate::report::Record;
+use crate::timing::Phase;
 
-/// The number at the dotted `path` of `v` (list indices as numbers).
-pub fn num(v: &Value, path: &str) -> Option<f64> {
-    at(v, path).as_f64()
-}
-
-/// The value at the dotted `path` of `v`, `Null` when absent.
-pub fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
-    path.split('.').fold(v, |v, k| match v {
-        Value::Array(a) => k
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| a.get(i))
-            .unwrap_or(&Value::Null),
-        _ => &v[k],
-    })
-}
-
-/// A value as the report shows it: strings bare, `-` when absent.
-pub fn show(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        v => v.to_string(),
+/// A fingerprint as the report shows it: `-` when the record has none.
+fn fingerprint(r: &Record) -> &str {
+    if r.p_fingerprint.is_empty() {
+        "-"
+    } else {
+        &r.p_fingerprint
     }
+}
+
+/// A number as the record writes it (JSON's shortest form), so that the
+/// report's figures are the results file's.
+fn as_written(x: f64) -> String {
+    serde_json::to_string(&x).unwrap_or_else(|_| "-".into())
 }
 
 /// `x` with `digits` decimals, `-` when absent.
@@ -36,16 +28,16 @@ fn fixed(x: Option<f64>, digits: usize) -> String {
 }
 
 /// The line of a GPU run compared with its CPU reference.
-pub fn comparison(name: &str, ok: bool, gpu: &Value, cpu: &Value) -> String {
-    let (fp, gosa) = (show(&gpu["p_fingerprint"]), show(&gpu["gosa"]));
+pub fn comparison(name: &str, ok: bool, gpu: &Record, cpu: &Record) -> String {
+    let (fp, gosa) = (fingerprint(gpu), as_written(gpu.gosa));
     if ok {
         format!("  ok    {name:<44} fingerprint {fp} gosa {gosa}")
     } else {
         format!(
             "  FAIL  {name:<44} fingerprint {fp} vs {}, gosa {gosa} vs {}, verified {}",
-            show(&cpu["p_fingerprint"]),
-            show(&cpu["gosa"]),
-            show(&gpu["verified"]),
+            fingerprint(cpu),
+            as_written(cpu.gosa),
+            gpu.verified().map_or("null".to_string(), |v| v.to_string()),
         )
     }
 }
@@ -57,8 +49,8 @@ pub fn failed(name: &str, why: &str) -> String {
 
 /// The `bench transfer` summary line; the device copy bandwidth in GB/s
 /// (the XL table's yardstick) if the record has it.
-pub fn transfer(record: &Value) -> (String, Option<f64>) {
-    let peak = |k: &str| record["peak_gbytes_per_s"][k].as_f64();
+pub fn transfer(record: &TransferReport) -> (String, Option<f64>) {
+    let peak = |k: &str| record.peak_gbytes_per_s.get(k).copied();
     let d2d = peak("d2d/device");
     let line = format!(
         "bench transfer (peak GB/s): device copy {} (read + write); h2d pinned {}, pageable {}; \
@@ -68,7 +60,7 @@ pub fn transfer(record: &Value) -> (String, Option<f64>) {
         fixed(peak("h2d/pageable"), 1),
         fixed(peak("d2h/pinned"), 1),
         fixed(peak("d2h/pageable"), 1),
-        fixed(record["latency_us"]["h2d/pinned"].as_f64(), 1),
+        fixed(record.latency_us.get("h2d/pinned").copied(), 1),
     );
     (line, d2d)
 }
@@ -99,24 +91,21 @@ pub fn xl_head(iterations: u64, emulated: bool) -> [String; 2] {
 
 /// The XL table's row of variant `occ`, against the device copy
 /// bandwidth `d2d`.
-pub fn xl_row(occ: &str, r: &Value, d2d: Option<f64>) -> String {
-    let gb = num(r, "gbytes_per_s");
-    let of_copy = match (gb, d2d) {
-        (Some(g), Some(d)) if d > 0.0 => format!("{:.1}%", 100.0 * g / d),
+pub fn xl_row(occ: &str, r: &Record, d2d: Option<f64>) -> String {
+    let gb = r.gbytes_per_s;
+    let of_copy = match d2d {
+        Some(d) if d > 0.0 => format!("{:.1}%", 100.0 * gb / d),
         _ => "-".into(),
     };
     format!(
         "  {occ:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
-        show(&r["iterations"]),
-        fixed(num(r, "mflops").map(|m| m / 1000.0), 1),
-        fixed(gb, 1),
+        r.iterations,
+        fixed(Some(r.mflops / 1000.0), 1),
+        fixed(Some(gb), 1),
         of_copy,
-        num(r, "compute_share").map_or("-".into(), |s| format!("{:.1}%", 100.0 * s)),
+        format!("{:.1}%", 100.0 * r.compute_share),
     )
 }
-
-/// The phases of the split table, as the record names them.
-const PHASES: [&str; 6] = ["compute", "pack", "transfer", "comm", "unpack", "allreduce"];
 
 /// The phase-split table's title and column heads.
 pub fn split_head(iterations: u64, emulated: bool) -> [String; 2] {
@@ -132,12 +121,12 @@ pub fn split_head(iterations: u64, emulated: bool) -> [String; 2] {
             "procs",
             "staging",
             "overlap",
-            "compute",
-            "pack",
-            "transfer",
-            "comm",
-            "unpack",
-            "allreduce",
+            Phase::Compute.name(),
+            Phase::Pack.name(),
+            Phase::Transfer.name(),
+            Phase::Comm.name(),
+            Phase::Unpack.name(),
+            Phase::Allreduce.name(),
             "GFLOPS"
         ),
     ]
@@ -145,13 +134,13 @@ pub fn split_head(iterations: u64, emulated: bool) -> [String; 2] {
 
 /// The phase-split row of one run: the slowest rank's phases in ms per
 /// iteration.
-pub fn split_row(ranks: usize, procs: &str, staging: &str, overlap: bool, r: &Value) -> String {
-    let iters = num(r, "iterations").filter(|&n| n > 0.0);
-    let slow = r["slowest_rank"].as_u64().unwrap_or(0);
-    let ms: Vec<String> = PHASES
+pub fn split_row(ranks: usize, procs: &str, staging: &str, overlap: bool, r: &Record) -> String {
+    let iters = Some(r.iterations as f64).filter(|&n| n > 0.0);
+    let slowest = r.per_rank.iter().find(|x| x.rank == r.slowest_rank);
+    let ms: Vec<String> = Phase::ALL
         .iter()
-        .map(|p| {
-            let s = num(r, &format!("per_rank.{slow}.phases_s.{p}"));
+        .map(|&p| {
+            let s = slowest.map(|x| x.phases_s.get(p));
             fixed(s.zip(iters).map(|(s, n)| s * 1000.0 / n), 3)
         })
         .collect();
@@ -164,32 +153,43 @@ pub fn split_row(ranks: usize, procs: &str, staging: &str, overlap: bool, r: &Va
         ms[3],
         ms[4],
         ms[5],
-        fixed(num(r, "mflops").map(|m| m / 1000.0), 1),
+        fixed(Some(r.mflops / 1000.0), 1),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    /// A record read from `json` (the fields a run always writes, and
+    /// `more`).
+    fn record(more: &str) -> Record {
+        let json = format!(
+            r#"{{"schema":1,"grid":[5,5,5],"procs":[1,1,1],"ranks":1,"iterations":100,
+                "mflops":1.5e6,"wall_s":1.0{more}}}"#
+        );
+        serde_json::from_str(&json).unwrap()
+    }
 
     #[test]
-    fn paths_reach_into_lists_and_absent_fields_print_a_dash() {
-        let r = json!({"per_rank": [{"phases_s": {"compute": 0.5}}], "x": "a"});
-        assert_eq!(num(&r, "per_rank.0.phases_s.compute"), Some(0.5));
-        assert_eq!(num(&r, "per_rank.1.phases_s.compute"), None);
-        assert_eq!(show(at(&r, "x")), "a");
-        assert_eq!(show(at(&r, "y.z")), "-");
+    fn absent_fields_print_a_dash_and_numbers_print_as_written() {
+        let a = record(r#","p_fingerprint":"ab","gosa":1e-20"#);
+        let b = record("");
+        let line = comparison("x", false, &a, &b);
+        assert!(
+            line.contains("fingerprint ab vs -, gosa 1e-20 vs 0.0, verified null"),
+            "{line}"
+        );
+        assert!(comparison("x", true, &b, &b).contains("fingerprint - gosa 0.0"));
     }
 
     #[test]
     fn rows_divide_by_the_iterations_and_the_copy_bandwidth() {
-        let r = json!({
-            "iterations": 100, "mflops": 1.5e6, "gbytes_per_s": 2100.0,
-            "compute_share": 0.95, "slowest_rank": 1,
-            "per_rank": [{}, {"phases_s": {"compute": 0.5, "pack": 0.01, "transfer": 0.02,
-                "comm": 0.03, "unpack": 0.01, "allreduce": 0.001}}]
-        });
+        let r = record(
+            r#","gbytes_per_s":2100.0,"compute_share":0.95,"slowest_rank":1,
+               "per_rank":[{"rank":0},{"rank":1,"phases_s":{"compute":0.5,"pack":0.01,
+               "transfer":0.02,"comm":0.03,"unpack":0.01,"allreduce":0.001}}]"#,
+        );
         let row = xl_row("auto", &r, Some(4200.0));
         assert!(
             row.contains("1500.0") && row.contains("50.0%") && row.contains("95.0%"),
@@ -204,7 +204,12 @@ mod tests {
                 "1500.0"
             ]
         );
-        let (line, d2d) = transfer(&json!({"peak_gbytes_per_s": {"d2d/device": 4200.0}}));
+        let t: TransferReport = serde_json::from_str(
+            r#"{"host":"h","device":"d","samples":[],"latency_us":{},
+                "peak_gbytes_per_s":{"d2d/device":4200.0}}"#,
+        )
+        .unwrap();
+        let (line, d2d) = transfer(&t);
         assert_eq!(d2d, Some(4200.0));
         assert!(
             line.contains("device copy 4200") && line.contains("pageable -"),

@@ -105,6 +105,7 @@ impl Record {
             schema: SCHEMA_VERSION,
             timestamp: crate::build::utc_now(),
             label: cfg.label.clone(),
+            scaling: Some(cfg.scaling),
             size: cfg.problem.size,
             grid: cfg.grid().n,
             procs: cfg.procs().p,

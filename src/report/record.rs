@@ -15,7 +15,7 @@ use super::placement::Placement;
 use super::provenance::Provenance;
 use crate::checkpoint::{RestartedFrom, Segment, Written};
 use crate::comm::Launch;
-use crate::config::BackendKind;
+use crate::config::{BackendKind, Scaling};
 use crate::config::{Prefetch, Staging, Stores};
 use crate::grid::Size;
 use crate::kernel_choice::KernelChoice;
@@ -85,6 +85,12 @@ pub struct Record {
     /// User label (`--label`), e.g. a study name.
     #[serde(default)]
     pub label: Option<String>,
+    /// The kind of study the run belongs to (`--scaling`: `strong`,
+    /// `weak` or `single`); absent in records written before the run
+    /// stated it, whose readers fall back to the label
+    /// (`study::records`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<Scaling>,
     /// Size preset or `custom`.
     #[serde(default)]
     pub size: Size,
@@ -255,7 +261,7 @@ impl Record {
     /// Whether the result passed (`Some(true)`), failed (`Some(false)`)
     /// or was not checked.
     pub fn verified(&self) -> Option<bool> {
-        self.verification.verified
+        self.verification.verified()
     }
 
     /// The emulator's description when any rank's GPU was emulated (the
@@ -275,14 +281,14 @@ impl Record {
 /// where both are present the top-level `verified` is the one believed,
 /// as readers always have.
 pub mod verdict_fields {
-    use crate::verify::Verdict;
+    use crate::verify::{Verdict, VerdictFields};
     use serde::ser::SerializeMap;
     use serde::{Deserialize, Deserializer, Serializer};
 
     /// Writes `"verified": …, "verification": {…}`.
     pub fn serialize<S: Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("verified", &v.verified)?;
+        m.serialize_entry("verified", &v.verified())?;
         m.serialize_entry("verification", v)?;
         m.end()
     }
@@ -293,15 +299,18 @@ pub mod verdict_fields {
         #[serde(default)]
         verified: Option<bool>,
         #[serde(default)]
-        verification: Option<Verdict>,
+        verification: Option<VerdictFields>,
     }
 
     /// Reads the two fields into one verdict.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Verdict, D::Error> {
         let f = Fields::deserialize(d)?;
-        Ok(Verdict {
+        let inner = f
+            .verification
+            .unwrap_or_else(|| VerdictFields::from(Verdict::default()));
+        Ok(Verdict::from(VerdictFields {
             verified: f.verified,
-            ..f.verification.unwrap_or_default()
-        })
+            ..inner
+        }))
     }
 }

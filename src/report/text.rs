@@ -167,8 +167,8 @@ pub fn render(r: &Record) -> String {
     let _ = writeln!(
         s,
         " Verification : {verdict} ({}: {})",
-        r.verification.against.name(),
-        r.verification.detail
+        r.verification.against().name(),
+        r.verification.detail()
     );
     // A side write that failed: the numbers above stand, but the run did
     // not do all it was asked.

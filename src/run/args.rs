@@ -153,6 +153,10 @@ pub struct RunArgs {
     /// Label recorded in the results, e.g. the study this run belongs to.
     #[arg(long, value_parser = clap::value_parser!(OsString))]
     pub label: Option<OsString>,
+    /// The kind of study this run belongs to, recorded for `himeno report`
+    /// (`himeno plan` gives it to a study's runs).
+    #[arg(long, value_enum, default_value_t = crate::config::Scaling::Single)]
+    pub scaling: crate::config::Scaling,
     /// Timeline of every rank's phases (`--trace FILE`).
     #[command(flatten)]
     pub trace: TraceArgs,

@@ -311,9 +311,9 @@ fn rehearse_and_verify(
     };
     let checked = comm::decide(comm, "the rehearsal's answer", &mine, |mut all| {
         match all.swap_remove(0) {
-            Some(v) if v.verified == Some(false) => Err(Error::Verification(format!(
+            Some(v) if v.verified() == Some(false) => Err(Error::Verification(format!(
                 "the rehearsal's answer is wrong: {}",
-                v.detail
+                v.detail()
             ))),
             verdict => Ok(verdict),
         }
@@ -360,7 +360,7 @@ fn verdict(
             // A restart's checkpoint is checked there too (see
             // `verify::after_rehearsal`).
             match checked {
-                Some(r) if full.verified.is_none() && !full.interrupted() => {
+                Some(r) if full.verified().is_none() && !full.interrupted() => {
                     verify::after_rehearsal(
                         r,
                         measured.iterations,
@@ -372,9 +372,7 @@ fn verdict(
                 _ => full,
             }
         } else {
-            Verdict {
-                verified: None,
-                against: verify::Against::Unchecked,
+            Verdict::Unchecked {
                 detail: "the run was stopped early; an incomplete run is not verified".into(),
             }
         };
@@ -384,7 +382,7 @@ fn verdict(
     };
     comm::decide(comm, "the verdict", &mine, |mut all| {
         let verdict = all.swap_remove(0).expect("rank 0 states the verdict");
-        let ended = match verdict.verified {
+        let ended = match verdict.verified() {
             Some(false) => Outcome::Wrong,
             _ if !measured.complete || verdict.interrupted() => Outcome::Stopped,
             _ => Outcome::Done,
@@ -452,7 +450,7 @@ fn report(
     match decided.ended {
         Outcome::Wrong => error::print_line(&format!(
             "himeno: verification FAILED: {}",
-            record.verification.detail
+            record.verification.detail()
         )),
         Outcome::Stopped if record.verification.interrupted() => error::print_line(
             "himeno: stopped by a signal during the reference run: the run is complete \

@@ -278,6 +278,7 @@ impl RunArgs {
                 .label
                 .as_ref()
                 .map(|l| l.to_string_lossy().into_owned()),
+            scaling: self.scaling,
             checkpoint: self.checkpoint.validate(length, temporal)?,
         })
     }

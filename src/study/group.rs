@@ -12,8 +12,9 @@
 //!    groups, titled as emulated, and never joins or scales against real
 //!    GPU runs.
 //! 3. Within a key, the runs form one **weak-scaling** group when they
-//!    declare it (`RunRecord::scaling`: the label contains `weak`, any
-//!    case), or when they span several grids and
+//!    declare it (`RunRecord::scaling`: the record's `scaling`, or in a
+//!    record without one the word `weak` in its label, any case), or,
+//!    when none declares a kind, when they span several grids and
 //!    several rank counts while the interior points per rank agree within
 //!    5%. Otherwise they are split by grid into **strong-scaling** groups.
 //! 4. Within a group, runs with the same rank count, host count, process
@@ -245,11 +246,15 @@ fn backend_of(r: &RunRecord) -> String {
 pub const EMULATED_BACKEND: &str = "gpu-emulated";
 
 /// Whether the runs of one key form a weak-scaling study: declared so
-/// (the runs of a key share their label, which declares it), or found so
-/// from their grids.
+/// (by the records' `scaling`, or an older record's label; the runs of a
+/// key share their label), or, where none declares a kind, found so from
+/// their grids.
 fn is_weak(runs: &[&RunRecord]) -> bool {
     if runs.iter().any(|r| r.scaling == Some(Scaling::Weak)) {
         return true;
+    }
+    if runs.iter().any(|r| r.scaling == Some(Scaling::Strong)) {
+        return false;
     }
     let distinct = |f: &dyn Fn(&RunRecord) -> u64| {
         let mut v: Vec<u64> = runs.iter().map(|r| f(r)).collect();

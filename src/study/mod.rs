@@ -8,9 +8,12 @@
 //! - [`plot`]: SVG and PNG pictures;
 //! - [`model`]: the performance model;
 //! - [`plan`]: `himeno plan`, the runs of study definitions;
+//! - [`compare`]: `himeno report --compare`, best, median and paired
+//!   ratios of labelled runs over rounds (the benchmark scripts' tables);
 //! - [`timeline`]: `himeno report --timeline`, the Gantt chart of a trace;
 //! - [`trace_file`]: reading a trace in bounded time and memory.
 
+pub mod compare;
 pub mod group;
 pub mod model;
 pub mod plan;
@@ -36,9 +39,29 @@ use std::process::ExitCode;
 /// Options of `himeno report`.
 #[derive(Debug, Args, Clone)]
 pub struct ReportArgs {
-    /// Results files (JSON lines written by `--output`).
+    /// Results files (JSON lines written by `--output`); with --compare,
+    /// one file per round.
     #[arg(required_unless_present = "timeline")]
     pub files: Vec<PathBuf>,
+    /// Compare labelled values over rounds, one FILE each: per label the
+    /// best, median and worst, per --ratio the ratio of the best values
+    /// and the median of the per-round ratios. A file holds run records
+    /// (each with its --label), `bench stream` and `bench pingpong`
+    /// reports (labels stream/triad, stream/sum13, pingpong/BYTES) and
+    /// {"label": L, "value": V[, "better": "lower"]} lines.
+    #[arg(long, conflicts_with_all = ["timeline", "plot", "model_pingpong", "model_latency_us", "model_rate"])]
+    pub compare: bool,
+    /// The value a run record gives --compare.
+    #[arg(long, value_enum, default_value_t = compare::input::Metric::Mflops, requires = "compare")]
+    pub metric: compare::input::Metric,
+    /// A ratio for --compare, NUMERATOR:DENOMINATOR (two labels);
+    /// repeatable.
+    #[arg(long, value_name = "A:B", requires = "compare")]
+    pub ratio: Vec<String>,
+    /// Show only this label in --compare's table (repeatable; default:
+    /// every label).
+    #[arg(long, value_name = "LABEL", requires = "compare")]
+    pub only: Vec<String>,
     /// Draw a timeline (Gantt chart, one row per rank) of a trace written
     /// by `--trace`, into --plot DIR (default: beside the trace), and print
     /// each rank's compute and wait time in the drawn iterations.
@@ -94,6 +117,17 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
             args.timeline_count,
         )?;
         output::print_report(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.compare {
+        let out = compare::run(&compare::Ask {
+            files: args.files.clone(),
+            metric: args.metric,
+            ratios: args.ratio.clone(),
+            only: args.only.clone(),
+            format: args.format,
+        })?;
+        output::print_report(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let loaded = records::load(&args.files)?;

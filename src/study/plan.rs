@@ -68,6 +68,17 @@ pub enum Varies {
     Shape,
 }
 
+impl Varies {
+    /// The `--scaling` of the study's runs: a shape study holds its grid
+    /// and rank count, so its runs compare as a strong study's do.
+    fn scaling(self) -> &'static str {
+        match self {
+            Varies::Strong | Varies::Shape => "strong",
+            Varies::Weak => "weak",
+        }
+    }
+}
+
 /// A study definition, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Study {
@@ -393,6 +404,8 @@ impl Study {
                         self.threads.to_string(),
                         "--label".to_string(),
                         self.name.clone(),
+                        "--scaling".to_string(),
+                        self.kind.scaling().to_string(),
                     ]);
                     if self.temporal > 1 {
                         args.extend(["--temporal".to_string(), self.temporal.to_string()]);
@@ -571,7 +584,7 @@ mod tests {
         assert_eq!(runs.len(), 8);
         assert_eq!(
             runs[0].args.join(" "),
-            "--size XS --procs 1x1x1 --iterations 40 --threads 2 --label s1"
+            "--size XS --procs 1x1x1 --iterations 40 --threads 2 --label s1 --scaling strong"
         );
         assert_eq!(runs[7].procs, [2, 2, 1]);
         assert_eq!(runs[7].grid, [64, 64, 128]);
@@ -604,7 +617,12 @@ mod tests {
             .unwrap()
             .runs()
             .unwrap();
-        assert!(runs[1].args.join(" ").ends_with("--label t --temporal 4"));
+        assert!(
+            runs[1]
+                .args
+                .join(" ")
+                .ends_with("--label t --scaling strong --temporal 4")
+        );
         assert_eq!(runs[1].temporal, 4);
         assert!(csv(&runs).lines().nth(2).unwrap().ends_with(",1,4"));
         // 30 interior points along i over 8 ranks: blocks of 3 or 4.

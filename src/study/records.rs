@@ -4,6 +4,7 @@
 //! Nothing a results file contains is fatal: batch jobs killed mid-write,
 //! hand edits and foreign lines must not hide the rest of a study.
 
+use crate::config::Scaling as StatedScaling;
 use crate::error::{Error, Result};
 use crate::files::{self, Links};
 use crate::grid::MAX_POINTS;
@@ -56,10 +57,11 @@ pub struct RunRecord {
     /// (before `per_rank` is cut): such a run measures the host CPU
     /// running an emulator, never GPU performance.
     pub emulated: bool,
-    /// The scaling the record says it belongs to, where it says so.
-    /// Records carry no field for it: the word `weak` (any case) in the
-    /// label has always declared a weak study, and it is read here, once.
-    /// `None`: not declared (the grouping decides from the grids).
+    /// The scaling the record says it belongs to, where it says so: its
+    /// `scaling` field (`single`: none). A record written before the run
+    /// stated it falls back to its label, where the word `weak` (any case)
+    /// has always declared a weak study. `None`: not declared (the
+    /// grouping decides from the grids).
     pub scaling: Option<Scaling>,
 }
 
@@ -76,11 +78,19 @@ impl std::ops::DerefMut for RunRecord {
     }
 }
 
-/// The scaling a record's label declares (see [`RunRecord::scaling`]).
-fn declared_scaling(label: Option<&str>) -> Option<Scaling> {
-    label
-        .filter(|l| l.to_ascii_lowercase().contains("weak"))
-        .map(|_| Scaling::Weak)
+/// The scaling a record declares (see [`RunRecord::scaling`]): its own
+/// field, or for a record without one, its label's word `weak`.
+fn declared_scaling(r: &Record) -> Option<Scaling> {
+    match r.scaling {
+        Some(StatedScaling::Strong) => Some(Scaling::Strong),
+        Some(StatedScaling::Weak) => Some(Scaling::Weak),
+        Some(StatedScaling::Single) => None,
+        None => r
+            .label
+            .as_deref()
+            .filter(|l| l.to_ascii_lowercase().contains("weak"))
+            .map(|_| Scaling::Weak),
+    }
 }
 
 impl RunRecord {
@@ -330,7 +340,7 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
             .map_err(|e| format!("not a run record: {e}"))
             .and_then(|record| {
                 let r = RunRecord {
-                    scaling: declared_scaling(record.label.as_deref()),
+                    scaling: declared_scaling(&record),
                     record,
                     source: source.clone(),
                     host_count: 0,

@@ -97,7 +97,7 @@ if [ "$backend" = gpu ] && [ -n "${STUB_EMULATED:-}" ]; then emu=',"emulated":tr
 rank="{\"rank\":0,\"phases_s\":{\"compute\":0.5,\"pack\":0.01,\"transfer\":0.02,\"comm\":0.03,\"unpack\":0.01,\"allreduce\":0.001},\"placement\":\"gpu x1 threads, device GPU 0: Stub H200\"$emu}"
 per_rank=$rank
 for ((r = 1; r < ranks; r++)); do per_rank="$per_rank,$rank"; done
-echo "{\"schema\":1,\"iterations\":$iters,\"gosa\":0.00123,\"p_fingerprint\":\"$fp\",\"verified\":null,\"mflops\":1500000.0,\"gbytes_per_s\":2500.0,\"compute_share\":0.95,\"slowest_rank\":0,\"per_rank\":[$per_rank],\"provenance\":{\"gpu_software\":[{\"cuda_driver\":\"13.0\",\"nvrtc\":\"13.0\",\"nvrtc_library\":\"stub\"}]}}"
+echo "{\"schema\":1,\"grid\":[5,5,5],\"procs\":[$ranks,1,1],\"ranks\":$ranks,\"wall_s\":1.0,\"iterations\":$iters,\"gosa\":0.00123,\"p_fingerprint\":\"$fp\",\"verified\":null,\"mflops\":1500000.0,\"gbytes_per_s\":2500.0,\"compute_share\":0.95,\"slowest_rank\":0,\"per_rank\":[$per_rank],\"provenance\":{\"version\":\"0.1.0\",\"git_commit\":\"stub\",\"features\":[],\"mpi_library\":null,\"hosts\":[\"h\"],\"devices\":[],\"command\":[],\"gpu_software\":[{\"cuda_driver\":\"13.0\",\"nvrtc\":\"13.0\",\"nvrtc_library\":\"stub\"}]}}"
 "#;
 
 /// The stub `nvidia-smi` of a CUDA 13 driver.

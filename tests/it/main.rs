@@ -7,6 +7,7 @@ mod c_peer;
 mod checkpoint;
 mod cluster;
 mod common;
+mod compare;
 mod docs;
 mod emulated_gpu;
 mod environment;

@@ -162,7 +162,7 @@ fn sweep_dry_run_prints_every_run_and_the_report() {
     assert!(
         local.lines().nth(2).unwrap().starts_with(&format!(
             "{BIN} --grid 62x62x64 --procs 2x2x1 --iterations 40 --threads 1 --label local-weak \
-             --output results/local-weak.jsonl --local-ranks 4"
+             --scaling weak --output results/local-weak.jsonl --local-ranks 4"
         )),
         "{local}"
     );

@@ -768,7 +768,7 @@ impl Backend for CpuBackend {
             .map_err(|e| crate::error::Error::runtime(format!("field shape: {e}")))
     }
 
-    fn kernel_variants(&self) -> Vec<String> {
+    fn kernel_variants(&self) -> Vec<crate::backend::kernel_variant::KernelVariant> {
         self.offer.names()
     }
 

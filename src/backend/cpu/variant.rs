@@ -13,6 +13,8 @@
 //! guests, ran 0.8x tiles of 16 at L on two threads of that Zen 3 guest
 //! (notes/cpu-perf.md).
 
+use crate::backend::kernel_variant::KernelVariant;
+
 /// One way of running a sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Variant {
@@ -27,23 +29,11 @@ pub struct Variant {
 impl Variant {
     /// Its name, saying only what an offer varies: `prefetch`,
     /// `cached stores`, `no prefetch, streaming stores`, ...
-    fn name(self, prefetch: bool, stores: bool) -> String {
-        let mut parts = Vec::new();
-        if prefetch {
-            parts.push(if self.prefetch {
-                "prefetch"
-            } else {
-                "no prefetch"
-            });
+    fn name(self, prefetch: bool, stores: bool) -> KernelVariant {
+        KernelVariant::Classic {
+            prefetch: prefetch.then_some(self.prefetch),
+            streaming: stores.then_some(self.streaming),
         }
-        if stores {
-            parts.push(if self.streaming {
-                "streaming stores"
-            } else {
-                "cached stores"
-            });
-        }
-        parts.join(", ")
     }
 }
 
@@ -51,7 +41,7 @@ impl Variant {
 /// it starts with first; empty when there is nothing to choose.
 #[derive(Debug, Clone, Default)]
 pub struct Offer {
-    variants: Vec<(Variant, String)>,
+    variants: Vec<(Variant, KernelVariant)>,
 }
 
 impl Offer {
@@ -86,7 +76,7 @@ impl Offer {
             .chain(others.iter().copied())
             .map(|tile_rows| {
                 let v = Variant { tile_rows, ..start };
-                (v, format!("tiles of {tile_rows} rows"))
+                (v, KernelVariant::Tiles(tile_rows))
             })
             .collect();
         Offer::of(variants)
@@ -94,7 +84,7 @@ impl Offer {
 
     /// The offer of `variants`: nothing to choose from unless there are
     /// two or more.
-    fn of(mut variants: Vec<(Variant, String)>) -> Offer {
+    fn of(mut variants: Vec<(Variant, KernelVariant)>) -> Offer {
         if variants.len() < 2 {
             variants.clear();
         }
@@ -102,8 +92,8 @@ impl Offer {
     }
 
     /// The variants' names, in order.
-    pub fn names(&self) -> Vec<String> {
-        self.variants.iter().map(|(_, n)| n.clone()).collect()
+    pub fn names(&self) -> Vec<KernelVariant> {
+        self.variants.iter().map(|(_, n)| *n).collect()
     }
 
     /// Variant `index`, if offered.

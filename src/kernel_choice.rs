@@ -21,8 +21,8 @@
 //!
 //! [`Backend::kernel_variants`]: crate::backend::Backend::kernel_variants
 
-use crate::calibrate::{self, Built, MARGIN, Rounds, Run};
 use crate::backend::kernel_variant::KernelVariant;
+use crate::calibrate::{self, Built, MARGIN, Rounds, Run};
 use crate::comm;
 use crate::error::Result;
 use serde::{Deserialize, Serialize};

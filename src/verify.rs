@@ -116,43 +116,42 @@ fn mix(mut z: u64) -> u64 {
 /// points of a hash of (global linear index, value bits). Sums of parts are
 /// equal for bitwise-equal fields whatever the decomposition.
 pub fn fingerprint(grid: &Grid, block: &Block, p: &Array3<f32>) -> u64 {
-    let mut sum = 0u64;
-    for li in block.owned(0) {
-        let gi = block.global(0, li) as u64;
-        for lj in block.owned(1) {
-            let gj = block.global(1, lj) as u64;
-            let row = (gi * grid.n[1] as u64 + gj) * grid.n[2] as u64;
-            for lk in block.owned(2) {
-                let g = row + block.global(2, lk) as u64;
-                let bits = u64::from(p[[li, lj, lk]].to_bits());
-                sum = sum.wrapping_add(mix(mix(g) ^ bits));
-            }
-        }
-    }
-    sum
+    owned_points(grid, block)
+        .map(|(g, [li, lj, lk])| hash_point(g, p[[li, lj, lk]]))
+        .fold(0, u64::wrapping_add)
 }
 
 /// This block's part of the field fingerprint (see [`fingerprint`]) from
 /// its owned values alone, in the order a checkpoint's rank file holds
 /// them (`i` slowest, `k` fastest).
 pub fn fingerprint_of_values(grid: &Grid, block: &Block, values: &[f32]) -> u64 {
-    let mut sum = 0u64;
-    let mut it = values.iter();
-    for li in block.owned(0) {
+    owned_points(grid, block)
+        .zip(values)
+        .map(|((g, _), &v)| hash_point(g, v))
+        .fold(0, u64::wrapping_add)
+}
+
+/// One point's term of the fingerprint.
+fn hash_point(global: u64, v: f32) -> u64 {
+    mix(mix(global) ^ u64::from(v.to_bits()))
+}
+
+/// The block's owned points, `i` slowest and `k` fastest: each one's global
+/// linear index and its local index.
+fn owned_points<'a>(
+    grid: &'a Grid,
+    block: &'a Block,
+) -> impl Iterator<Item = (u64, [usize; 3])> + 'a {
+    block.owned(0).flat_map(move |li| {
         let gi = block.global(0, li) as u64;
-        for lj in block.owned(1) {
+        block.owned(1).flat_map(move |lj| {
             let gj = block.global(1, lj) as u64;
             let row = (gi * grid.n[1] as u64 + gj) * grid.n[2] as u64;
-            for lk in block.owned(2) {
-                let Some(v) = it.next() else {
-                    return sum;
-                };
-                let g = row + block.global(2, lk) as u64;
-                sum = sum.wrapping_add(mix(mix(g) ^ u64::from(v.to_bits())));
-            }
-        }
-    }
-    sum
+            block
+                .owned(2)
+                .map(move |lk| (row + block.global(2, lk) as u64, [li, lj, lk]))
+        })
+    })
 }
 
 /// Most grid points of a reference run made without being asked for

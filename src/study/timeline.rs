@@ -158,9 +158,9 @@ fn text(w: &Window, written: &[PathBuf]) -> String {
 }
 
 /// Picture height for `ranks` rows: 18 to 60 pixels a row (the reader
-/// allows at most `trace_file::MAX_RANKS`, 18612 pixels).
+/// allows at most `trace_file::MAX_DRAWN_RANKS`, 18612 pixels).
 fn height(ranks: usize) -> u32 {
-    let ranks = ranks.clamp(1, trace_file::MAX_RANKS as usize) as u32;
+    let ranks = ranks.clamp(1, trace_file::MAX_DRAWN_RANKS as usize) as u32;
     let row = (640 / ranks).clamp(18, 60);
     180 + row * ranks
 }

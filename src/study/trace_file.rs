@@ -7,7 +7,7 @@
 //! is read into typed fields (never into a value tree of the whole
 //! document), and only the events of the window asked for are kept, at
 //! most [`MAX_SPANS`] of them. Every number is checked before it is used:
-//! a rank count up to [`MAX_RANKS`], every event's rank below it, times
+//! a rank count up to [`MAX_DRAWN_RANKS`], every event's rank below it, times
 //! and lengths finite, lengths not negative, both within [`MAX_US`]; anything
 //! else is refused with one line naming the limit.
 
@@ -26,7 +26,7 @@ pub const MAX_TRACE_BYTES: u64 = 4 << 30;
 
 /// Most ranks a timeline draws, one row each (the picture's height grows
 /// with them).
-pub const MAX_RANKS: u64 = 1024;
+pub const MAX_DRAWN_RANKS: u64 = 1024;
 
 /// Most phase events in the drawn window.
 pub const MAX_SPANS: usize = 200_000;
@@ -280,9 +280,9 @@ pub fn read(path: &Path, from: Option<u64>, count: u64) -> Result<Trace> {
         return Err(refuse("it is not a himeno trace".into()));
     };
     let ranks = other.ranks.unwrap_or(0);
-    if ranks > MAX_RANKS {
+    if ranks > MAX_DRAWN_RANKS {
         return Err(refuse(format!(
-            "it says it holds {ranks} ranks; a timeline draws at most {MAX_RANKS}"
+            "it says it holds {ranks} ranks; a timeline draws at most {MAX_DRAWN_RANKS}"
         )));
     }
     if let Some(top) = collect.top_rank.filter(|&r| r >= ranks) {

@@ -110,7 +110,10 @@ if [[ $mpi != openmpi ]]; then
   MPICC=mpicc.mpich HIMENO_MPIRUN=mpiexec.mpich \
     CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/mpich" \
     cargo test --profile ci --features mpi,cuda --test it --test system -- \
-    MPICH_FILTERS
+    ranks:: signals:: failures:: append:: c_peer:: bad_input:: rehearsal:: stream:: study:: \
+    outputs:: inputs:: resources:: stopping:: launch:: original:: \
+    emulated_gpu::emulated_gpu_under_mpirun emulated_gpu::emulated_exclusive_process \
+    cluster::mpirun cluster::srun cluster::pingpong
   took "the MPI tests (MPICH)"
 fi
 

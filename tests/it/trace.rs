@@ -5,7 +5,7 @@
 //! timeline plot `himeno report --timeline` draws from it (from any file,
 //! in bounded time and memory).
 
-use crate::both::trace::{bounded, many_ranks};
+use crate::both::trace::bounded;
 use crate::both::trace::{traced, traced_at};
 use crate::common::trace::*;
 use crate::common::*;
@@ -198,28 +198,6 @@ fn a_trace_that_cannot_be_written_costs_only_the_trace() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), 2, "a half-written trace was left: {names:?}");
-}
-
-#[test]
-fn a_stopped_run_keeps_its_record_while_its_trace_is_written() {
-    // The stop comes at iteration 1500; writing the trace of 64 ranks'
-    // 1500 iterations takes far longer than the grace, which then counts
-    // from the end of the write.
-    let path = temp_file("trace", "stopped.json");
-    let mut args = many_ranks("1000000");
-    args.extend(["--trace", path.to_str().unwrap(), "--trace-keep", "1000"].map(String::from));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut cmd = himeno(&args);
-    cmd.env("HIMENO_FAULT", "0:1500:term")
-        .env("HIMENO_STOP_GRACE", "0.2");
-    let o = bounded(cmd);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(!err.contains("still running"), "{err}");
-    let report: Value = serde_json::from_str(&stdout(&o)).expect("the record on stdout");
-    assert_eq!(report["complete"], false);
-    let t = load(&path);
-    assert_eq!(t["otherData"]["run"]["iterations"], report["iterations"]);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Temporal blocking's long and limited cases: auto never allocates a
+//! Temporal blocking's long and limited cases: auto on two ranks of size
+//! M records its choice and keeps the classic answer, never allocates a
 //! wavefront heavier than the classic sweep, tries only the candidates
 //! that fit a memory limit, and a stop signal ends the run after a whole
 //! block.
@@ -232,4 +233,45 @@ fn refused_need(stderr: &str) -> (f64, f64) {
         .parse()
         .unwrap();
     (need, mapped)
+}
+
+/// `--temporal auto` on two in-process ranks of a grid far beyond any
+/// last-level cache: the choice is recorded (asked, taken, why, and the
+/// calibration's seconds per sweep of every candidate when it timed them),
+/// the record's `temporal` is the T taken, and the answer is the classic
+/// one bit for bit, whichever T it took (a shallower one than the block
+/// was first made for rebuilds the backend and halo).
+#[test]
+fn auto_records_its_choice_and_keeps_the_classic_answer() {
+    let base = [
+        &TWO_RANKS_OF_M[..],
+        &["--iterations", "9", "--format", "json"],
+    ]
+    .concat();
+    let classic = json_ok(&run(himeno(&base)));
+    let auto = json_ok(&run(himeno(&[&base[..], &["--temporal", "auto"]].concat())));
+    assert_eq!(auto["p_fingerprint"], classic["p_fingerprint"]);
+    assert_eq!(auto["gosa"], classic["gosa"]);
+    assert_eq!(auto["verified"], true, "{auto}");
+    let choice = &auto["temporal_choice"];
+    assert_eq!(choice["asked"], "auto", "{choice}");
+    assert_eq!(choice["sweeps"], auto["temporal"], "{choice}");
+    let taken = choice["sweeps"].as_u64().unwrap();
+    assert!([1, 2, 4, 8].contains(&taken), "{choice}");
+    let reason = choice["reason"].as_str().unwrap();
+    assert!(reason.starts_with(&format!("T={taken} ")), "{reason}");
+    // 2 x 14 fields of 4.4 M points are 235 MiB: more than a last-level
+    // cache, so unless the tiles cannot fit, the candidates were timed.
+    if reason.contains("calibrated") {
+        let trials = choice["trials"].as_array().unwrap();
+        let swept: Vec<u64> = trials
+            .iter()
+            .map(|t| t["sweeps"].as_u64().unwrap())
+            .collect();
+        assert_eq!(swept[0], 1, "{choice}");
+        assert!(swept.contains(&taken), "{choice}");
+        assert!(trials.iter().all(|t| t["sweep_s"].as_f64().unwrap() > 0.0));
+    }
+    // A fixed T is not a choice: no such entry.
+    assert!(classic.get("temporal_choice").is_none(), "{classic}");
 }

@@ -1,5 +1,6 @@
 //! Traces under `mpirun` and memory limits: ranks that disagree on tracing
-//! stop together, and a trace of many ranks fits in a few times the run's
+//! stop together, a run of 64 ranks stopped while its trace is written
+//! keeps its record, and a trace of many ranks fits in a few times the run's
 //! memory or is refused before the run.
 
 use crate::both::trace::{
@@ -92,4 +93,26 @@ fn a_trace_that_would_not_fit_is_refused_before_the_run() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = bounded(cg.himeno(&args));
     assert_clean_error(&o, &["with its --trace"]);
+}
+
+#[test]
+fn a_stopped_run_keeps_its_record_while_its_trace_is_written() {
+    // The stop comes at iteration 1500; writing the trace of 64 ranks'
+    // 1500 iterations takes far longer than the grace, which then counts
+    // from the end of the write.
+    let path = temp_file("trace", "stopped.json");
+    let mut args = many_ranks("1000000");
+    args.extend(["--trace", path.to_str().unwrap(), "--trace-keep", "1000"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = himeno(&args);
+    cmd.env("HIMENO_FAULT", "0:1500:term")
+        .env("HIMENO_STOP_GRACE", "0.2");
+    let o = bounded(cmd);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("still running"), "{err}");
+    let report: Value = serde_json::from_str(&stdout(&o)).expect("the record on stdout");
+    assert_eq!(report["complete"], false);
+    let t = load(&path);
+    assert_eq!(t["otherData"]["run"]["iterations"], report["iterations"]);
 }

@@ -61,11 +61,14 @@ took() {
 }
 
 cargo fmt --all -- --check
-# `--all-targets` leaves out the targets marked `test = false`: the system
-# tier is named. Lints only check, so the four feature sets link nothing.
+# `--all-targets` leaves out the targets marked `test = false`, even beside
+# `--test system`: the system tier is linted on its own. Lints only check,
+# so the four feature sets link nothing.
 for features in "" "--features mpi" "--features cuda" "--features mpi,cuda"; do
   # shellcheck disable=SC2086
-  cargo clippy --profile ci --all-targets --test system $features -- -D warnings
+  cargo clippy --profile ci --all-targets $features -- -D warnings
+  # shellcheck disable=SC2086
+  cargo clippy --profile ci --test system $features -- -D warnings
 done
 took "formatting and lints"
 # The single-node fallback (no MPI, no CUDA): both tiers.

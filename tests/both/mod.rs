@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod bad_input;
+pub mod checkpoint;
 pub mod failures;
 pub mod gpu;
 pub mod gpu_emu;

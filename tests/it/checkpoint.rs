@@ -6,82 +6,11 @@
 //! write was cut short is never used, and every refusal is one line and
 //! exit 2 with the folder left as it was.
 
+use crate::both::checkpoint::*;
 use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// Timed iterations of every run here.
-const PLANNED: u64 = 10;
-
-/// Before which timed iteration the stop signal comes.
-const STOP_BEFORE: u64 = 5;
-
-/// A grid every process grid of the table splits with three layers.
-const GRID: &str = "13x13x13";
-
-/// The arguments of a checkpointed run.
-fn args(procs: &str, temporal: usize, threads: usize, dir: &Path) -> Vec<String> {
-    [
-        "--grid",
-        GRID,
-        "--iterations",
-        &PLANNED.to_string(),
-        "--warmup",
-        "2",
-        "--format",
-        "json",
-        "--procs",
-        procs,
-        "--temporal",
-        &temporal.to_string(),
-        "--threads",
-        &threads.to_string(),
-        "--checkpoint-dir",
-        dir.to_str().unwrap(),
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
-/// A command of `args` and `extra` on `np` ranks of `launcher`.
-fn command(launcher: Launcher, np: usize, args: &[String], extra: &[&str]) -> Command {
-    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
-    all.extend(extra);
-    let mut c = ranks(launcher, np, &all);
-    c.env_remove("HIMENO_FAULT").env_remove("RUST_LOG");
-    c
-}
-
-/// The answer of the uninterrupted run: fingerprint and gosa.
-fn reference() -> (String, f64) {
-    let r = json_ok(&run(himeno(&[
-        "--grid",
-        GRID,
-        "--iterations",
-        &PLANNED.to_string(),
-        "--warmup",
-        "0",
-        "--format",
-        "json",
-    ])));
-    answer(&r)
-}
-
-/// The fingerprint and gosa of a record.
-fn answer(r: &Value) -> (String, f64) {
-    (
-        r["p_fingerprint"].as_str().unwrap().to_string(),
-        r["gosa"].as_f64().unwrap(),
-    )
-}
-
-/// A fresh checkpoint folder for `name`.
-fn fresh_dir(name: &str) -> PathBuf {
-    let d = temp_file("ckpt", name);
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
 
 /// A run of 4 in-process ranks that writes checkpoints every 2
 /// iterations into `dir`, keeping 3, and ends complete.

@@ -1,7 +1,6 @@
 //! A full disk under `mpirun` ends the job with exit 2.
 
 use crate::common::*;
-use std::collections::BTreeSet;
 
 #[test]
 fn a_full_disk_under_mpirun_ends_the_job_with_exit_2() {

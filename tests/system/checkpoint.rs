@@ -2,10 +2,9 @@
 //! process grid, with in-process ranks and under `mpirun` (long: every grid
 //! is stopped and restarted).
 
+use crate::both::checkpoint::*;
 use crate::common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 #[test]
 fn restarts_are_bitwise_the_uninterrupted_run_with_in_process_ranks() {

@@ -2,10 +2,8 @@
 //! rank together, and `--overlap` on two ranks is bitwise the CPU's (these
 //! skip, saying why, where there is no GPU).
 
-use crate::both::gpu::{go, no_gpu};
+use crate::both::gpu::no_gpu;
 use crate::common::*;
-use std::process::Output;
-use std::sync::OnceLock;
 
 #[test]
 fn gpu_backend_fails_together_on_every_rank() {

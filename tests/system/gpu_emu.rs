@@ -2,13 +2,9 @@
 //! exactly once (the long coverage sweep of the launch plan).
 
 use crate::both::gpu_emu::*;
-use himeno::backend::gpu::launch::{
-    self, Arg, SOURCE, Shape, SweepBuffers, SweepLaunch, SweepPlan, Value,
-};
+use himeno::backend::gpu::launch::SweepPlan;
 use himeno::grid::Grid;
 use himeno::grid::decomp::{Block, ProcGrid};
-use himeno::grid::fields::COEFFICIENTS;
-use ndarray::Array3;
 
 #[test]
 fn gpu_emu_sweep_launches_cover_every_owned_point_once() {

@@ -3,13 +3,8 @@
 //! the tools print once under `mpirun`.
 
 use crate::common::hostile::*;
-use crate::common::limits::*;
-use crate::common::signals::stop_after;
 use crate::common::*;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 /// `mpirun` with one rank per argument list (an MPMD launch).
 fn mpmd(per_rank: &[&[&str]]) -> Command {

@@ -3,8 +3,6 @@
 //! of four under `mpirun` stopping every rank with exit 1.
 
 use crate::common::*;
-use himeno::verify::known_answers;
-use std::path::PathBuf;
 
 #[test]
 fn a_fixed_count_with_its_own_answer_keeps_the_full_check() {

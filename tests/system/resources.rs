@@ -5,12 +5,7 @@
 
 use crate::common::hostile::*;
 use crate::common::limits::*;
-use crate::common::signals::stop_after;
 use crate::common::*;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::Duration;
 
 #[test]
 fn an_address_space_limit_is_refused_before_allocating() {

@@ -5,11 +5,6 @@
 use crate::both::signals::*;
 use crate::common::signals::*;
 use crate::common::*;
-use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 #[test]
 fn sigusr1_and_sigint_mark_the_text_and_csv_reports_incomplete() {

@@ -3,13 +3,8 @@
 //! stuck before the agreement under `mpirun`.
 
 use crate::common::hostile::*;
-use crate::common::limits::*;
 use crate::common::signals::stop_after;
 use crate::common::*;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::Duration;
 
 #[test]
 fn a_signal_ends_the_reference_run_and_the_record_says_so() {

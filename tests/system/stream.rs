@@ -3,7 +3,6 @@
 //! of bench stream's triad against a plain C/OpenMP STREAM triad (ignored:
 //! `scripts/test.sh` runs it alone, as it cannot run beside other tests).
 
-use crate::both::stream::SMALL;
 use crate::common::*;
 
 /// `bench stream`'s triad agrees with a plain C/OpenMP STREAM triad timed

@@ -4,11 +4,8 @@
 //! that fit a memory limit, and a stop signal ends the run after a whole
 //! block.
 
-use crate::both::temporal::{args, gosa_trace, traced};
 use crate::common::signals::{Running, kill};
 use crate::common::*;
-use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 #[test]

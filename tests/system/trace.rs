@@ -3,18 +3,11 @@
 //! keeps its record, and a trace of many ranks fits in a few times the run's
 //! memory or is refused before the run.
 
-use crate::both::trace::{
-    assert_barriers_in_order, assert_one_host_clock, assert_shifted_rank_breaks_the_order, traced,
-    traced_at,
-};
 use crate::both::trace::{bounded, many_ranks};
 use crate::common::limits::MemoryCgroup;
 use crate::common::trace::*;
 use crate::common::*;
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 #[test]

@@ -2,7 +2,7 @@
 # Installs ReFrame (reframe-hpc 4.10.x from PyPI, Python >= 3.10) into a
 # virtual environment of its own, never system-wide:
 #   ${HIMENO_REFRAME_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/himeno-reframe/venv}
-# where the tests (tests/it/reframe.rs) look for bin/reframe. Installed
+# where the tests (tests/system/reframe.rs) look for bin/reframe. Installed
 # once; later runs only check. Prints the reframe path on stdout.
 #
 # Then: "$(scripts/install-reframe.sh)" -C reframe/config.py -c reframe/himeno.py -r

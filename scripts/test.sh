@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then checks formatting and
-# lints, and runs the tests of the fallback build and the full build.
+# lints, and runs both test tiers (the fast tier, `tests/it`, which a plain
+# `cargo test` runs, and the system tier, `tests/system`) of the fallback
+# build and the full build, in the `ci` profile: the release build with
+# overflow checks.
 #
 # MPI=openmpi (default), mpich or all: the MPI libraries the MPI tests run
 # against. Open MPI is Debian's default MPI; MPICH builds in its own target
 # folder (${CARGO_TARGET_DIR:-target}/mpich) with MPICC=mpicc.mpich and runs
 # under HIMENO_MPIRUN=mpiexec.mpich.
 # As root, the multi-host and Slurm tests run on a virtual cluster that this
-# script brings up (scripts/local-cluster.sh) and takes down at the end;
-# without root they skip, saying so.
+# script brings up (scripts/local-cluster.sh) and takes down at the end
+# (it sets HIMENO_CLUSTER=1, which asks for them); without root they skip,
+# saying so.
 set -euo pipefail
 # The comment block at the top of this file, without its '#'s.
 usage() { awk 'NR > 1 && /^#( |$)/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
@@ -35,7 +39,7 @@ scripts/install-nvrtc.sh
 # the tests run the checks of reframe/ with it.
 scripts/install-reframe.sh > /dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# The test jobs' Open MPI session folders (tests/it/common.rs,
+# The test jobs' Open MPI session folders (tests/common/mod.rs,
 # own_session_dir), removed however this script ends, as is the virtual
 # cluster when this script brought it up.
 HIMENO_TEST_SESSIONS=$(mktemp -d)
@@ -57,18 +61,25 @@ took() {
 }
 
 cargo fmt --all -- --check
+# `--all-targets` leaves out the targets marked `test = false`, even beside
+# `--test system`: the system tier is linted on its own. Lints only check,
+# so the four feature sets link nothing.
 for features in "" "--features mpi" "--features cuda" "--features mpi,cuda"; do
   # shellcheck disable=SC2086
-  cargo clippy --release --all-targets $features -- -D warnings
+  cargo clippy --profile ci --all-targets $features -- -D warnings
+  # shellcheck disable=SC2086
+  cargo clippy --profile ci --test system $features -- -D warnings
 done
 took "formatting and lints"
-# The single-node fallback (no MPI, no CUDA).
-cargo test --release
+# The single-node fallback (no MPI, no CUDA): both tiers.
+cargo test --profile ci
+cargo test --profile ci --test system
 took "the fallback build's tests"
 
 # The virtual cluster for the multi-host tests: reuse one that is up,
 # else bring one up and take it down however this script ends.
 if ((EUID == 0)); then
+  export HIMENO_CLUSTER=1
   export HIMENO_CLUSTER_DIR=${HIMENO_CLUSTER_DIR:-/run/himeno-cluster}
   if ! scripts/local-cluster.sh status > /dev/null 2>&1; then
     cluster_up=1
@@ -88,34 +99,30 @@ fi
 # the real kernels on the host; NVRTC compiles them); the tests that need
 # a real GPU skip with a printed reason.
 if [[ $mpi != mpich ]]; then
-  cargo test --release --features mpi,cuda
+  cargo test --profile ci --features mpi,cuda
+  cargo test --profile ci --features mpi,cuda --test system
   took "the full build's tests (Open MPI)"
 fi
 
 # The MPI tests against MPICH: every test that starts ranks under a
 # launcher, the emulated GPU under mpiexec, and the multi-host runs (the
 # Slurm job tests, which check the templates and Slurm rather than the MPI
-# library, ran above).
+# library, ran above). Most are in the system tier; the names are matched
+# in both.
 if [[ $mpi != openmpi ]]; then
   MPICC=mpicc.mpich HIMENO_MPIRUN=mpiexec.mpich \
     CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/mpich" \
-    cargo test --release --features mpi,cuda --test it -- \
-    ranks:: signals:: failures:: append:: c_peer:: bad_input:: hostile:: rehearsal:: stream:: \
-    study:: \
+    cargo test --profile ci --features mpi,cuda --test it --test system -- \
+    ranks:: signals:: failures:: append:: c_peer:: bad_input:: rehearsal:: stream:: study:: \
+    outputs:: inputs:: resources:: stopping:: launch:: original:: \
     emulated_gpu::emulated_gpu_under_mpirun emulated_gpu::emulated_exclusive_process \
     cluster::mpirun cluster::srun cluster::pingpong
   took "the MPI tests (MPICH)"
 fi
 
 # The one timed comparison, alone on the machine: bench stream's triad
-# against a plain C/OpenMP STREAM triad (tests/it/stream.rs says why it
+# against a plain C/OpenMP STREAM triad (tests/system/stream.rs says why it
 # cannot run beside the other tests).
-cargo test --release --test it -- --ignored --test-threads 1 \
+cargo test --profile ci --test system -- --ignored --test-threads 1 \
   stream::stream_triad_agrees_with_a_plain_c_openmp_triad
 took "the stream comparison (alone)"
-
-# The bad-input table against a debug build too: overflow checks are on
-# there, so arithmetic on a number the user typed that would wrap in
-# release panics here instead of passing unnoticed.
-cargo test --features mpi --test it bad_input
-took "the bad-input table (debug build)"

@@ -2,20 +2,11 @@
 //! `tests/records/` laid out as rounds (one file each): the best, median
 //! and paired ratios it prints, and the one-line refusals of bad input.
 
-use crate::common::{himeno, stderr, stdout_ok};
+use crate::common::{himeno, scratch, stderr, stdout_ok};
 use himeno::report::Record;
 use himeno::study::compare::{Answers, Comparison};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-
-/// A fresh, empty folder for one test's round files.
-fn rounds_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("himeno-compare-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch folder");
-    d
-}
 
 /// The lines of fixture `name`.
 fn fixture(name: &str) -> Vec<String> {
@@ -59,7 +50,7 @@ fn sweep_rounds(dir: &Path) -> (Vec<PathBuf>, HashMap<String, Vec<f64>>) {
 
 #[test]
 fn compare_gives_the_best_the_median_and_the_paired_ratios_of_labelled_runs() {
-    let dir = rounds_dir("sweep");
+    let dir = scratch("sweep");
     let (files, mflops) = sweep_rounds(&dir);
     let mut args = vec![
         "report",
@@ -141,7 +132,7 @@ fn compare_gives_the_best_the_median_and_the_paired_ratios_of_labelled_runs() {
 
 #[test]
 fn bad_input_to_compare_is_one_line_and_exit_2() {
-    let dir = rounds_dir("bad");
+    let dir = scratch("bad");
     let (files, _) = sweep_rounds(&dir);
     let round = files[0].to_str().unwrap();
     let garbage = dir.join("garbage.jsonl");

@@ -4,40 +4,12 @@
 //! device print why they skip when there is none, and fail when a GPU run
 //! fails for any other reason.
 
+use crate::both::gpu::{go, no_gpu};
 use crate::common::*;
 use std::process::Output;
-use std::sync::OnceLock;
 
 /// Whether this test binary's `himeno` was built with the `cuda` feature.
 const CUDA: bool = cfg!(feature = "cuda");
-
-/// Runs `args` and returns the output.
-fn go(args: &[&str]) -> Output {
-    run(himeno(args))
-}
-
-/// `None` when a GPU run works here; why not when there is no GPU (for
-/// skip notes). Any other failure panics: a GPU that is present but broken
-/// (no NVRTC, kernels that do not load, a crash) must fail these tests,
-/// not skip them. Probed once per test binary.
-fn no_gpu() -> Option<String> {
-    static PROBED: OnceLock<Option<String>> = OnceLock::new();
-    PROBED
-        .get_or_init(|| {
-            let o = go(&["--backend", "gpu", "--size", "XS", "--iterations", "1"]);
-            if o.status.success() {
-                return None;
-            }
-            let err = stderr(&o).trim().to_string();
-            assert!(
-                NO_GPU_HERE.iter().any(|w| err.contains(w)),
-                "a GPU run failed, and not because there is no GPU here (exit {:?}):\n{err}",
-                o.status.code()
-            );
-            Some(err)
-        })
-        .clone()
-}
 
 /// Without a usable GPU, `o` must be a clean error naming what is missing:
 /// the driver/NVRTC/device in a cuda build, the feature otherwise. With a
@@ -92,26 +64,6 @@ fn bench_transfer_rejects_bad_sizes() {
 }
 
 #[test]
-fn gpu_backend_fails_together_on_every_rank() {
-    if !mpi_or_skip("gpu_backend_fails_together_on_every_rank") {
-        eprintln!("SKIPPED: this build has no MPI");
-        return;
-    }
-    if no_gpu().is_none() {
-        eprintln!("SKIPPED the no-GPU error check on 2 ranks: a GPU is present");
-        return;
-    }
-    let o = run(mpirun(
-        2,
-        &["--backend", "gpu", "--size", "XS", "--iterations", "1"],
-    ));
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
-    let said = stderr(&o).matches("himeno: error").count();
-    assert_eq!(said, 1, "the error must be printed once:\n{}", stderr(&o));
-}
-
-#[test]
 fn bench_transfer_reports_every_series_on_a_gpu() {
     if let Some(why) = no_gpu() {
         eprintln!("SKIPPED bench transfer measurement: {why}");
@@ -144,41 +96,6 @@ fn gpu_field_is_bitwise_equal_to_the_cpu() {
             assert!(gosa_agrees(b, a), "{grid}: gosa {a} vs {b}");
         }
     }
-}
-
-#[test]
-fn overlap_is_bitwise_equal_on_two_ranks() {
-    if !mpi_or_skip("overlap_is_bitwise_equal_on_two_ranks") {
-        eprintln!("SKIPPED: this build has no MPI");
-        return;
-    }
-    if let Some(why) = no_gpu() {
-        eprintln!("SKIPPED overlap check: {why}");
-        return;
-    }
-    let mut seen = Vec::new();
-    for (procs, overlap) in [("2x1x1", false), ("2x1x1", true), ("1x1x2", true)] {
-        let mut args = vec![
-            "--backend",
-            "gpu",
-            "--grid",
-            "33x35x37",
-            "--iterations",
-            "5",
-            "--procs",
-            procs,
-            "--verify",
-            "--format",
-            "json",
-        ];
-        if overlap {
-            args.push("--overlap");
-        }
-        let r = json_ok(&run(mpirun(2, &args)));
-        assert_eq!(r["verified"], true, "{procs} overlap {overlap}: {r}");
-        seen.push(r["p_fingerprint"].clone());
-    }
-    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
 }
 
 #[test]

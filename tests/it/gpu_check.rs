@@ -636,7 +636,7 @@ fn gpu_check_stopped_by_a_signal_kills_its_run_and_keeps_the_details() {
         assert!(t.elapsed() < Duration::from_secs(60), "{}", s.calls());
         std::thread::sleep(Duration::from_millis(20));
     }
-    crate::signals::kill("TERM", child.id());
+    crate::common::signals::kill("TERM", child.id());
     let o = child.wait_with_output().unwrap();
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
@@ -966,7 +966,7 @@ fn gpu_check_stopped_by_sighup_ends_its_run_group_and_reports() {
         assert!(t.elapsed() < Duration::from_secs(60), "{}", s.calls());
         std::thread::sleep(Duration::from_millis(20));
     }
-    crate::signals::kill("HUP", child.id());
+    crate::common::signals::kill("HUP", child.id());
     let o = child.wait_with_output().unwrap();
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(2), "{out}\n{}", stderr(&o));

@@ -2,20 +2,11 @@
 //! pingpong`, and the scripts (syntax, shellcheck, dry runs, a real sweep).
 
 use crate::common::{
-    BIN, MPI, children, himeno, hydra, json_ok, launcher, launchers, ranks, run, stderr, stdout,
-    stdout_ok, with_default_signals, write_executable,
+    BIN, MPI, children, himeno, hydra, json_ok, launcher, run, scratch, stderr, stdout, stdout_ok,
+    with_default_signals, write_executable,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// A fresh, empty scratch folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("himeno-study-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch folder");
-    d
-}
 
 /// The repository root (tests run there, but be explicit for scripts).
 fn root() -> &'static Path {
@@ -458,54 +449,6 @@ fn pingpong_needs_two_ranks() {
 }
 
 #[test]
-fn pingpong_on_two_ranks_measures_small_sizes() {
-    let args = [
-        "bench",
-        "pingpong",
-        "--max-bytes",
-        "1KiB",
-        "--format",
-        "json",
-    ];
-    let mut last = serde_json::Value::Null;
-    for launcher in launchers() {
-        let v = json_ok(&run(ranks(launcher, 2, &args)));
-        assert_eq!(v["kind"], "pingpong");
-        let pair = &v["pairs"][0];
-        assert_eq!((pair["a"].as_u64(), pair["b"].as_u64()), (Some(0), Some(1)));
-        assert_eq!(pair["intra_node"], true);
-        let sizes: Vec<u64> = pair["sizes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["bytes"].as_u64().unwrap())
-            .collect();
-        assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512, 1024], "{launcher:?}");
-        assert!(v["latency_us"].as_f64().unwrap() > 0.0);
-        assert!(v["bandwidth_gbytes_per_s"].as_f64().unwrap() > 0.0);
-        last = v;
-    }
-    let v = last;
-    // The report feeds the model.
-    let dir = scratch("pingpong");
-    let file = dir.join("pp.json");
-    std::fs::write(&file, v.to_string()).unwrap();
-    json_ok(&run(himeno(&[
-        "model",
-        "--size",
-        "XS",
-        "--ranks",
-        "2",
-        "--rate-mflops",
-        "1000",
-        "--pingpong",
-        file.to_str().unwrap(),
-        "--format",
-        "json",
-    ])));
-}
-
-#[test]
 fn small_real_sweep_writes_results_tables_and_plots() {
     let dir = scratch("sweep");
     let ranks = "1 2";
@@ -837,7 +780,7 @@ fn sweep_reads_max_ranks_in_base_10_and_refuses_what_is_not_a_count() {
 
 #[test]
 fn a_stop_signal_ends_the_sweep_with_the_partial_record_and_a_report() {
-    use crate::signals::{Running, kill};
+    use crate::common::signals::{Running, kill};
     // To the sweep's shell (sbatch --signal=B:USR1, a time limit's
     // SIGTERM, a closed terminal), or to the run only (sbatch --signal=USR1
     // warns the job steps, not the batch shell).

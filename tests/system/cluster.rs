@@ -11,10 +11,12 @@
 //! uninterrupted run's answer; and that a checkpoint folder local to each
 //! host is refused before the run, a shared one used.
 //!
-//! The cluster: the one at `HIMENO_CLUSTER_DIR` when that is set (scripts/
-//! test.sh brings it up and takes it down), else the one at the default
-//! folder if it is up, else one these tests bring up and take down when the
-//! test process exits. They skip, saying why, only where no cluster can
+//! They run only when asked (`HIMENO_CLUSTER=1`; scripts/test.sh sets it
+//! as root), never merely because the user is root. The cluster: the one
+//! at `HIMENO_CLUSTER_DIR` when that is set (scripts/test.sh brings it up
+//! and takes it down), else the one at the default folder if it is up,
+//! else one these tests bring up and take down when the test process
+//! exits. They skip, saying why, when not asked and where no cluster can
 //! exist: a build without MPI, or not root.
 
 use crate::common::*;
@@ -115,6 +117,9 @@ fn bring_up() -> Option<Cluster> {
         eprintln!("skipping the cluster tests: this build has no MPI (--features mpi)");
         return None;
     }
+    if !cluster_asked("the cluster tests") {
+        return None;
+    }
     let given = std::env::var_os("HIMENO_CLUSTER_DIR");
     let dir = PathBuf::from(given.clone().unwrap_or_else(|| DEFAULT_DIR.into()));
     let c = Cluster { dir };
@@ -155,16 +160,6 @@ fn bring_up() -> Option<Cluster> {
     // SAFETY: registering a plain function with no arguments.
     unsafe { libc::atexit(take_down) };
     Some(c)
-}
-
-/// A folder for one test's files on the shared file system (the hosts
-/// have private /tmp folders, as cluster nodes do).
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("cluster-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch folder");
-    d
 }
 
 /// srun's MPI plugin for the MPI library of this build, and the other one.
@@ -326,15 +321,6 @@ fn template_env(cmd: &mut Command, study: &Path, results: &Path) {
         .env("HIMENO", BIN)
         .env("RESULTS", results)
         .env("SRUN_ARGS", format!("--mpi={}", pmi_plugins().0));
-}
-
-/// The records of a results file.
-fn records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 /// Job output: the one file in `dir` whose name starts with `prefix`.
@@ -742,6 +728,9 @@ impl Drop for DownOnDrop {
 
 #[test]
 fn up_and_down_touch_no_folder_or_file_they_did_not_make() {
+    if !cluster_asked("this test of scripts/local-cluster.sh") {
+        return;
+    }
     if !MPI || !root_user() {
         eprintln!("skipping: the virtual cluster needs root and an MPI build");
         return;
@@ -872,6 +861,9 @@ fn a_second_cluster_comes_and_goes_without_touching_the_first() {
 
 #[test]
 fn a_stop_signal_during_up_takes_down_what_it_brought_up() {
+    if !cluster_asked("this test of scripts/local-cluster.sh") {
+        return;
+    }
     if !MPI || !root_user() {
         eprintln!("skipping: the virtual cluster needs root and an MPI build");
         return;
@@ -901,7 +893,7 @@ fn a_stop_signal_during_up_takes_down_what_it_brought_up() {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
-        crate::signals::kill(sig, child.id());
+        crate::common::signals::kill(sig, child.id());
         let mut err_pipe = child.stderr.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut err = String::new();
@@ -954,9 +946,9 @@ fn srun_over_two_hosts_writes_one_aligned_trace() {
     ];
     args.extend(CHECKED);
     let r = json_ok(&run_with_limit(c.slurm("salloc", &args), JOB_LIMIT));
-    let t = crate::trace::load(&path);
-    crate::trace::assert_perfetto_shape(&t, 4);
-    crate::trace::assert_sums_match(&r, &t);
+    let t = crate::common::trace::load(&path);
+    crate::common::trace::assert_perfetto_shape(&t, 4);
+    crate::common::trace::assert_sums_match(&r, &t);
     // The ranks on node2 are aligned with their estimated offsets. The
     // hosts are namespaces of one kernel, so the true offset is zero and
     // every estimate must lie within half its round trip of it.

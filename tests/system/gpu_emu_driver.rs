@@ -45,15 +45,6 @@ int cuGetErrorString(int e, const char **s) { (void)e; *s = "stub error"; return
 const char *himeno_emu_describe(void) { return "stub CUDA emulator (test)"; }
 "#;
 
-/// A fresh folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("himeno-emu-driver-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// The folder holding the stub `libcuda.so.1`, built once per test run
 /// into the target folder (compiled under a private name, then renamed
 /// into place, so concurrent runs never see half a library).

@@ -547,11 +547,11 @@ fn an_emulated_gpu_run_traces_its_transfers() {
     args.extend(["--local-ranks", "2", "--trace", path.to_str().unwrap()]);
     let o = emu.himeno(1, &[], &args);
     assert_like_cpu(&o, &cpu, "traced");
-    let t = crate::trace::load(&path);
-    crate::trace::assert_perfetto_shape(&t, 2);
-    crate::trace::assert_sums_match(&json_ok(&o), &t);
+    let t = crate::common::trace::load(&path);
+    crate::common::trace::assert_perfetto_shape(&t, 2);
+    crate::common::trace::assert_sums_match(&json_ok(&o), &t);
     // The device-timed halo copies are on the timeline beside the pack.
-    let transfers = crate::trace::complete(&t)
+    let transfers = crate::common::trace::complete(&t)
         .into_iter()
         .filter(|e| e["name"] == "transfer" && e["cat"] == "timed")
         .count();
@@ -566,7 +566,7 @@ const ANCHOR_MARGIN_US: f64 = 1000.0;
 
 /// The complete events of rank `pid` in a trace, by track.
 fn rank_events(t: &serde_json::Value, pid: u64) -> Vec<&serde_json::Value> {
-    crate::trace::complete(t)
+    crate::common::trace::complete(t)
         .into_iter()
         .filter(|e| e["pid"] == pid)
         .collect()
@@ -587,7 +587,7 @@ fn span_us(e: &serde_json::Value) -> (f64, f64) {
 /// waited for it, so that the device sweep time adds up to at most the
 /// report's compute phase, and to a good part of it.
 fn assert_device_tracks(report: &serde_json::Value, t: &serde_json::Value, np: u64, overlap: bool) {
-    use crate::trace::GPU_TRACKS;
+    use crate::common::trace::GPU_TRACKS;
     let (compute_track, halo_track) = (GPU_TRACKS, GPU_TRACKS + 1);
     for pid in 0..np {
         let ev = rank_events(t, pid);
@@ -739,9 +739,9 @@ fn an_emulated_gpu_trace_has_its_streams_tracks_from_device_events() {
             };
             assert_like_cpu(&o, &cpu, &what);
             let report = json_ok(&o);
-            let t = crate::trace::load(&path);
-            crate::trace::assert_perfetto_shape(&t, 2);
-            crate::trace::assert_sums_match(&report, &t);
+            let t = crate::common::trace::load(&path);
+            crate::common::trace::assert_perfetto_shape(&t, 2);
+            crate::common::trace::assert_sums_match(&report, &t);
             assert_device_tracks(&report, &t, 2, overlap);
         }
     }

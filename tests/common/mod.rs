@@ -1,7 +1,15 @@
-//! The test harness: run the built `himeno` binary, alone or under
-//! `mpirun`, with a time limit, and read its JSON report.
+//! The test harness of both test binaries (`tests/it`, the fast tier, and
+//! `tests/system`, the system tier; each includes this folder with
+//! `#[path]`): run the built `himeno` binary, alone or under `mpirun`,
+//! with a time limit, read its JSON report and results files, and make
+//! scratch folders.
 
 #![allow(dead_code)]
+
+pub mod hostile;
+pub mod limits;
+pub mod signals;
+pub mod trace;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -175,9 +183,24 @@ pub enum Launcher {
     Local,
 }
 
-/// The launchers this build can test: in-process ranks always, `mpirun`
-/// with the mpi feature.
+/// The launchers this tier tests: in-process ranks in the fast tier,
+/// `mpirun` in the system tier of a build with the mpi feature (so a test
+/// of `tests/both`, compiled into both binaries, runs each launcher once
+/// over the two tiers). A system tier without MPI has none, and says so.
 pub fn launchers() -> Vec<Launcher> {
+    if !crate::SYSTEM_TIER {
+        vec![Launcher::Local]
+    } else if MPI {
+        vec![Launcher::Mpirun]
+    } else {
+        eprintln!("skipped the mpirun cases: this test binary was built without the mpi feature");
+        Vec::new()
+    }
+}
+
+/// Every launcher this build has, whatever the tier: for a system-tier
+/// test too long for the fast tier that checks in-process ranks too.
+pub fn every_launcher() -> Vec<Launcher> {
     if MPI {
         vec![Launcher::Local, Launcher::Mpirun]
     } else {
@@ -501,4 +524,51 @@ pub const IN_CACHE: [&str; 4] = ["--grid", "18x18x34", "--iterations", "4"];
 /// The lines of a report that start with `head`.
 pub fn lines_starting<'a>(text: &'a str, head: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.starts_with(head)).collect()
+}
+
+/// A fresh, empty scratch folder for one test, in the build's temporary
+/// folder (on the file system a virtual cluster's hosts share), named
+/// after the calling test file, this test process and `name`.
+#[track_caller]
+pub fn scratch(name: &str) -> PathBuf {
+    let file = std::path::Path::new(std::panic::Location::caller().file());
+    let area = file
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-{area}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch folder");
+    d
+}
+
+/// The records of a results file, one JSON value a line; none when the
+/// file does not exist (a run that must append nothing), a failed test on
+/// any other error or on a line that is not a whole record.
+pub fn records(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => panic!("{}: {e}", path.display()),
+    };
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a whole record ({e}): {l}"))
+        })
+        .collect()
+}
+
+/// Whether the virtual-cluster tests were asked for (`HIMENO_CLUSTER=1`,
+/// which `scripts/test.sh` sets as root): they bring up network
+/// namespaces and Slurm daemons, never merely because the user is root.
+/// When not asked, says so on stderr, naming `what`.
+pub fn cluster_asked(what: &str) -> bool {
+    let asked = std::env::var_os("HIMENO_CLUSTER").is_some_and(|v| v == "1");
+    if !asked {
+        eprintln!(
+            "skipping {what}: the virtual-cluster tests run only when asked (HIMENO_CLUSTER=1, \
+             as root; scripts/test.sh sets it)"
+        );
+    }
+    asked
 }

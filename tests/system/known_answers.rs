@@ -1,7 +1,7 @@
 //! Known answers in `inputs/known_answers.json`: produced by the reference
 //! kernel, reproduced by it here, and matched by the fast solver.
 //!
-//! `HIMENO_BLESS=1 cargo test --release --test it known_answers` rewrites
+//! `HIMENO_BLESS=1 cargo test --release --test system known_answers` rewrites
 //! the file from the reference kernel (review the diff: the numbers must
 //! never move).
 //!
@@ -11,7 +11,7 @@
 //! demand, with
 //!
 //! ```sh
-//! HIMENO_KNOWN_XL=1 cargo test --release --test it known_answers::reference
+//! HIMENO_KNOWN_XL=1 cargo test --release --test system known_answers::reference
 //! ```
 //!
 //! (add `HIMENO_BLESS=1` to write it).

@@ -1,0 +1,274 @@
+//! Temporal blocking's long and limited cases: auto on two ranks of size
+//! M records its choice and keeps the classic answer, never allocates a
+//! wavefront heavier than the classic sweep, tries only the candidates
+//! that fit a memory limit, and a stop signal ends the run after a whole
+//! block.
+
+use crate::common::signals::{Running, kill};
+use crate::common::*;
+use std::time::Duration;
+
+#[test]
+fn a_stop_signal_ends_the_run_after_a_whole_block() {
+    let temporal = 4u64;
+    let job = Running::start(himeno(&[
+        "--size",
+        "S",
+        "--iterations",
+        "1000000",
+        "--threads",
+        "1",
+        "--temporal",
+        "4",
+        "--format",
+        "json",
+        "-v",
+    ]));
+    job.wait_for("rehearsal done");
+    // Some timed blocks first, so that the signal lands inside one.
+    std::thread::sleep(Duration::from_millis(300));
+    kill("TERM", job.child.id());
+    let ended = job.finish();
+    assert_eq!(ended.status.code(), Some(2), "{}", ended.stderr);
+    let r: serde_json::Value = serde_json::from_str(&ended.stdout).expect("a JSON report");
+    assert_eq!(r["complete"], false);
+    let done = r["iterations"].as_u64().unwrap();
+    assert!(
+        done > 0 && done.is_multiple_of(temporal),
+        "{done} iterations"
+    );
+    // Bitwise the classic answer after as many iterations.
+    let classic = json_ok(&run(himeno(&[
+        "--size",
+        "S",
+        "--iterations",
+        &done.to_string(),
+        "--threads",
+        "1",
+        "--format",
+        "json",
+    ])));
+    assert_eq!(r["p_fingerprint"], classic["p_fingerprint"]);
+    assert_eq!(r["gosa"], classic["gosa"]);
+}
+
+/// `--temporal auto` on long thin grids, whose many thin planes make the
+/// wavefront's edge buffers far larger than the fields: a candidate whose
+/// buffers outweigh the classic sweep's whole memory is not even
+/// allocated (a 20000x3x3 grid on two threads held 2.3 GB to time T=8
+/// and then took T=1), so the preflight's estimate stays within twice the
+/// classic run's and the process's peak within a small multiple of it,
+/// along each of the three dimensions and with in-process ranks.
+#[test]
+fn auto_never_allocates_a_wavefront_heavier_than_the_classic_sweep() {
+    const MIB: u64 = 1 << 20;
+    for (grid, extra) in [
+        ("20000x3x3", &["--threads", "2"][..]),
+        ("3x20000x3", &["--threads", "2"]),
+        ("3x3x20000", &["--threads", "2"]),
+        ("20000x3x3", &["--threads", "1", "--local-ranks", "4"]),
+    ] {
+        let base = [
+            &["--grid", grid, "--iterations", "20", "--format", "json"][..],
+            extra,
+        ]
+        .concat();
+        let estimate = |r: &serde_json::Value| {
+            r["per_rank"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["memory"]["estimated_bytes"].as_u64().unwrap())
+                .sum::<u64>()
+        };
+        let (classic, _) = record_and_peak(&[&base[..], &["--temporal", "1"]].concat());
+        let (auto, peak) = record_and_peak(&[&base[..], &["--temporal", "auto"]].concat());
+        let (e1, e) = (estimate(&classic), estimate(&auto));
+        let ranks = auto["ranks"].as_u64().unwrap();
+        assert!(
+            e <= 2 * e1 + 64 * MIB * ranks,
+            "{grid} {extra:?}: auto estimated {e} bytes, the classic run {e1}: {auto}"
+        );
+        // The process also holds its code, libraries and allocator arenas.
+        assert!(
+            peak <= 2 * e + 64 * MIB,
+            "{grid} {extra:?}: peak {peak} bytes against an estimate of {e}"
+        );
+        assert_eq!(auto["p_fingerprint"], classic["p_fingerprint"], "{grid}");
+    }
+    // The wavefront's edge buffers of 20000 planes outweigh the fields:
+    // the model says so and times nothing.
+    let (r, _) = record_and_peak(&[
+        "--grid",
+        "20000x3x3",
+        "--threads",
+        "2",
+        "--iterations",
+        "20",
+        "--temporal",
+        "auto",
+        "--format",
+        "json",
+    ]);
+    let choice = &r["temporal_choice"];
+    assert_eq!(choice["sweeps"], 1, "{choice}");
+    assert!(
+        choice["reason"].as_str().unwrap().contains("outweigh"),
+        "{choice}"
+    );
+    assert_eq!(choice["trials"], serde_json::json!([]), "{choice}");
+}
+
+/// Under a process limit that holds `--temporal 2`'s buffers but not
+/// `--temporal 4`'s, a fixed `--temporal 4` is refused before it
+/// allocates (exit 2, one `himeno:` line, nothing on stdout), while
+/// `--temporal auto` runs: it times only the candidates that fit and makes
+/// its blocks no deeper than those. Before, auto made every block 8 deep
+/// for its calibration, and the preflight refused the whole run. The
+/// limit is placed between the two needs as this machine's refusals state
+/// them; a long thin grid on four in-process ranks (one process, one
+/// limit for all) has the widest gap between them.
+#[test]
+fn auto_tries_only_the_candidates_that_fit_a_memory_limit() {
+    use crate::common::limits::with_address_limit;
+    let base = [
+        "--grid",
+        "4000x3x3",
+        "--threads",
+        "1",
+        "--local-ranks",
+        "4",
+        "--iterations",
+        "8",
+    ];
+    const GIB: f64 = (1u64 << 30) as f64;
+    let low = 450 << 20;
+    let refusal = |t: &str, limit: u64| {
+        let o = run(with_address_limit(
+            himeno(&[&base[..], &["--temporal", t]].concat()),
+            limit,
+        ));
+        assert_eq!(o.status.code(), Some(2), "T={t}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "T={t}: refused before the run");
+        assert_eq!(himeno_lines(&o).len(), 1, "{}", stderr(&o));
+        refused_need(&stderr(&o))
+    };
+    let (two, mapped) = refusal("2", low);
+    let (four, _) = refusal("4", low);
+    assert!(four > two + 0.03, "T=4 needs {four} GiB, T=2 {two}");
+    let limit = ((mapped + (two + four) / 2.0) * GIB) as u64;
+    refusal("4", limit);
+    let o = run(with_address_limit(
+        himeno(
+            &[
+                &base[..],
+                &["--temporal", "auto", "--format", "json", "-vv"],
+            ]
+            .concat(),
+        ),
+        limit,
+    ));
+    let r = json_ok(&o);
+    let tried: Vec<u64> = r["temporal_choice"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["sweeps"].as_u64().unwrap())
+        .collect();
+    assert!(tried.iter().all(|&t| t <= 2), "{r}");
+    assert!(r["temporal"].as_u64().unwrap() <= 2, "{r}");
+    let deepest = stderr(&o)
+        .lines()
+        .filter_map(|l| l.split("depth: ").nth(1))
+        .map(|d| d.trim_end_matches([' ', '}']).parse::<u64>().unwrap())
+        .max();
+    assert!(
+        deepest.is_some_and(|d| d <= 2),
+        "blocks made {deepest:?} deep"
+    );
+}
+
+/// `himeno ARGS`, its record, and its peak resident memory in bytes: the
+/// process's own high-water mark (`VmHWM`), which the record carries in
+/// each rank's `memory.peak_bytes`. Not the child's `ru_maxrss` from
+/// `wait4`: Linux carries the spawning process's peak into a child that
+/// shares its memory until `exec` (Rust's spawn is such a `vfork`), so a
+/// child of this test binary read 2 GB when another test had made the
+/// binary that large.
+fn record_and_peak(args: &[&str]) -> (serde_json::Value, u64) {
+    let r = json_ok(&run(himeno(args)));
+    let peak = r["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["memory"]["peak_bytes"].as_u64().expect("a measured peak"))
+        .max()
+        .unwrap();
+    (r, peak)
+}
+
+/// The GiB figures of a refusal `needs A GiB of address space ... of
+/// which M GiB is mapped already`: (A, M).
+fn refused_need(stderr: &str) -> (f64, f64) {
+    let after = |key: &str| -> f64 {
+        let at = stderr
+            .find(key)
+            .unwrap_or_else(|| panic!("no '{key}' in: {stderr}"));
+        let rest = &stderr[at + key.len()..];
+        let num: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        num.parse().unwrap()
+    };
+    let need = after("needs ");
+    let mapped = stderr
+        .split(", of which ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no mapped figure in: {stderr}"))
+        .parse()
+        .unwrap();
+    (need, mapped)
+}
+
+/// `--temporal auto` on two in-process ranks of a grid far beyond any
+/// last-level cache: the choice is recorded (asked, taken, why, and the
+/// calibration's seconds per sweep of every candidate when it timed them),
+/// the record's `temporal` is the T taken, and the answer is the classic
+/// one bit for bit, whichever T it took (a shallower one than the block
+/// was first made for rebuilds the backend and halo).
+#[test]
+fn auto_records_its_choice_and_keeps_the_classic_answer() {
+    let base = [
+        &TWO_RANKS_OF_M[..],
+        &["--iterations", "9", "--format", "json"],
+    ]
+    .concat();
+    let classic = json_ok(&run(himeno(&base)));
+    let auto = json_ok(&run(himeno(&[&base[..], &["--temporal", "auto"]].concat())));
+    assert_eq!(auto["p_fingerprint"], classic["p_fingerprint"]);
+    assert_eq!(auto["gosa"], classic["gosa"]);
+    assert_eq!(auto["verified"], true, "{auto}");
+    let choice = &auto["temporal_choice"];
+    assert_eq!(choice["asked"], "auto", "{choice}");
+    assert_eq!(choice["sweeps"], auto["temporal"], "{choice}");
+    let taken = choice["sweeps"].as_u64().unwrap();
+    assert!([1, 2, 4, 8].contains(&taken), "{choice}");
+    let reason = choice["reason"].as_str().unwrap();
+    assert!(reason.starts_with(&format!("T={taken} ")), "{reason}");
+    // 2 x 14 fields of 4.4 M points are 235 MiB: more than a last-level
+    // cache, so unless the tiles cannot fit, the candidates were timed.
+    if reason.contains("calibrated") {
+        let trials = choice["trials"].as_array().unwrap();
+        let swept: Vec<u64> = trials
+            .iter()
+            .map(|t| t["sweeps"].as_u64().unwrap())
+            .collect();
+        assert_eq!(swept[0], 1, "{choice}");
+        assert!(swept.contains(&taken), "{choice}");
+        assert!(trials.iter().all(|t| t["sweep_s"].as_f64().unwrap() > 0.0));
+    }
+    // A fixed T is not a choice: no such entry.
+    assert!(classic.get("temporal_choice").is_none(), "{classic}");
+}

@@ -12,7 +12,7 @@ fn pingpong_on_two_ranks_measures_small_sizes() {
         "--format",
         "json",
     ];
-    let mut last = serde_json::Value::Null;
+    let mut last = None;
     for launcher in launchers() {
         let v = json_ok(&run(ranks(launcher, 2, &args)));
         assert_eq!(v["kind"], "pingpong");
@@ -28,10 +28,12 @@ fn pingpong_on_two_ranks_measures_small_sizes() {
         assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512, 1024], "{launcher:?}");
         assert!(v["latency_us"].as_f64().unwrap() > 0.0);
         assert!(v["bandwidth_gbytes_per_s"].as_f64().unwrap() > 0.0);
-        last = v;
+        last = Some(v);
     }
-    let v = last;
-    // The report feeds the model.
+    // The report feeds the model (when this tier's build has a launcher).
+    let Some(v) = last else {
+        return;
+    };
     let dir = scratch("pingpong");
     let file = dir.join("pp.json");
     std::fs::write(&file, v.to_string()).unwrap();

@@ -233,12 +233,27 @@ fn packing_of(block: &Block) -> Packing {
     Packing::new(block.local_dims()[2], block.owned(2))
 }
 
-/// `p` to read and `next` to write from the backend's two fields.
-fn named(fields: &mut [Field]) -> (&[f32], &mut [f32]) {
+/// What a sweep reads (`p` and the packed coefficients) and the field it
+/// writes (`next`), from the backend's two fields.
+fn sweep_io<'a>(
+    fields: &'a mut [Field],
+    coef: &'a [f32],
+    packing: Packing,
+    lay: Layout,
+) -> (Inputs<'a>, &'a mut [f32]) {
     let [p, next] = fields else {
         unreachable!("the backend holds p and next")
     };
-    (&p[..], &mut next[..])
+    let inp = Inputs {
+        lay,
+        p: &p[..],
+        coef: Packed {
+            values: coef,
+            packing,
+        },
+        omega: OMEGA,
+    };
+    (inp, &mut next[..])
 }
 
 /// One rank's fields on the host, swept by a pool of threads.
@@ -540,16 +555,7 @@ impl CpuBackend {
         let lay = self.lay;
         let nk = lay.dims[2];
         let isa = self.isa;
-        let (p, next) = named(&mut self.fields);
-        let inp = Inputs {
-            lay,
-            p,
-            coef: Packed {
-                values: &self.coef,
-                packing: self.packing,
-            },
-            omega: OMEGA,
-        };
+        let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
         let mut out_rest = next;
         let mut gosa_rest = &mut self.row_gosa[..];
         let mut work = Vec::with_capacity(self.parts.len());
@@ -594,16 +600,7 @@ impl CpuBackend {
         let lay = self.lay;
         let isa = self.isa;
         let plan = wavefront::Plan::new(&self.block, sweeps, self.tile_rows);
-        let (p, next) = named(&mut self.fields);
-        let inp = Inputs {
-            lay,
-            p,
-            coef: Packed {
-                values: &self.coef,
-                packing: self.packing,
-            },
-            omega: OMEGA,
-        };
+        let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
         let threads = self.scratch.len();
         let j0 = self.block.origin(1);
         let mut next_rest = Some(ArrayViewMut3::from_shape(lay.dims, next).expect("field shape"));

@@ -142,12 +142,18 @@ fn auto_tries_only_the_candidates_that_fit_a_memory_limit() {
         "8",
     ];
     const GIB: f64 = (1u64 << 30) as f64;
-    let low = 450 << 20;
+    // One malloc arena: glibc reserves 64 MiB of address space for each
+    // further arena, and how many it makes depends on which rank's thread
+    // contends first, so the space mapped before the preflight would vary
+    // by 64 MiB from run to run, more than the gap the limit is placed in.
+    let limited = |args: &[&str], limit: u64| {
+        let mut cmd = himeno(args);
+        cmd.env("MALLOC_ARENA_MAX", "1");
+        run(with_address_limit(cmd, limit))
+    };
+    let low = 128 << 20;
     let refusal = |t: &str, limit: u64| {
-        let o = run(with_address_limit(
-            himeno(&[&base[..], &["--temporal", t]].concat()),
-            limit,
-        ));
+        let o = limited(&[&base[..], &["--temporal", t]].concat(), limit);
         assert_eq!(o.status.code(), Some(2), "T={t}: {}", stderr(&o));
         assert!(o.stdout.is_empty(), "T={t}: refused before the run");
         assert_eq!(himeno_lines(&o).len(), 1, "{}", stderr(&o));
@@ -158,16 +164,14 @@ fn auto_tries_only_the_candidates_that_fit_a_memory_limit() {
     assert!(four > two + 0.03, "T=4 needs {four} GiB, T=2 {two}");
     let limit = ((mapped + (two + four) / 2.0) * GIB) as u64;
     refusal("4", limit);
-    let o = run(with_address_limit(
-        himeno(
-            &[
-                &base[..],
-                &["--temporal", "auto", "--format", "json", "-vv"],
-            ]
-            .concat(),
-        ),
+    let o = limited(
+        &[
+            &base[..],
+            &["--temporal", "auto", "--format", "json", "-vv"],
+        ]
+        .concat(),
         limit,
-    ));
+    );
     let r = json_ok(&o);
     let tried: Vec<u64> = r["temporal_choice"]["trials"]
         .as_array()

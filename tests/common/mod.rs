@@ -526,6 +526,24 @@ pub fn lines_starting<'a>(text: &'a str, head: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.starts_with(head)).collect()
 }
 
+/// Compiles the C program at `src` (relative to the repository) with `cc`
+/// and `flags` into the build's temporary folder, as `name` and this test
+/// process's id; the path of the program.
+pub fn compile_c(src: &str, name: &str, flags: &[&str]) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(src);
+    let exe = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("himeno-{name}-{}", std::process::id()));
+    let o = Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (cc) is installed: scripts/install-deps.sh installs one");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    exe
+}
+
 /// A fresh, empty scratch folder for one test, in the build's temporary
 /// folder (on the file system a virtual cluster's hosts share), named
 /// after the calling test file, this test process and `name`.

@@ -10,17 +10,11 @@ use std::process::Command;
 
 /// Compiles the C peer once per test run into the target directory.
 fn peer() -> PathBuf {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c_peer/himeno_peer.c");
-    let exe = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("himeno-peer-{}", std::process::id()));
-    let o = Command::new("cc")
-        .args(["-O2", "-ffp-contract=off", "-std=c99", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("a C compiler (cc) is installed: scripts/install-deps.sh installs one");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    exe
+    compile_c(
+        "tests/c_peer/himeno_peer.c",
+        "peer",
+        &["-O2", "-ffp-contract=off", "-std=c99"],
+    )
 }
 
 #[test]

@@ -332,17 +332,11 @@ fn bench_cpu_script_compares_a_base_build() {
 /// Compiles the plain C/OpenMP STREAM probe (`notes/peer/triad.c`) as
 /// the issue builds McCalpin's: `-O3 -march=native -fopenmp`.
 fn triad_probe() -> std::path::PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("notes/peer/triad.c");
-    let exe = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("himeno-triad-probe-{}", std::process::id()));
-    let o = std::process::Command::new("cc")
-        .args(["-O3", "-march=native", "-fopenmp", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("a C compiler (cc) is installed: scripts/install-deps.sh installs one");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    exe
+    compile_c(
+        "notes/peer/triad.c",
+        "triad-probe",
+        &["-O3", "-march=native", "-fopenmp"],
+    )
 }
 
 /// The median of `v` (not empty).

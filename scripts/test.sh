@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then checks formatting and
-# lints, and runs both test tiers (the fast tier, `tests/it`, which a plain
-# `cargo test` runs, and the system tier, `tests/system`) of the fallback
-# build and the full build, in the `ci` profile: the release build with
-# overflow checks.
+# lints, and runs the fast tier (`tests/it`, which a plain `cargo test`
+# runs) of the fallback build and both tiers (the fast one and the system
+# tier, `tests/system`) of the full build, in the `ci` profile: the release
+# build with overflow checks.
 #
 # MPI=openmpi (default), mpich or all: the MPI libraries the MPI tests run
 # against. Open MPI is Debian's default MPI; MPICH builds in its own target
@@ -71,9 +71,12 @@ for features in "" "--features mpi" "--features cuda" "--features mpi,cuda"; do
   cargo clippy --profile ci --test system $features -- -D warnings
 done
 took "formatting and lints"
-# The single-node fallback (no MPI, no CUDA): both tiers.
+# The single-node fallback (no MPI, no CUDA): the fast tier, which runs
+# every decomposition as in-process ranks. The system tier runs once, in the
+# full build below: its single-process tests differ between the builds
+# only in the communicator, which the fast tier runs in both; the rest need
+# mpirun, the emulated GPU or the cluster.
 cargo test --profile ci
-cargo test --profile ci --test system
 took "the fallback build's tests"
 
 # The virtual cluster for the multi-host tests: reuse one that is up,
@@ -123,6 +126,6 @@ fi
 # The one timed comparison, alone on the machine: bench stream's triad
 # against a plain C/OpenMP STREAM triad (tests/system/stream.rs says why it
 # cannot run beside the other tests).
-cargo test --profile ci --test system -- --ignored --test-threads 1 \
+cargo test --profile ci --features mpi,cuda --test system -- --ignored --test-threads 1 \
   stream::stream_triad_agrees_with_a_plain_c_openmp_triad
 took "the stream comparison (alone)"

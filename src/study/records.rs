@@ -63,6 +63,48 @@ pub struct RunRecord {
     /// has always declared a weak study. `None`: not declared (the
     /// grouping decides from the grids).
     pub scaling: Option<Scaling>,
+    /// The job's energy figures, where the record has them (see
+    /// [`JobEnergy`]).
+    pub energy: Option<JobEnergy>,
+}
+
+/// The job-level energy figures a record may hold (`--energy`): optional
+/// fields of the record's top level, read here by name so that a record
+/// without them (every record of a run without an energy counter, and
+/// every older one) simply has none.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Deserialize, Serialize)]
+pub struct JobEnergy {
+    /// Joules of the timed loop, all nodes together.
+    #[serde(default)]
+    pub energy_j: Option<f64>,
+    /// Average watts over the timed loop.
+    #[serde(default)]
+    pub avg_power_w: Option<f64>,
+    /// GFLOPS per watt.
+    #[serde(default)]
+    pub gflops_per_w: Option<f64>,
+    /// Joules per timed iteration.
+    #[serde(default)]
+    pub j_per_iteration: Option<f64>,
+}
+
+impl JobEnergy {
+    /// The figures of record line `line`, when it has any finite one.
+    fn of(line: &str) -> Option<JobEnergy> {
+        // Most records have none: only a line that names one is read twice.
+        if !line.contains("\"energy_j\"") {
+            return None;
+        }
+        let e: JobEnergy = serde_json::from_str(line).ok()?;
+        let finite = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0);
+        let e = JobEnergy {
+            energy_j: finite(e.energy_j),
+            avg_power_w: finite(e.avg_power_w),
+            gflops_per_w: finite(e.gflops_per_w),
+            j_per_iteration: finite(e.j_per_iteration),
+        };
+        (e != JobEnergy::default()).then_some(e)
+    }
 }
 
 impl std::ops::Deref for RunRecord {
@@ -345,6 +387,7 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
                     source: source.clone(),
                     host_count: 0,
                     emulated: false,
+                    energy: JobEnergy::of(trimmed),
                 };
                 r.check().map(|()| r)
             })

@@ -19,8 +19,9 @@
 //!
 //! Measures: MFLOPS, effective GB/s, seconds per iteration and of the
 //! timed loop, the slowest rank's compute and communication shares and its
-//! share of each phase, and, where the record has them (`--energy`), the
-//! job's joules, average watts, GFLOPS per watt and joules per iteration.
+//! share of each phase, and, where the record has them (`--energy`: the
+//! record's `energy` object, [`JobEnergy`]), the job's joules, average
+//! watts, GFLOPS per watt and joules per iteration.
 
 use super::group::EMULATED_BACKEND;
 use super::records::{JobEnergy, RunRecord};

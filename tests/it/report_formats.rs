@@ -199,10 +199,9 @@ fn energy_figures_of_a_record_become_measures() {
             .unwrap(),
     )
     .unwrap();
-    rec["energy_j"] = 30.0.into();
-    rec["avg_power_w"] = 120.0.into();
-    rec["gflops_per_w"] = 0.05.into();
-    rec["j_per_iteration"] = 0.3.into();
+    // As `--energy` records them: the job's figures in the `energy` object.
+    rec["energy"] = serde_json::json!({"energy_j": 30.0, "avg_power_w": 120.0,
+        "gflops_per_w": 0.05, "j_per_iteration": 0.3, "sources": ["test"], "nodes": []});
     let file = dir.join("e.jsonl");
     std::fs::write(&file, format!("{rec}\n")).unwrap();
     let f = file.display().to_string();

@@ -174,9 +174,9 @@ fn group(
     by_source: &HashMap<String, &RunRecord>,
     resident: &HashMap<&str, bool>,
 ) -> Result<()> {
-    let _ = write!(
+    let _ = writeln!(
         s,
-        "<h2 id=\"group-{index}\">{}{}</h2>\n",
+        "<h2 id=\"group-{index}\">{}{}</h2>",
         if g.emulated { EMULATED } else { "" },
         escape(&g.title())
     );

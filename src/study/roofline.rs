@@ -476,8 +476,8 @@ pub fn text(r: &Roofline) -> String {
     }
     let _ = writeln!(
         s,
-        " {:<34} {:>10} {:>9} {:>11} {:>12} {:>24}  {}",
-        "run", "GFLOPS", "GB/s", "fields MB", "ceiling GB/s", "of memory ceiling", "source"
+        " {:<34} {:>10} {:>9} {:>11} {:>12} {:>24}  source",
+        "run", "GFLOPS", "GB/s", "fields MB", "ceiling GB/s", "of memory ceiling"
     );
     for p in &r.points {
         let emu = if p.emulated { " EMULATED" } else { "" };

@@ -5,7 +5,8 @@
 # Usage: scripts/install-deps.sh [build] [cluster] [mpich]
 #   build    (the default) a C and C++ toolchain, OpenMPI (mpicc at build time,
 #            mpirun at run time), libclang (rsmpi generates its bindings with
-#            it), the tools the test suite uses, and checks for cargo
+#            it), the tools the test suite uses (headless chromium among
+#            them), and checks for cargo
 #   cluster  what scripts/local-cluster.sh needs: Slurm (slurmctld, slurmd,
 #            client), munge, PMIx, iproute2 and util-linux (nsenter, unshare)
 #   mpich    MPICH (mpicc.mpich, mpiexec.mpich), beside Open MPI, which stays
@@ -53,6 +54,8 @@ for group in "${groups[@]}"; do
       python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
       # Plots (himeno report --plot) render text with a TrueType font.
       [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+      # The system tier opens the page of `himeno report --html` in it.
+      command -v chromium >/dev/null 2>&1 || need+=(chromium)
       ;;
     cluster)
       command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld)

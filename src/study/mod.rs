@@ -11,14 +11,22 @@
 //! - [`compare`]: `himeno report --compare`, best, median and paired
 //!   ratios of labelled runs over rounds (the benchmark scripts' tables);
 //! - [`timeline`]: `himeno report --timeline`, the Gantt chart of a trace;
-//! - [`trace_file`]: reading a trace in bounded time and memory.
+//! - [`trace_file`]: reading a trace in bounded time and memory;
+//! - [`roofline`]: `himeno report --roofline`, runs against the measured
+//!   bandwidth ceilings;
+//! - [`export`]: `--format bencher` and `--format gbench`, input for
+//!   regression dashboards;
+//! - [`html`]: `--html FILE`, the whole study as one self-contained page.
 
 pub mod compare;
+pub mod export;
 pub mod group;
+pub mod html;
 pub mod model;
 pub mod plan;
 pub mod plot;
 pub mod records;
+pub mod roofline;
 pub mod table;
 pub mod timeline;
 pub mod trace_file;
@@ -36,8 +44,37 @@ use records::RunRecord;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The formats of `himeno report`'s standard output: those of every
+/// command, and the regression dashboards' ([`export`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// Tables, for people.
+    Text,
+    /// One JSON object.
+    Json,
+    /// A CSV header and rows.
+    Csv,
+    /// Bencher Metric Format JSON (one benchmark per configuration).
+    Bencher,
+    /// Google Benchmark JSON, as `--benchmark_format=json` writes it.
+    Gbench,
+}
+
+impl ReportFormat {
+    /// The format of every command this is, if it is one.
+    fn plain(self) -> Option<Format> {
+        match self {
+            ReportFormat::Text => Some(Format::Text),
+            ReportFormat::Json => Some(Format::Json),
+            ReportFormat::Csv => Some(Format::Csv),
+            ReportFormat::Bencher | ReportFormat::Gbench => None,
+        }
+    }
+}
+
 /// Options of `himeno report`.
 #[derive(Debug, Args, Clone)]
+#[command(group(clap::ArgGroup::new("trace_given").args(["timeline", "html_trace"])))]
 pub struct ReportArgs {
     /// Results files (JSON lines written by `--output`); with --compare,
     /// one file per round.
@@ -69,16 +106,19 @@ pub struct ReportArgs {
     pub timeline: Option<PathBuf>,
     /// First timed iteration the timeline draws [default: the first the
     /// trace kept].
-    #[arg(long, value_name = "N", requires = "timeline",
+    #[arg(long, value_name = "N", requires = "trace_given",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeline_from: Option<u64>,
     /// Iterations the timeline draws.
-    #[arg(long, value_name = "N", default_value_t = 3, requires = "timeline",
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "trace_given",
           value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub timeline_count: u64,
-    /// Output format on standard output.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// Output format on standard output: text, json and csv as every
+    /// command; bencher (Bencher Metric Format) and gbench (Google
+    /// Benchmark JSON) for regression dashboards, one benchmark per size,
+    /// ranks, process grid, backend, threads and T.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
     /// Write speed-up, efficiency and phase plots (SVG and PNG) into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
@@ -100,12 +140,32 @@ pub struct ReportArgs {
     /// group's best 1-rank run.
     #[arg(long)]
     pub model_rate: Option<f64>,
+    /// The roofline: each run's GFLOPS at the kernel's 34 flops per 56
+    /// bytes against the measured bandwidth ceilings (the runs' own
+    /// --stream quick, and the --ceiling files); cache-resident runs
+    /// marked. A table on standard output, and roofline.svg/.png in
+    /// --plot DIR.
+    #[arg(long, conflicts_with_all = ["compare", "timeline"])]
+    pub roofline: bool,
+    /// A `himeno bench stream --format json` or `bench transfer --format
+    /// json` report whose bandwidths are roofline ceilings (repeatable).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["compare", "timeline"])]
+    pub ceiling: Vec<PathBuf>,
+    /// Write the whole study as one self-contained HTML page: the tables,
+    /// every plot as inline SVG (speed-up, efficiency, phases, roofline,
+    /// and the timeline of --html-trace), the provenance of each group.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["compare", "timeline"])]
+    pub html: Option<PathBuf>,
+    /// A trace written by `--trace` whose timeline the --html page shows
+    /// (window: --timeline-from, --timeline-count).
+    #[arg(long, value_name = "TRACE", requires = "html")]
+    pub html_trace: Option<PathBuf>,
 }
 
 /// Runs `himeno report`.
 pub fn report(args: &ReportArgs) -> Result<ExitCode> {
     if let Some(trace) = &args.timeline {
-        if args.format != Format::Text {
+        if args.format != ReportFormat::Text {
             return Err(Error::usage(
                 "--timeline prints a text summary beside its pictures: drop --format",
             ));
@@ -120,15 +180,25 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.compare {
+        let Some(format) = args.format.plain() else {
+            return Err(Error::usage(
+                "--compare prints text, json or csv: --format bencher and gbench export run \
+                 records, without --compare",
+            ));
+        };
         let out = compare::run(&compare::Ask {
             files: args.files.clone(),
             metric: args.metric,
             ratios: args.ratio.clone(),
             only: args.only.clone(),
-            format: args.format,
+            format,
         })?;
         output::print_report(&out)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    let measured = roofline::read_ceilings(&args.ceiling)?;
+    if args.html.is_some() {
+        plot::font()?;
     }
     let loaded = records::load(&args.files)?;
     if let Some(dir) = &args.plot {
@@ -138,9 +208,16 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         error::print_line(&format!("himeno report: skipped {}: {}", m.source, m.why));
     }
     let mut study = group::group(&loaded.records);
-    if let Some(dir) = &args.plot {
-        check_plot_files(&plot::planned(&study.groups, dir), args)?;
+    let mut pictures = match &args.plot {
+        Some(dir) => plot::planned(&study.groups, dir),
+        None => Vec::new(),
+    };
+    if args.roofline
+        && let Some(dir) = &args.plot
+    {
+        pictures.extend(roofline::planned(dir));
     }
+    check_plot_files(&pictures, args)?;
     let net = match (
         &args.model_pingpong,
         args.model_latency_us,
@@ -163,9 +240,13 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
             }
         }
     }
+    let roof = roofline::build(&loaded.records, &measured);
     let out = match args.format {
-        Format::Text => {
+        ReportFormat::Text => {
             let mut s = table::text(&study);
+            if args.roofline {
+                s.push_str(&roofline::text(&roof));
+            }
             if study.groups.is_empty() {
                 s.push_str("no usable results: nothing to tabulate\n");
             }
@@ -177,13 +258,57 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
             }
             s
         }
-        Format::Csv => table::csv(&study),
-        Format::Json => table::json(&study, &loaded.malformed)
+        ReportFormat::Csv => table::csv(&study),
+        ReportFormat::Json if args.roofline => {
+            let mut v: serde_json::Value = serde_json::from_str(
+                &table::json(&study, &loaded.malformed)
+                    .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?,
+            )
+            .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
+            v["roofline"] = serde_json::to_value(&roof)
+                .map_err(|e| Error::runtime(format!("cannot encode the roofline: {e}")))?;
+            output::json(&v)?
+        }
+        ReportFormat::Json => table::json(&study, &loaded.malformed)
             .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?,
+        ReportFormat::Bencher => output::json(&export::bencher(&loaded.records))?,
+        ReportFormat::Gbench => output::json(&export::gbench(&loaded.records))?,
     };
+    if let Some(path) = &args.html {
+        let timeline = match &args.html_trace {
+            Some(trace) => {
+                let (summary, svg) =
+                    timeline::inline(trace, args.timeline_from, args.timeline_count)?;
+                Some(html::Timeline {
+                    trace: trace.display().to_string(),
+                    summary,
+                    svg,
+                })
+            }
+            None => None,
+        };
+        let files: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+        let page = html::render(&html::Page {
+            files: &files,
+            records: &loaded.records,
+            study: &study,
+            malformed: &loaded.malformed,
+            roofline: &roof,
+            timeline,
+        })?;
+        files::write_whole(path, page.as_bytes()).map_err(|e| {
+            Error::runtime(format!("cannot write the page {}: {e}", path.display()))
+        })?;
+    }
     output::print_report(&out)?;
+    if let Some(path) = &args.html {
+        error::print_line(&format!("himeno report: wrote {}", path.display()));
+    }
     if let Some(dir) = &args.plot {
-        let written = plot::write_all(&study.groups, dir)?;
+        let mut written = plot::write_all(&study.groups, dir)?;
+        if args.roofline {
+            written.extend(roofline::write(&roof, dir)?);
+        }
         error::print_line(&format!(
             "himeno report: wrote {} plot files into {}",
             written.len(),
@@ -197,10 +322,11 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
 /// (a results file, the ping-pong report) or one another, by any alias
 /// (exit 2, before anything is printed or drawn).
 fn check_plot_files(pictures: &[PathBuf], args: &ReportArgs) -> Result<()> {
-    let outputs: Vec<Named> = pictures
+    let mut outputs: Vec<Named> = pictures
         .iter()
         .map(|p| Named::whole("--plot DIR's picture", p))
         .collect();
+    outputs.extend(args.html.iter().map(|p| Named::whole("--html", p)));
     let mut inputs: Vec<Named> = args
         .files
         .iter()
@@ -210,6 +336,12 @@ fn check_plot_files(pictures: &[PathBuf], args: &ReportArgs) -> Result<()> {
         args.model_pingpong
             .iter()
             .map(|f| Named::new("--model-pingpong", f)),
+    );
+    inputs.extend(args.ceiling.iter().map(|f| Named::new("--ceiling", f)));
+    inputs.extend(
+        args.html_trace
+            .iter()
+            .map(|f| Named::new("--html-trace", f)),
     );
     files::distinct(&outputs, &inputs)
 }

@@ -97,6 +97,13 @@ fn ensure_font() -> Result<()> {
     .map_err(Error::usage)
 }
 
+/// Registers the font the pictures' text is laid out with (a usage error
+/// when none is found), for pictures drawn into memory only (the HTML
+/// report's).
+pub(super) fn font() -> Result<()> {
+    ensure_font()
+}
+
 /// Makes `dir` ready for the pictures before anything is printed: a font
 /// found, the folder created (not its parents: nothing above what the user
 /// named is made) and writable (`files::probe_dir`). So a bad
@@ -190,6 +197,24 @@ pub fn write_all(groups: &[Group], dir: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(paths)
+}
+
+/// Every picture of group `g` as SVG text, with its name (`speedup`,
+/// `efficiency`, `phases`): the same drawing [`write_all`] writes to the
+/// `.svg` files, for pages that hold their pictures inline.
+pub fn svg_pictures(g: &Group) -> Result<Vec<(&'static str, String)>> {
+    font()?;
+    Picture::ALL
+        .into_iter()
+        .map(|pic| {
+            let bytes = svg_bytes(SIZE, |a| pic.draw(a, g)).map_err(|e| {
+                Error::runtime(format!("cannot draw the {} picture: {e}", pic.name()))
+            })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|e| Error::runtime(format!("the {} picture: {e}", pic.name())))?;
+            Ok((pic.name(), text))
+        })
+        .collect()
 }
 
 /// The picture `draw` makes on a `size` canvas, as SVG text.
@@ -704,8 +729,11 @@ where
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        // A discrete range includes its end: 0..n-1 gives one segment per row.
-        .build_cartesian_2d((0..n.max(1) - 1).into_segmented(), 0.0..ymax.max(1e-6))
+        // A discrete range includes its end: 0..n-1 gives one segment per
+        // row. A lone row gets a second, empty segment: a range of one
+        // segment gives its bar no width (an SVG rect of negative width,
+        // which browsers refuse and report).
+        .build_cartesian_2d((0..n.max(2) - 1).into_segmented(), 0.0..ymax.max(1e-6))
         .map_err(e)?;
     chart
         .configure_mesh()
@@ -787,6 +815,25 @@ mod tests {
         // Many doublings: about ten ticks, still whole powers.
         let (_, ticks) = pow2_axis([1.0, 2f64.powi(30)].into_iter());
         assert!(ticks.len() <= 11 && ticks.iter().all(|t| t.fract() == 0.0));
+    }
+
+    #[test]
+    fn a_lone_row_gets_a_phase_bar_of_positive_width() {
+        let g = {
+            let mut l = Loaded::default();
+            parse("t", &line("s", [34, 34, 34], [1, 1, 1], 100.0), &mut l);
+            group(&l.records).groups.remove(0)
+        };
+        let pictures = svg_pictures(&g).unwrap();
+        let (name, phases) = &pictures[2];
+        assert_eq!(*name, "phases");
+        assert!(!phases.contains("width=\"-"), "{phases}");
+        // The compute bar, in its colour, with a width.
+        let bar = phases
+            .lines()
+            .find(|l| l.starts_with("<rect") && l.contains("fill=\"#1F77B4\""))
+            .expect("a compute bar");
+        assert!(!bar.contains("width=\"0\""), "{bar}");
     }
 
     #[test]

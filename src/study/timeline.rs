@@ -276,6 +276,20 @@ pub fn report(path: &Path, dir: Option<&Path>, from: Option<u64>, count: u64) ->
     Ok(text(&w, &[svg, png]))
 }
 
+/// The timeline of `count` iterations of the trace at `path` from `from`
+/// for a page: the text summary and the picture as SVG text, drawn as
+/// [`report`] draws its `.svg` file.
+pub fn inline(path: &Path, from: Option<u64>, count: u64) -> Result<(String, String)> {
+    let w = load(path, from, count)?;
+    plot::font()?;
+    let size = (WIDTH, height(w.ranks));
+    let bytes = plot::svg_bytes(size, |a| draw(a, &w))
+        .map_err(|e| Error::runtime(format!("cannot draw the timeline: {e}")))?;
+    let svg =
+        String::from_utf8(bytes).map_err(|e| Error::runtime(format!("the timeline's SVG: {e}")))?;
+    Ok((text(&w, &[]), svg))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

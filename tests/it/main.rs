@@ -31,6 +31,7 @@ mod outputs;
 mod ranks;
 mod records;
 mod rehearsal;
+mod report_formats;
 mod resources;
 mod run;
 mod signals;

@@ -10,8 +10,7 @@
 //! failing the run. One line per process and device says which allocator
 //! was chosen, and the record carries it (`provenance.gpu_software`).
 
-use super::driver::cuda_err;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits, result, sys,
 };
@@ -19,6 +18,12 @@ use std::collections::BTreeSet;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
+
+/// Maps a driver error to a runtime error saying what was being done (as
+/// `driver::cuda_err`, which this module cannot import: `driver` uses it).
+fn cuda_err(what: &str) -> impl Fn(result::DriverError) -> Error + '_ {
+    move |e| Error::runtime(format!("CUDA error while {what}: {e:?}"))
+}
 
 /// How a device's memory is allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 //! `mps::time_slicing` for GPUs that several processes share without MPS,
 //! which rank 0 prints.
 
+use super::mps::{Sharer, time_slicing};
 use crate::comm::{self, Comm};
 use crate::error::{Error, Result};
 use crate::machine::memory::GIB;
@@ -84,7 +85,17 @@ pub fn room_on_each_device(reports: &[Report]) -> std::result::Result<(), String
 pub fn check(mine: &Report, comm: &dyn Comm) -> Result<()> {
     let warnings: Vec<String> = comm::decide(comm, "the device memory", mine, |reports| {
         room_on_each_device(&reports).map_err(Error::usage)?;
-        Ok(super::mps::time_slicing(&reports))
+        let sharers: Vec<Sharer<'_>> = reports
+            .iter()
+            .map(|r| Sharer {
+                host: &r.host,
+                device: &r.device,
+                description: &r.description,
+                pid: r.pid,
+                mps: r.mps,
+            })
+            .collect();
+        Ok(time_slicing(&sharers))
     })?;
     if comm.rank() == 0 {
         for w in warnings {

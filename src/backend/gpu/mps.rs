@@ -10,7 +10,6 @@
 //! `nvidia-cuda-mps-control -d` creates and clients connect through. The
 //! driver has no query for it.
 
-use super::memcheck::Report;
 use crate::environment;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -38,10 +37,25 @@ pub fn active() -> bool {
     serves(&pipe_dir())
 }
 
+/// What one rank says about the GPU it uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sharer<'a> {
+    /// Host name.
+    pub host: &'a str,
+    /// The device's identity on that host.
+    pub device: &'a str,
+    /// The device as the report describes it.
+    pub description: &'a str,
+    /// The rank's process id.
+    pub pid: u32,
+    /// Whether the rank sees MPS.
+    pub mps: bool,
+}
+
 /// The warnings for every GPU that ranks of more than one process use
-/// while none of them sees MPS, from every rank's report (indexed by
+/// while none of them sees MPS, from every rank's view (indexed by
 /// rank): one line per such GPU, naming its ranks and the fixes.
-pub fn time_slicing(reports: &[Report]) -> Vec<String> {
+pub fn time_slicing(reports: &[Sharer<'_>]) -> Vec<String> {
     #[derive(Default)]
     struct Use<'a> {
         ranks: Vec<usize>,
@@ -51,11 +65,11 @@ pub fn time_slicing(reports: &[Report]) -> Vec<String> {
     }
     let mut devices: BTreeMap<(&str, &str), Use<'_>> = BTreeMap::new();
     for (rank, r) in reports.iter().enumerate() {
-        let u = devices.entry((&r.host, &r.device)).or_default();
+        let u = devices.entry((r.host, r.device)).or_default();
         u.ranks.push(rank);
         u.pids.insert(r.pid);
         u.mps |= r.mps;
-        u.description = &r.description;
+        u.description = r.description;
     }
     devices
         .iter()
@@ -80,13 +94,11 @@ pub fn time_slicing(reports: &[Report]) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn report(host: &str, device: &str, pid: u32, mps: bool) -> Report {
-        Report {
-            host: host.into(),
-            device: device.into(),
-            description: format!("GPU {device}"),
-            need: 1,
-            free: 2,
+    fn report<'a>(host: &'a str, device: &'a str, pid: u32, mps: bool) -> Sharer<'a> {
+        Sharer {
+            host,
+            device,
+            description: device,
             pid,
             mps,
         }
@@ -98,8 +110,7 @@ mod tests {
         let w = time_slicing(&[report("a", "g0", 10, false), report("a", "g0", 11, false)]);
         assert_eq!(w.len(), 1, "{w:?}");
         for want in [
-            "GPU g0",
-            "host a",
+            "g0 on host a",
             "2 processes",
             "ranks 0, 1",
             "--local-ranks 2",

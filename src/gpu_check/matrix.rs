@@ -521,8 +521,32 @@ mod tests {
     fn the_matrix_covers_every_correctness_part_on_every_grid_set() {
         for quick in [false, true] {
             let runs: Vec<GpuRun> = grids(quick).iter().flat_map(|g| gpu_runs(g, 3)).collect();
-            for part in Part::ALL.into_iter().filter(|p| p.is_correctness()) {
+            // Every correctness part but the known answers (their own runs).
+            for part in Part::ALL
+                .into_iter()
+                .filter(|p| p.is_correctness() && *p != Part::KnownAnswers)
+            {
                 assert!(runs.iter().any(|r| r.part == part), "{part:?} {quick}");
+            }
+            // The known answers' runs are of grids and lengths with a
+            // stored answer.
+            for r in known_answers(quick) {
+                let at = |flag: &str| {
+                    r.args
+                        .windows(2)
+                        .find(|w| w[0] == flag)
+                        .map(|w| w[1].clone())
+                };
+                let iterations: u64 = at("--iterations").unwrap().parse().unwrap();
+                let grid = match (at("--size"), at("--grid")) {
+                    (Some(size), None) => size.parse::<crate::grid::Preset>().unwrap().grid(),
+                    (None, Some(g)) => g.parse::<crate::grid::Grid>().unwrap(),
+                    _ => panic!("{r:?}"),
+                };
+                assert!(
+                    crate::verify::known_answer(&grid, iterations).is_some(),
+                    "{r:?}: no stored answer"
+                );
             }
             let mut names: Vec<&str> = runs.iter().map(|r| r.run.name.as_str()).collect();
             let n = names.len();

@@ -1,6 +1,7 @@
 //! What a first run on a GPU machine may meet, on the emulated device: a
 //! driver that reports memory pools but refuses the stream-ordered
-//! allocator (the run falls back to `cuMemAlloc` and says so in one line),
+//! allocator (the run falls back to `cuMemAlloc` and says so in one line)
+//! or refuses to lock large host buffers (pageable staging, said once),
 //! MPI processes that share one GPU without MPS (warned; in-process ranks
 //! and a host with MPS are not), NVTX ranges named as the trace's phases
 //! (through a stand-in NVTX library). `himeno gpu-check`'s whole budgeted
@@ -70,6 +71,36 @@ fn a_driver_refusing_memory_pools_falls_back_to_cu_mem_alloc() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn refused_page_locked_staging_falls_back_to_pageable() {
+    let Some(emu) = emulator("refused_page_locked_staging_falls_back_to_pageable") else {
+        return;
+    };
+    let (grid, iters) = ("12x13x14", "3");
+    let cpu = cpu_reference(grid, iters);
+    let mut args = gpu_args(grid, iters);
+    args.extend(["--local-ranks", "2", "--staging", "pinned"]);
+    // Faces of 12x13 values and more: every staging buffer is refused.
+    let o = emu.himeno(1, &[("HIMENO_EMU_PINNED_MAX", "256")], &args);
+    assert_like_cpu(&o, &cpu, "pinned refused");
+    let err = stderr(&o);
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains("page-locked staging refused"))
+            .count(),
+        1,
+        "{err}"
+    );
+    let r = json_ok(&o);
+    for rank in r["per_rank"].as_array().unwrap() {
+        let placement = rank["placement"].as_str().unwrap();
+        assert!(
+            placement.contains("pinned staging refused: pageable"),
+            "{placement}"
+        );
+    }
 }
 
 /// The time-slicing warnings in a run's standard error.

@@ -43,7 +43,7 @@ use super::launch::{
 };
 use super::nvtx;
 use super::options::GpuOptions;
-use super::staging::{Pinned, PinnedBuffer};
+use super::staging::{self, Pinned, PinnedBuffer};
 use crate::backend::api::{Backend, BackendInfo, Capabilities, GpuSoftware, HostBuffer};
 use crate::config::BackendKind;
 use crate::config::Staging;
@@ -642,10 +642,21 @@ impl Backend for GpuBackend {
     }
 
     fn staging(&mut self, len: usize) -> Result<Box<dyn HostBuffer>> {
-        match self.staging {
-            Staging::Pinned if len > 0 => Ok(Box::new(PinnedBuffer::new(&self.dev.ctx, len)?)),
-            _ => Ok(Box::new(vec![0.0f32; len])),
+        if self.staging == Staging::Pinned && len > 0 {
+            match PinnedBuffer::new(&self.dev.ctx, len) {
+                Ok(b) => return Ok(Box::new(b)),
+                // A driver that refuses to lock host memory (a sandbox):
+                // this rank stages in pageable memory, said and recorded.
+                Err(e) => {
+                    staging::pinned_refused(len * 4, &e);
+                    self.staging = Staging::Pageable;
+                    if let Some(d) = self.info.detail.as_mut() {
+                        d.push_str(", pinned staging refused: pageable");
+                    }
+                }
+            }
         }
+        Ok(Box::new(vec![0.0f32; len]))
     }
 
     fn load_next(&mut self, field: &Array3<f32>) -> Result<()> {

@@ -174,6 +174,32 @@ impl Occupancy {
     }
 }
 
+/// Which GPU sweep kernel runs (`--gpu-sweep`); every variant gives
+/// bitwise the same field. `himeno gpu-check` times each of
+/// [`SweepVariant::ALL`] and says which should be the default on the
+/// device it ran on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum SweepVariant {
+    /// The sweep as written first: one thread per (j, k) row, the i-loop
+    /// issuing each plane's loads when it computes it.
+    #[default]
+    #[value(name = "classic")]
+    #[serde(rename = "classic")]
+    Classic,
+}
+
+impl SweepVariant {
+    /// Every variant, in the order gpu-check times them.
+    pub const ALL: &'static [SweepVariant] = &[SweepVariant::Classic];
+
+    /// The name as on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SweepVariant::Classic => "classic",
+        }
+    }
+}
+
 /// Whether a run measures the stream bandwidths itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -270,6 +296,9 @@ pub struct RunConfig {
     /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
     #[serde(rename = "checkpoints", serialize_with = "agreed::debug")]
     pub checkpoint: Option<CheckpointConfig>,
+    /// GPU sweep kernel variant (`--gpu-sweep`).
+    #[serde(rename = "gpu sweep")]
+    pub gpu_sweep: SweepVariant,
 }
 
 /// Where a run restarts from.
@@ -354,6 +383,7 @@ mod tests {
             label: None,
             scaling: Scaling::Single,
             checkpoint: None,
+            gpu_sweep: SweepVariant::Classic,
         }
     }
 
@@ -389,6 +419,7 @@ mod tests {
                 "label",
                 "scaling",
                 "checkpoints",
+                "gpu sweep",
             ]
         );
     }

@@ -39,6 +39,13 @@ pub const GPU_CHECK_DIR: &str = "HIMENO_GPU_CHECK_DIR";
 pub const TMPDIR: &str = "TMPDIR";
 /// One last-level cache instance's size, instead of what sysfs says.
 pub const LLC_BYTES: &str = "HIMENO_LLC_BYTES";
+/// A folder of NVRTC output shared by processes (`himeno gpu-check`'s).
+pub const NVRTC_CACHE: &str = "HIMENO_NVRTC_CACHE";
+/// The NVTX library file to load instead of `libnvToolsExt.so.1`.
+pub const NVTX_LIB: &str = "HIMENO_NVTX_LIB";
+/// The CUDA MPS pipe folder: set (or its default pipe present) means an
+/// MPS daemon serves the GPUs.
+pub const MPS_PIPE: &str = "CUDA_MPS_PIPE_DIRECTORY";
 
 /// The launchers' variables for the job's size, in the order trusted.
 pub const LAUNCHER_SIZE: [&str; 5] = [
@@ -137,6 +144,21 @@ pub const VARIABLES: &[Variable] = &[
         name: RUST_LOG,
         meaning: "log filter (overrides `-v`/`-vv`), as `tracing-subscriber` reads it",
     },
+    Variable {
+        name: NVRTC_CACHE,
+        meaning: "a folder where GPU runs keep and reuse NVRTC's output, keyed by source, \
+                  options, architecture and NVRTC version (`himeno gpu-check` sets it for its runs)",
+    },
+    Variable {
+        name: NVTX_LIB,
+        meaning: "the NVTX library file to load for `nsys` phase ranges instead of \
+                  `libnvToolsExt.so.1` (none found: no ranges)",
+    },
+    Variable {
+        name: MPS_PIPE,
+        meaning: "the CUDA MPS daemon's pipe folder: its `control` pipe (default \
+                  `/tmp/nvidia-mps`) tells a GPU run that MPS serves the device",
+    },
 ];
 
 /// Whether `name` is one of [`VARIABLES`] (a row may name several).
@@ -200,6 +222,9 @@ mod tests {
             GPU_CHECK_DIR,
             TMPDIR,
             LLC_BYTES,
+            NVRTC_CACHE,
+            NVTX_LIB,
+            MPS_PIPE,
         ];
         let groups = LAUNCHER_SIZE
             .iter()

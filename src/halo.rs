@@ -112,12 +112,15 @@ impl Halo {
             }
             let [s0, s1] = &step.send;
             let [r0, r1] = &mut step.recv;
-            comm.exchange(
-                step.peers,
-                [s0.as_slice(), s1.as_slice()],
-                [r0.as_mut_slice(), r1.as_mut_slice()],
-                step.dim as i32,
-            )?;
+            {
+                let _nvtx = crate::backend::gpu::nvtx::range(Phase::Comm.name());
+                comm.exchange(
+                    step.peers,
+                    [s0.as_slice(), s1.as_slice()],
+                    [r0.as_mut_slice(), r1.as_mut_slice()],
+                    step.dim as i32,
+                )?;
+            }
             timeline::lap(&mut clock, Phase::Comm, times);
             let [r0, r1] = &step.recv;
             let recv: [(Face, &dyn HostBuffer); 2] =

@@ -230,7 +230,10 @@ impl Solver<'_> {
         let mut red = [0.0; MAX_DEPTH + 1];
         red[..sweeps].copy_from_slice(gosa);
         red[sweeps] = f64::from(u8::from(self.stop.raised()));
-        self.comm.sum(&mut red[..=sweeps]);
+        {
+            let _nvtx = crate::backend::gpu::nvtx::range(Phase::Allreduce.name());
+            self.comm.sum(&mut red[..=sweeps]);
+        }
         gosa.copy_from_slice(&red[..sweeps]);
         timeline::lap(&mut clock, Phase::Allreduce, times);
         Ok(red[sweeps] > 0.0)

@@ -102,6 +102,10 @@ pub struct GpuSoftware {
     pub nvrtc: String,
     /// The NVRTC library file loaded.
     pub nvrtc_library: String,
+    /// The device allocator used, `cuMemAllocAsync` or `cuMemAlloc`
+    /// (absent in records written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<String>,
 }
 
 /// What a kind of backend can do, stated before one is built, as

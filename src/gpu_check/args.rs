@@ -23,8 +23,11 @@ pub struct Settings {
     pub l_iterations: u64,
     /// Time limit of each run.
     pub run_limit: Duration,
-    /// Small grids, and no XL or L timing.
+    /// Small grids for every step (the timing ones included).
     pub quick: bool,
+    /// The whole check's time: no run starts once it is spent, and a run
+    /// going then is stopped.
+    pub budget: Duration,
     /// Prefix of the system folders searched for NVRTC (`/`; a fake tree
     /// in tests).
     pub search_root: PathBuf,
@@ -56,11 +59,16 @@ pub struct GpuCheckArgs {
     /// part fails.
     #[arg(long, value_name = "SECONDS", default_value_t = 180, allow_negative_numbers = true, value_parser = whole::<u64>)]
     pub run_limit: u64,
-    /// Correctness on small grids with few iterations and a small transfer
-    /// benchmark, without the XL and L timing (reported as skipped, not
-    /// PARTIAL): for CI on an emulated device.
+    /// Every step on small grids with few iterations (the timing tables
+    /// on grids standing in for XL and L) and a small transfer benchmark:
+    /// for CI on an emulated device.
     #[arg(long)]
     pub quick: bool,
+    /// Seconds the whole check may take: the steps run in order of value,
+    /// no run starts once the budget is spent (a run going then is
+    /// stopped), and the report says which steps were skipped.
+    #[arg(long, value_name = "SECONDS", default_value_t = 480, allow_negative_numbers = true, value_parser = whole::<u64>)]
+    pub budget: u64,
     /// Prefix of the system folders searched for NVRTC (a fake tree, for
     /// tests).
     #[arg(long, hide = true, value_name = "DIR", default_value = "/")]
@@ -85,11 +93,12 @@ impl GpuCheckArgs {
                 )));
             }
         }
-        if !(1..=MAX_RUN_LIMIT_S).contains(&self.run_limit) {
-            return Err(Error::usage(format!(
-                "--run-limit {} must be from 1 to {MAX_RUN_LIMIT_S} seconds",
-                self.run_limit
-            )));
+        for (name, s) in [("--run-limit", self.run_limit), ("--budget", self.budget)] {
+            if !(1..=MAX_RUN_LIMIT_S).contains(&s) {
+                return Err(Error::usage(format!(
+                    "{name} {s} must be from 1 to {MAX_RUN_LIMIT_S} seconds"
+                )));
+            }
         }
         let himeno = match &self.himeno {
             Some(p) => p.clone(),
@@ -107,6 +116,7 @@ impl GpuCheckArgs {
             l_iterations: self.l_iterations,
             run_limit: Duration::from_secs(self.run_limit),
             quick: self.quick,
+            budget: Duration::from_secs(self.budget),
             search_root: self.search_root.clone(),
         })
     }

@@ -264,6 +264,34 @@ impl Runner {
         self.env.push((key.into(), value));
     }
 
+    /// Runs another program, `program` with `args` (a tool such as
+    /// `cuobjdump` or `ncu`), as run `name`, with the same environment,
+    /// limit and files as the binary's runs.
+    pub fn run_tool(&self, name: &str, program: &Path, args: &[String]) -> Ran {
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let mut line: Vec<String> = Vec::new();
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+            line.push(format!(
+                "{}={}",
+                k.to_string_lossy(),
+                quote(&v.to_string_lossy())
+            ));
+        }
+        line.push(quote(&program.to_string_lossy()));
+        line.extend(args.iter().map(|a| quote(a)));
+        let _ = files::create_new(&self.runs.join(format!("{name}.cmd")))
+            .and_then(|mut f| f.write_all((line.join(" ") + "\n").as_bytes()));
+        run_limited(
+            cmd,
+            self.limit,
+            &self.stop,
+            &self.runs.join(format!("{name}.out")),
+            &self.runs.join(format!("{name}.err")),
+        )
+    }
+
     /// Runs the binary with `args` as run `name`, without the variables in
     /// `unset`: writes `name.cmd` (the command line, as a shell would take
     /// it), `name.out` and `name.err`.

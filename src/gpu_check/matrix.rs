@@ -7,6 +7,7 @@
 //! Plain data and arithmetic, so the unit tests below can read the whole
 //! matrix without running anything.
 
+use crate::config::{Occupancy, SweepVariant};
 use crate::report::Record;
 use crate::verify::gosa_agrees;
 
@@ -35,13 +36,22 @@ pub enum Part {
     XlTiming,
     /// The phase split of pinned vs pageable, with and without overlap.
     PhaseSplit,
+    /// Full-size runs (L, XL) against the stored known answers.
+    KnownAnswers,
+    /// L throughput per sweep and occupancy variant.
+    LTiming,
+    /// The sweep's machine code summary (`cuobjdump`), where it exists.
+    Sass,
+    /// One Nsight Compute pass of an L sweep (`ncu`), where it exists.
+    Ncu,
 }
 
 impl Part {
     /// Every part, in report order.
-    pub const ALL: [Part; 11] = [
+    pub const ALL: [Part; 15] = [
         Part::Setup,
         Part::NvrtcSearch,
+        Part::KnownAnswers,
         Part::Correctness1Rank,
         Part::Correctness2Ranks,
         Part::Correctness4Ranks,
@@ -50,7 +60,10 @@ impl Part {
         Part::Occupancy,
         Part::Transfer,
         Part::XlTiming,
+        Part::LTiming,
         Part::PhaseSplit,
+        Part::Sass,
+        Part::Ncu,
     ];
 
     /// The part's name in the report (the script's names, which readers
@@ -68,6 +81,10 @@ impl Part {
             Part::Transfer => "transfer",
             Part::XlTiming => "xl_timing",
             Part::PhaseSplit => "phase_split",
+            Part::KnownAnswers => "known_answers",
+            Part::LTiming => "l_timing",
+            Part::Sass => "sass",
+            Part::Ncu => "ncu",
         }
     }
 
@@ -76,7 +93,8 @@ impl Part {
     pub fn is_correctness(self) -> bool {
         matches!(
             self,
-            Part::Correctness1Rank
+            Part::KnownAnswers
+                | Part::Correctness1Rank
                 | Part::Correctness2Ranks
                 | Part::Correctness4Ranks
                 | Part::Staging
@@ -259,26 +277,128 @@ pub fn transfer(quick: bool) -> Run {
     }
 }
 
-/// The `--gpu-occupancy` variants timed at XL.
-pub const OCCUPANCIES: [&str; 3] = ["auto", "4", "5"];
+/// The runs against the stored known answers (`inputs/known_answers.json`):
+/// L for 60 iterations and XL for 3, each verified by the run itself; in
+/// the quick mode the small grids with stored answers.
+pub fn known_answers(quick: bool) -> Vec<Run> {
+    let cases: [(&str, &str, &str); 2] = if quick {
+        [("--grid", "32x32x64", "3"), ("--grid", "9x10x11", "50")]
+    } else {
+        [("--size", "L", "60"), ("--size", "XL", "3")]
+    };
+    cases
+        .iter()
+        .map(|&(how, grid, iterations)| Run {
+            name: format!("known-{grid}-{iterations}"),
+            args: strings(&[
+                "--backend",
+                "gpu",
+                how,
+                grid,
+                "--iterations",
+                iterations,
+                "--warmup",
+                "0",
+                "--verify",
+            ]),
+        })
+        .collect()
+}
 
-/// The XL run of occupancy variant `occ`.
-pub fn xl(occ: &str, iterations: u64) -> Run {
+/// A size the variants are timed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedSize {
+    /// The size it measures, `XL` or `L`.
+    pub label: &'static str,
+    /// `--size` or `--grid`.
+    pub how: &'static str,
+    /// Its value: the size itself, or the small grid standing in for it
+    /// in the quick mode.
+    pub grid: &'static str,
+    /// The part its rows count for.
+    pub part: Part,
+}
+
+/// The sizes the variants are timed at: XL and L, or in the quick mode
+/// small grids standing in for them (an emulated device's times are the
+/// host's anyway).
+pub fn timed_sizes(quick: bool) -> [TimedSize; 2] {
+    let (how, xl, l) = if quick {
+        ("--grid", "21x21x41", "17x17x33")
+    } else {
+        ("--size", "XL", "L")
+    };
+    [
+        TimedSize {
+            label: "XL",
+            how,
+            grid: xl,
+            part: Part::XlTiming,
+        },
+        TimedSize {
+            label: "L",
+            how,
+            grid: l,
+            part: Part::LTiming,
+        },
+    ]
+}
+
+/// The rehearsal iterations of a timing run.
+fn timing_warmup(quick: bool) -> &'static str {
+    if quick { "1" } else { "5" }
+}
+
+/// The timing run of sweep variant `sweep` with occupancy `occ` at
+/// `size`.
+pub fn variant(
+    size: TimedSize,
+    sweep: SweepVariant,
+    occ: Occupancy,
+    iterations: u64,
+    quick: bool,
+) -> Run {
     Run {
-        name: format!("time-XL-occ{occ}"),
+        name: format!("time-{}-{}-occ{}", size.label, sweep.name(), occ.name()),
         args: strings(&[
             "--backend",
             "gpu",
-            "--size",
-            "XL",
+            size.how,
+            size.grid,
             "--iterations",
             &iterations.to_string(),
             "--warmup",
-            "5",
+            timing_warmup(quick),
+            "--gpu-sweep",
+            sweep.name(),
             "--gpu-occupancy",
-            occ,
+            occ.name(),
         ]),
     }
+}
+
+/// Every (sweep, occupancy) pair gpu-check times, sweep variants outer.
+pub fn variants() -> Vec<(SweepVariant, Occupancy)> {
+    SweepVariant::ALL
+        .iter()
+        .flat_map(|&s| Occupancy::ALL.iter().map(move |&o| (s, o)))
+        .collect()
+}
+
+/// The options of the one Nsight Compute pass: a short L run (a small
+/// grid in the quick mode) whose third sweep launch is profiled.
+pub fn ncu_target(quick: bool) -> Vec<String> {
+    let size = timed_sizes(quick)[1];
+    strings(&[
+        "--backend",
+        "gpu",
+        size.how,
+        size.grid,
+        "--iterations",
+        "3",
+        "--warmup",
+        "0",
+    ])
 }
 
 /// A run of the phase split at size L.
@@ -297,8 +417,9 @@ pub struct Split {
 }
 
 /// The phase-split runs: pinned and pageable, overlap off and on, on 2
-/// and 4 ranks.
-pub fn splits(iterations: u64) -> Vec<Split> {
+/// and 4 ranks, at L (a small grid in the quick mode).
+pub fn splits(iterations: u64, quick: bool) -> Vec<Split> {
+    let size = timed_sizes(quick)[1];
     let mut out = Vec::new();
     for (ranks, procs) in [(2, "2x1x1"), (4, "1x2x2")] {
         for staging in ["pinned", "pageable"] {
@@ -310,12 +431,12 @@ pub fn splits(iterations: u64) -> Vec<Split> {
                     &ranks.to_string(),
                     "--procs",
                     procs,
-                    "--size",
-                    "L",
+                    size.how,
+                    size.grid,
                     "--iterations",
                     &iterations.to_string(),
                     "--warmup",
-                    "5",
+                    timing_warmup(quick),
                     "--staging",
                     staging,
                 ]);
@@ -400,8 +521,32 @@ mod tests {
     fn the_matrix_covers_every_correctness_part_on_every_grid_set() {
         for quick in [false, true] {
             let runs: Vec<GpuRun> = grids(quick).iter().flat_map(|g| gpu_runs(g, 3)).collect();
-            for part in Part::ALL.into_iter().filter(|p| p.is_correctness()) {
+            // Every correctness part but the known answers (their own runs).
+            for part in Part::ALL
+                .into_iter()
+                .filter(|p| p.is_correctness() && *p != Part::KnownAnswers)
+            {
                 assert!(runs.iter().any(|r| r.part == part), "{part:?} {quick}");
+            }
+            // The known answers' runs are of grids and lengths with a
+            // stored answer.
+            for r in known_answers(quick) {
+                let at = |flag: &str| {
+                    r.args
+                        .windows(2)
+                        .find(|w| w[0] == flag)
+                        .map(|w| w[1].clone())
+                };
+                let iterations: u64 = at("--iterations").unwrap().parse().unwrap();
+                let grid = match (at("--size"), at("--grid")) {
+                    (Some(size), None) => size.parse::<crate::grid::Preset>().unwrap().grid(),
+                    (None, Some(g)) => g.parse::<crate::grid::Grid>().unwrap(),
+                    _ => panic!("{r:?}"),
+                };
+                assert!(
+                    crate::verify::known_answer(&grid, iterations).is_some(),
+                    "{r:?}: no stored answer"
+                );
             }
             let mut names: Vec<&str> = runs.iter().map(|r| r.run.name.as_str()).collect();
             let n = names.len();
@@ -415,7 +560,31 @@ mod tests {
         }
         assert_eq!(gpu_runs("33x35x37", 20).len(), 17);
         assert_eq!(gpu_runs(THIN, 20).len(), 3);
-        assert_eq!(splits(100).len(), 8);
+        assert_eq!(splits(100, false).len(), 8);
+        assert_eq!(
+            variants().len(),
+            SweepVariant::ALL.len() * Occupancy::ALL.len()
+        );
+        // Every run a quick check times has a stored answer or a small grid.
+        for r in known_answers(true).iter().chain(&known_answers(false)) {
+            assert!(r.args.contains(&"--verify".to_string()), "{r:?}");
+        }
+        let v = variant(
+            timed_sizes(true)[0],
+            SweepVariant::Classic,
+            Occupancy::Blocks4,
+            3,
+            true,
+        );
+        assert_eq!(v.name, "time-XL-classic-occ4");
+        assert!(
+            v.args.windows(2).any(|w| w == ["--grid", "21x21x41"]),
+            "{v:?}"
+        );
+        assert!(
+            v.args.windows(2).any(|w| w == ["--gpu-sweep", "classic"]),
+            "{v:?}"
+        );
     }
 
     /// A record with the fields a run always writes and those of `more`.

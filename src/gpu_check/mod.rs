@@ -30,6 +30,7 @@ mod child;
 mod matrix;
 mod setup;
 mod tables;
+mod tools;
 
 #[cfg(feature = "cuda")]
 mod nvrtc;
@@ -55,7 +56,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Exit code of a check in which a part could not run (every check that
 /// ran passed).
@@ -69,6 +70,8 @@ const ARCHIVE: &str = "details.tar.gz";
 /// The details folder's name: the scratch folder of the runs' files,
 /// archived at the end (kept as a folder when no archive can be made).
 const DETAILS: &str = "details";
+/// The NVRTC cache folder's name, in the details folder.
+const CACHE: &str = "nvrtc-cache";
 /// Prefix of the fresh private results folder made when none is named.
 const PRIVATE_PREFIX: &str = "himeno-gpu-check";
 
@@ -77,7 +80,7 @@ const PRIVATE_PREFIX: &str = "himeno-gpu-check";
 enum Outcome {
     /// Nothing decided it yet, or it could not run (why).
     NotRun(Option<String>),
-    /// Left out on request.
+    /// Left out: by the budget, or a tool the machine lacks (why).
     Skipped(&'static str),
     /// Every run of it passed.
     Ok,
@@ -90,7 +93,7 @@ impl std::fmt::Display for Outcome {
         match self {
             Outcome::NotRun(None) => write!(f, "not run"),
             Outcome::NotRun(Some(why)) => write!(f, "not run: {why}"),
-            Outcome::Skipped(why) => write!(f, "skipped by request ({why})"),
+            Outcome::Skipped(why) => write!(f, "skipped ({why})"),
             Outcome::Ok => write!(f, "ok"),
             Outcome::Fail => write!(f, "fail"),
         }
@@ -108,6 +111,9 @@ enum Failed {
     NoRecord,
     /// It did not start, failed otherwise or died of a signal.
     Crashed,
+    /// The check's budget was spent before it started or while it ran:
+    /// not a failure, its step is skipped.
+    Budget,
 }
 
 impl Failed {
@@ -145,6 +151,7 @@ impl Tally {
             Failed::TimedOut => &mut self.timed_out,
             Failed::NoRecord => &mut self.no_record,
             Failed::Crashed => &mut self.crashed,
+            Failed::Budget => return,
         } += 1;
     }
 
@@ -247,7 +254,26 @@ struct Check<'a> {
     emulated_records: usize,
     /// Differences and runs without a result, for the FAIL verdict.
     tally: Tally,
+    /// When the check started: its budget counts from here.
+    started: Instant,
+    /// The steps the budget left out, in order.
+    budget_skipped: Vec<&'static str>,
+    /// The NVRTC cache folder the runs share.
+    cache: PathBuf,
 }
+
+/// The correctness parts of the matrix (step 1).
+const MATRIX: [Part; 6] = [
+    Part::Correctness1Rank,
+    Part::Correctness2Ranks,
+    Part::Correctness4Ranks,
+    Part::Staging,
+    Part::Overlap,
+    Part::Occupancy,
+];
+
+/// Why a part the budget left out was skipped.
+const BUDGET: &str = "the --budget was spent";
 
 /// Runs the check `s` describes. Errors before the report exists (a build
 /// without `cuda`, a results folder that cannot be made or is not empty)
@@ -267,11 +293,16 @@ pub fn run(s: &Settings) -> Result<ExitCode> {
     std::fs::create_dir(&work)
         .and_then(|()| std::fs::create_dir(work.join("runs")))
         .map_err(|e| cannot("create the details folder", e))?;
+    let cache = work.join(CACHE);
+    std::fs::create_dir(&cache).map_err(|e| cannot("create the NVRTC cache folder", e))?;
     let report = files::create_new(&out.join(FILES[0])).map_err(|e| cannot("write", e))?;
     let results = files::create_new(&out.join(FILES[1])).map_err(|e| cannot("write", e))?;
+    let mut runner = Runner::new(s.himeno.clone(), work.join("runs"), s.run_limit, stop);
+    // The runs compile the kernels once per variant, not once per process.
+    runner.set_env(environment::NVRTC_CACHE, cache.clone().into_os_string());
     let mut ck = Check {
         settings: s,
-        runner: Runner::new(s.himeno.clone(), work.join("runs"), s.run_limit, stop),
+        runner,
         report: Report {
             file: report,
             path: out.join(FILES[0]),
@@ -291,6 +322,9 @@ pub fn run(s: &Settings) -> Result<ExitCode> {
         gpu_records: 0,
         emulated_records: 0,
         tally: Tally::default(),
+        started: Instant::now(),
+        budget_skipped: Vec::new(),
+        cache,
     };
     let code = ck.all();
     match ck.report.failed.take() {
@@ -347,7 +381,7 @@ impl Check<'_> {
             self.local = found.local.clone();
         }
         self.report.line(format!(
-            "== himeno GPU check{}{}, {}, host {}, results in {}",
+            "== himeno GPU check{}{}, {}, host {}, budget {} s, results in {}",
             if self.emulated_device {
                 " (EMULATED device: correctness only)"
             } else {
@@ -356,6 +390,7 @@ impl Check<'_> {
             if self.settings.quick { " (quick)" } else { "" },
             crate::build::utc_now(),
             crate::comm::hostname(),
+            self.settings.budget.as_secs(),
             self.out.display()
         ));
         for l in lines {
@@ -369,8 +404,13 @@ impl Check<'_> {
             self.report.line(format!("gpu-check: SETUP ERROR: {why}"));
             return 2;
         }
+        // In order of value: the answers at full size, the matrix of rank
+        // counts and options, the variants' speed, the phase split, then
+        // what the machine's tools say about the sweep.
+        self.known_answers();
         self.correctness();
         self.timing();
+        self.tools();
         if self.stopped() {
             return self.no_verdict();
         }
@@ -435,7 +475,21 @@ impl Check<'_> {
     ) -> std::result::Result<T, Failed> {
         let mut args = run.args.clone();
         args.extend(["--format".into(), "json".into()]);
+        let left = self.left();
+        if left.is_zero() {
+            return Err(Failed::Budget);
+        }
+        // A run gets its own limit or what is left of the budget.
+        let cut = left < self.settings.run_limit;
+        self.runner.limit = self.settings.run_limit.min(left);
         let ran = self.runner.run(&run.name, &args, &[]);
+        if ran.timed_out && cut {
+            self.report.line(format!(
+                "  budget {:<40} stopped: the check's --budget is spent",
+                run.name
+            ));
+            return Err(Failed::Budget);
+        }
         if !ran.ok() {
             let why = ran.why(self.runner.limit);
             self.report.line(tables::failed(&run.name, &why));
@@ -479,11 +533,15 @@ impl Check<'_> {
             if self.stopped() {
                 return;
             }
-            let Ok(cpu) = self.record(&matrix::cpu_reference(grid, iterations), false) else {
-                for p in Part::ALL.into_iter().filter(|p| p.is_correctness()) {
-                    self.mark(p, Outcome::Fail);
+            let cpu = match self.record(&matrix::cpu_reference(grid, iterations), false) {
+                Ok(cpu) => cpu,
+                Err(Failed::Budget) => return self.out_of_budget("1. correctness", &MATRIX),
+                Err(_) => {
+                    for p in MATRIX {
+                        self.mark(p, Outcome::Fail);
+                    }
+                    continue;
                 }
-                continue;
             };
             for g in matrix::gpu_runs(grid, iterations) {
                 if self.stopped() {
@@ -504,6 +562,9 @@ impl Check<'_> {
                         self.tally.differs += usize::from(!ok);
                         ok
                     }
+                    Err(Failed::Budget) => {
+                        return self.out_of_budget("1. correctness", &MATRIX);
+                    }
                     Err(_) => false,
                 };
                 self.mark(g.part, if ok { Outcome::Ok } else { Outcome::Fail });
@@ -511,21 +572,103 @@ impl Check<'_> {
         }
     }
 
-    /// Part 2: bench transfer, XL per occupancy variant, the phase split.
+    /// What is left of the budget.
+    fn left(&self) -> Duration {
+        self.settings.budget.saturating_sub(self.started.elapsed())
+    }
+
+    /// Whether the budget is spent; if so the step `step` and its `parts`
+    /// are said to be skipped (once per step).
+    fn over_budget(&mut self, step: &'static str, parts: &[Part]) -> bool {
+        if !self.left().is_zero() {
+            return false;
+        }
+        self.out_of_budget(step, parts);
+        true
+    }
+
+    /// Marks the step `step` and its `parts` skipped for the budget (what
+    /// of them ran keeps its outcome) and says so once.
+    fn out_of_budget(&mut self, step: &'static str, parts: &[Part]) {
+        for &p in parts {
+            self.mark(p, Outcome::Skipped(BUDGET));
+        }
+        if !self.budget_skipped.contains(&step) {
+            self.budget_skipped.push(step);
+            self.report.line(format!(
+                "{step}: skipped from here, the --budget of {} s is spent",
+                self.settings.budget.as_secs()
+            ));
+        }
+    }
+
+    /// Part 0b: full-size runs against the stored known answers, each
+    /// verified by the run itself.
+    fn known_answers(&mut self) {
+        const STEP: &str = "0. known answers";
+        self.report.line("");
+        self.report.line(format!(
+            "== {STEP}: full-size runs verified against inputs/known_answers.json{}",
+            if self.settings.quick {
+                " (quick: the small grids with stored answers)"
+            } else {
+                ""
+            }
+        ));
+        for run in matrix::known_answers(self.settings.quick) {
+            if self.stopped() || self.over_budget(STEP, &[Part::KnownAnswers]) {
+                return;
+            }
+            match self.record(&run, true) {
+                Ok(r) => {
+                    let ok = r.verified() == Some(true) && !r.p_fingerprint.is_empty();
+                    self.report.line(format!(
+                        "  {}  {:<44} fingerprint {} gosa {} verified {}",
+                        if ok { "ok  " } else { "FAIL" },
+                        run.name,
+                        r.p_fingerprint,
+                        r.gosa,
+                        r.verified().map_or("null".to_string(), |v| v.to_string())
+                    ));
+                    self.tally.differs += usize::from(!ok);
+                    self.mark(
+                        Part::KnownAnswers,
+                        if ok { Outcome::Ok } else { Outcome::Fail },
+                    );
+                }
+                Err(Failed::Budget) => return self.out_of_budget(STEP, &[Part::KnownAnswers]),
+                Err(_) => self.mark(Part::KnownAnswers, Outcome::Fail),
+            }
+        }
+    }
+
+    /// Part 2: bench transfer (the device copy bandwidth, the variants'
+    /// yardstick), every sweep and occupancy variant at XL and L, the
+    /// phase split.
     fn timing(&mut self) {
+        const STEP: &str = "2. timing";
         let s = self.settings;
         if self.stopped() {
             return;
         }
         self.report.line("");
         self.report.line(format!(
-            "== 2. timing{}",
+            "== {STEP}{}",
             if self.emulated_device {
                 " (EMULATED device: host times, not GPU performance)"
             } else {
                 ""
             }
         ));
+        let timing = [
+            Part::Transfer,
+            Part::XlTiming,
+            Part::LTiming,
+            Part::PhaseSplit,
+        ];
+        if self.over_budget(STEP, &timing) {
+            return;
+        }
         let transfer = matrix::transfer(s.quick);
         let mut d2d = None;
         match self.report_of::<TransferReport>(&transfer) {
@@ -544,47 +687,64 @@ impl Check<'_> {
                 }
                 self.mark(Part::Transfer, Outcome::Ok);
             }
+            Err(Failed::Budget) => return self.out_of_budget(STEP, &timing),
             Err(_) => self.mark(Part::Transfer, Outcome::Fail),
         }
-        if self.stopped() {
-            return;
-        }
-        if s.quick {
-            for (part, what) in [(Part::XlTiming, "XL"), (Part::PhaseSplit, "L phase split")] {
-                self.report
-                    .line(format!("{what} timing: skipped by request (--quick)"));
-                self.mark(part, Outcome::Skipped("--quick"));
+        let mut rows = Vec::new();
+        for size in matrix::timed_sizes(s.quick) {
+            if self.stopped() || !self.variants(size, d2d, &mut rows) {
+                return self.out_of_budget(STEP, &timing[1..]);
             }
-            return;
         }
-        self.xl(d2d);
+        for l in tables::recommendation(&rows, self.emulated_device) {
+            self.report.line(l);
+        }
         self.split();
     }
 
-    /// XL throughput per occupancy variant; the variants' fields must be
-    /// equal (it counts for the occupancy part).
-    fn xl(&mut self, d2d: Option<f64>) {
-        let iterations = self.settings.xl_iterations;
+    /// The table of every sweep and occupancy variant at `size`, beside
+    /// the device copy bandwidth `d2d`; the variants' fields must be
+    /// equal (it counts for the occupancy part). Each row goes into
+    /// `rows` for the recommendation. False when the budget ran out.
+    fn variants(
+        &mut self,
+        size: matrix::TimedSize,
+        d2d: Option<f64>,
+        rows: &mut Vec<tables::VariantRow>,
+    ) -> bool {
+        let s = self.settings;
+        let iterations = match (s.quick, size.label) {
+            (true, _) => 3,
+            (false, "XL") => s.xl_iterations,
+            (false, _) => s.l_iterations,
+        };
         self.report.line("");
-        for l in tables::xl_head(iterations, self.emulated_device) {
+        for l in tables::variants_head(size, iterations, self.emulated_device) {
             self.report.line(l);
         }
         let mut first: Option<String> = None;
-        for occ in matrix::OCCUPANCIES {
-            if self.stopped() {
-                return;
+        for (sweep, occ) in matrix::variants() {
+            if self.stopped() || self.left().is_zero() {
+                return false;
             }
-            let r = match self.record(&matrix::xl(occ, iterations), true) {
+            let run = matrix::variant(size, sweep, occ, iterations, s.quick);
+            let r = match self.record(&run, true) {
                 Ok(r) => r,
+                Err(Failed::Budget) => return false,
                 Err(why) => {
-                    self.timing_failed(why, Part::XlTiming, Part::Occupancy);
+                    self.timing_failed(why, size.part, Part::Occupancy);
                     continue;
                 }
             };
-            self.report.line(tables::xl_row(occ, &r, d2d));
-            self.mark(Part::XlTiming, Outcome::Ok);
-            let Some(fp) = self.fingerprint(&r, &format!("XL occupancy {occ}"), Part::Occupancy)
-            else {
+            self.report.line(tables::variant_row(sweep, occ, &r, d2d));
+            rows.push(tables::VariantRow {
+                size: size.label,
+                sweep,
+                occ,
+                gflops: r.mflops / 1000.0,
+            });
+            self.mark(size.part, Outcome::Ok);
+            let Some(fp) = self.fingerprint(&r, &run.name, Part::Occupancy) else {
                 continue;
             };
             match &first {
@@ -592,8 +752,8 @@ impl Check<'_> {
                 Some(f) if *f == fp => self.mark(Part::Occupancy, Outcome::Ok),
                 Some(f) => {
                     let line = format!(
-                        "  FAIL  XL fingerprint {fp} of occupancy {occ} differs from the first \
-                         variant's {f}"
+                        "  FAIL  {} fingerprint {fp} differs from the first variant's {f}",
+                        run.name
                     );
                     self.report.line(line);
                     self.tally.differs += 1;
@@ -601,14 +761,24 @@ impl Check<'_> {
                 }
             }
         }
+        true
     }
 
     /// The phase split at L; the runs' fields must be equal (it counts for
     /// the staging part).
     fn split(&mut self) {
-        let iterations = self.settings.l_iterations;
+        const STEP: &str = "2. timing (phase split)";
+        let iterations = if self.settings.quick {
+            3
+        } else {
+            self.settings.l_iterations
+        };
         self.report.line("");
-        for l in tables::split_head(iterations, self.emulated_device) {
+        for l in tables::split_head(
+            matrix::timed_sizes(self.settings.quick)[1],
+            iterations,
+            self.emulated_device,
+        ) {
             self.report.line(l);
         }
         if let Err(why) = &self.local {
@@ -617,12 +787,13 @@ impl Check<'_> {
             return;
         }
         let mut first: Option<String> = None;
-        for sp in matrix::splits(iterations) {
-            if self.stopped() {
+        for sp in matrix::splits(iterations, self.settings.quick) {
+            if self.stopped() || self.over_budget(STEP, &[Part::PhaseSplit]) {
                 return;
             }
             let r = match self.record(&sp.run, true) {
                 Ok(r) => r,
+                Err(Failed::Budget) => return self.out_of_budget(STEP, &[Part::PhaseSplit]),
                 Err(why) => {
                     self.timing_failed(why, Part::PhaseSplit, Part::Staging);
                     continue;
@@ -647,6 +818,49 @@ impl Check<'_> {
                 }
             }
         }
+    }
+
+    /// Part 3: what the machine's own tools say about the sweep, where
+    /// they exist: the SASS summary of the kernels the runs compiled
+    /// (`cuobjdump` on the cached CUBINs) and one Nsight Compute pass of
+    /// an L sweep (`ncu`). A tool that is absent skips its part with one
+    /// line.
+    fn tools(&mut self) {
+        const STEP: &str = "3. tools";
+        if self.stopped() {
+            return;
+        }
+        self.report.line("");
+        self.report.line(format!(
+            "== {STEP}: the sweep's machine code and memory traffic"
+        ));
+        if self.over_budget(STEP, &[Part::Sass, Part::Ncu]) {
+            return;
+        }
+        let lines = tools::sass(&mut self.runner, &self.cache);
+        self.tool_part(Part::Sass, lines);
+        if self.stopped() || self.over_budget(STEP, &[Part::Ncu]) {
+            return;
+        }
+        self.runner.limit = self.settings.run_limit.min(self.left());
+        let lines = tools::ncu(&mut self.runner, self.settings.quick);
+        self.tool_part(Part::Ncu, lines);
+    }
+
+    /// Reports a tool's lines and marks its part: skipped when the tool
+    /// is absent, failed when it ran without giving what was asked.
+    fn tool_part(&mut self, part: Part, outcome: tools::Said) {
+        for l in &outcome.lines {
+            self.report.line(l);
+        }
+        self.mark(
+            part,
+            match outcome.result {
+                tools::Result::Absent => Outcome::Skipped("the tool is not on this machine"),
+                tools::Result::Ok => Outcome::Ok,
+                tools::Result::Failed(why) => Outcome::NotRun(Some(why)),
+            },
+        );
     }
 
     /// A timing run of `part` that gave no record: a wrong answer (its own
@@ -710,12 +924,24 @@ impl Check<'_> {
                      passed)"
                 ),
             )
+        } else if !self.budget_skipped.is_empty() {
+            (
+                EXIT_PARTIAL,
+                format!(
+                    "PARTIAL ({device}every check that ran passed, but the --budget of {} s was \
+                     spent before: {})",
+                    self.settings.budget.as_secs(),
+                    self.budget_skipped.join(", ")
+                ),
+            )
         } else if self.settings.quick {
             (
                 0,
                 format!(
-                    "PASS ({device}every part asked for ran; every GPU result equals the CPU's; \
-                     --quick left out the XL and L timing)"
+                    "PASS ({device}every part ran, on --quick's small grids, in {:.0} s of the \
+                     {} s budget; every GPU result equals the CPU's)",
+                    self.started.elapsed().as_secs_f64(),
+                    self.settings.budget.as_secs()
                 ),
             )
         } else {
@@ -829,8 +1055,8 @@ mod tests {
             "not run: no ranks"
         );
         assert_eq!(
-            Outcome::Skipped("--quick").to_string(),
-            "skipped by request (--quick)"
+            Outcome::Skipped(BUDGET).to_string(),
+            "skipped (the --budget was spent)"
         );
     }
 }

@@ -3,7 +3,9 @@
 //! field the record lacks (a fingerprint, a transfer direction) prints as
 //! `-`, and the phases are the record's own ([`Phase`]).
 
+use super::matrix::TimedSize;
 use crate::bench::transfer::TransferReport;
+use crate::config::{Occupancy, SweepVariant};
 use crate::report::Record;
 use crate::timing::Phase;
 
@@ -74,31 +76,47 @@ fn emulated_note(emulated: bool) -> &'static str {
     }
 }
 
-/// The XL table's title and column heads.
-pub fn xl_head(iterations: u64, emulated: bool) -> [String; 2] {
+/// The grid a timing table is on: `XL (512x512x1024)`, or the small grid
+/// standing in for it in the quick mode.
+fn size_title(size: TimedSize) -> String {
+    match size.how {
+        "--size" => match size.grid {
+            "XL" => "XL (512x512x1024)".into(),
+            "L" => "L (256x256x512)".into(),
+            g => g.into(),
+        },
+        _ => format!("{} standing in for {} (--quick)", size.grid, size.label),
+    }
+}
+
+/// A variants table's title and column heads.
+pub fn variants_head(size: TimedSize, iterations: u64, emulated: bool) -> [String; 2] {
     [
         format!(
-            "XL (512x512x1024) on one rank, {iterations} iterations, per --gpu-occupancy \
+            "{} on one rank, {iterations} iterations, per --gpu-sweep and --gpu-occupancy \
              variant:{}",
+            size_title(size),
             emulated_note(emulated)
         ),
         format!(
-            "  {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
-            "occupancy", "iters", "GFLOPS", "eff. GB/s", "% of d2d copy", "compute share"
+            "  {:<9} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
+            "sweep", "occupancy", "iters", "GFLOPS", "eff. GB/s", "% of d2d copy", "compute share"
         ),
     ]
 }
 
-/// The XL table's row of variant `occ`, against the device copy
-/// bandwidth `d2d`.
-pub fn xl_row(occ: &str, r: &Record, d2d: Option<f64>) -> String {
+/// A variants table's row of sweep `sweep` with occupancy `occ`, against
+/// the device copy bandwidth `d2d`.
+pub fn variant_row(sweep: SweepVariant, occ: Occupancy, r: &Record, d2d: Option<f64>) -> String {
     let gb = r.gbytes_per_s;
     let of_copy = match d2d {
         Some(d) if d > 0.0 => format!("{:.1}%", 100.0 * gb / d),
         _ => "-".into(),
     };
     format!(
-        "  {occ:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
+        "  {:<9} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
+        sweep.name(),
+        occ.name(),
         r.iterations,
         fixed(Some(r.mflops / 1000.0), 1),
         fixed(Some(gb), 1),
@@ -107,12 +125,80 @@ pub fn xl_row(occ: &str, r: &Record, d2d: Option<f64>) -> String {
     )
 }
 
+/// One timed variant, for the recommendation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VariantRow {
+    /// `XL` or `L`.
+    pub size: &'static str,
+    /// The sweep variant.
+    pub sweep: SweepVariant,
+    /// The occupancy variant.
+    pub occ: Occupancy,
+    /// Its rate.
+    pub gflops: f64,
+}
+
+/// The lines that say which variant should be the default on this
+/// device: the fastest at XL (the size the default matters most for),
+/// else at L, with its lead over the default variant. On an emulated
+/// device the winner is named but not recommended: its times are the
+/// host's.
+pub fn recommendation(rows: &[VariantRow], emulated: bool) -> Vec<String> {
+    let best_of = |size: &str| {
+        rows.iter()
+            .filter(|r| r.size == size && r.gflops.is_finite())
+            .max_by(|a, b| a.gflops.total_cmp(&b.gflops))
+    };
+    let Some((best, size)) = best_of("XL")
+        .map(|b| (b, "XL"))
+        .or_else(|| best_of("L").map(|b| (b, "L")))
+    else {
+        return vec!["recommended default: none (no variant was timed)".into()];
+    };
+    let default = rows.iter().find(|r| {
+        r.size == size && r.sweep == SweepVariant::default() && r.occ == Occupancy::default()
+    });
+    let lead = default
+        .filter(|d| d.gflops > 0.0)
+        .map_or(String::new(), |d| {
+            format!(
+                ", {:+.1}% against --gpu-sweep {} --gpu-occupancy {}",
+                100.0 * (best.gflops / d.gflops - 1.0),
+                d.sweep.name(),
+                d.occ.name()
+            )
+        });
+    let at_l = if size == "XL" {
+        best_of("L").map_or(String::new(), |l| {
+            format!(
+                "; at L the fastest is --gpu-sweep {} --gpu-occupancy {}",
+                l.sweep.name(),
+                l.occ.name()
+            )
+        })
+    } else {
+        String::new()
+    };
+    let head = if emulated {
+        "fastest on this EMULATED device (host times: no recommendation for a GPU)"
+    } else {
+        "recommended default on this device"
+    };
+    vec![format!(
+        "{head}: --gpu-sweep {} --gpu-occupancy {} ({:.1} GFLOPS at {size}{lead}){at_l}",
+        best.sweep.name(),
+        best.occ.name(),
+        best.gflops
+    )]
+}
+
 /// The phase-split table's title and column heads.
-pub fn split_head(iterations: u64, emulated: bool) -> [String; 2] {
+pub fn split_head(size: TimedSize, iterations: u64, emulated: bool) -> [String; 2] {
     [
         format!(
-            "L (256x256x512), {iterations} iterations, ranks sharing the GPU: ms per \
-             iteration, slowest rank{}",
+            "{}, {iterations} iterations, ranks sharing the GPU: ms per iteration, slowest \
+             rank{}",
+            size_title(size),
             emulated_note(emulated)
         ),
         format!(
@@ -190,7 +276,8 @@ mod tests {
                "per_rank":[{"rank":0},{"rank":1,"phases_s":{"compute":0.5,"pack":0.01,
                "transfer":0.02,"comm":0.03,"unpack":0.01,"allreduce":0.001}}]"#,
         );
-        let row = xl_row("auto", &r, Some(4200.0));
+        let row = variant_row(SweepVariant::Classic, Occupancy::Auto, &r, Some(4200.0));
+        assert!(row.starts_with("  classic   auto "), "{row}");
         assert!(
             row.contains("1500.0") && row.contains("50.0%") && row.contains("95.0%"),
             "{row}"
@@ -215,5 +302,38 @@ mod tests {
             line.contains("device copy 4200") && line.contains("pageable -"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn the_recommendation_is_the_fastest_at_xl_beside_the_default() {
+        let row = |size, occ, gflops| VariantRow {
+            size,
+            sweep: SweepVariant::Classic,
+            occ,
+            gflops,
+        };
+        let rows = [
+            row("XL", Occupancy::Auto, 1000.0),
+            row("XL", Occupancy::Blocks4, 1100.0),
+            row("L", Occupancy::Blocks5, 900.0),
+            row("L", Occupancy::Auto, 800.0),
+        ];
+        let said = recommendation(&rows, false).join("\n");
+        assert!(
+            said.starts_with(
+                "recommended default on this device: --gpu-sweep classic \
+                              --gpu-occupancy 4 (1100.0 GFLOPS at XL, +10.0% against \
+                              --gpu-sweep classic --gpu-occupancy auto); at L the fastest is \
+                              --gpu-sweep classic --gpu-occupancy 5"
+            ),
+            "{said}"
+        );
+        // Only L timed: L decides. Emulated: named, not recommended.
+        let said = recommendation(&rows[2..], true).join("\n");
+        assert!(
+            said.contains("EMULATED") && said.contains("occupancy 5 (900.0 GFLOPS at L"),
+            "{said}"
+        );
+        assert!(recommendation(&[], false)[0].contains("none"));
     }
 }

@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// Checkpoints and restart.
     #[command(flatten)]
     pub checkpoint: CheckpointArgs,
+    /// GPU sweep kernel variant (`himeno gpu-check` times each and says
+    /// which suits the device). Results are identical. Default classic.
+    #[arg(long, value_enum)]
+    pub gpu_sweep: Option<crate::config::SweepVariant>,
 }
 
 /// Checkpoint and restart options of a benchmark run.

@@ -109,6 +109,7 @@ impl RunArgs {
             given(self.device.is_some(), "--device"),
             given(self.staging.is_some(), "--staging"),
             given(self.gpu_occupancy.is_some(), "--gpu-occupancy"),
+            given(self.gpu_sweep.is_some(), "--gpu-sweep"),
         ];
         let cpu_only = [
             given(self.stores.is_some(), "--stores"),
@@ -280,6 +281,7 @@ impl RunArgs {
                 .map(|l| l.to_string_lossy().into_owned()),
             scaling: self.scaling,
             checkpoint: self.checkpoint.validate(length, temporal)?,
+            gpu_sweep: self.gpu_sweep.unwrap_or_default(),
         })
     }
 }
@@ -501,6 +503,7 @@ mod tests {
             &["--device", "0"],
             &["--staging", "pageable", "--backend", "cpu"],
             &["--gpu-occupancy", "4"],
+            &["--gpu-sweep", "classic", "--backend", "cpu"],
             &["--stores", "cached", "--backend", "gpu"],
             &["--prefetch", "off", "--backend", "gpu"],
             &["--prefetch", "on", "--temporal", "4"],

@@ -102,6 +102,7 @@ Config load() {
     }
     integer("HIMENO_EMU_SMS", 1, 1024, &c.sms);
     bytes("HIMENO_EMU_MEMORY", &c.memory);
+    bytes("HIMENO_EMU_PINNED_MAX", &c.pinned_max);
     if (const char *v = get("HIMENO_EMU_POOLS")) {
         if (!std::strcmp(v, "1") || !std::strcmp(v, "on")) {
             c.pools = 1;

@@ -438,6 +438,8 @@ EXPORT CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
     NEED_CTX(ctx);
     (void)flags;
     if (!p) return INVALID_VALUE;
+    // A sandbox may refuse to lock large host buffers.
+    if (config().pinned_max && bytes > config().pinned_max) return OUT_OF_MEMORY;
     return pinned_alloc(bytes, p);
 }
 

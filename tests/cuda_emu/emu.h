@@ -30,6 +30,7 @@ struct Config {
     int cc_major = 9, cc_minor = 0;           // HIMENO_EMU_CC
     int sms = 132;                            // HIMENO_EMU_SMS
     unsigned long long memory = 16ull << 30;  // HIMENO_EMU_MEMORY
+    unsigned long long pinned_max = 0;        // HIMENO_EMU_PINNED_MAX (0: no limit)
     int pools = 1;                            // HIMENO_EMU_POOLS: 1, 0, 2 = broken
     int compute_mode = MODE_DEFAULT;          // HIMENO_EMU_COMPUTE_MODE
     int driver_version = 13000;               // HIMENO_EMU_DRIVER_VERSION

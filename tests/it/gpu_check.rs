@@ -52,7 +52,8 @@ for v in STUB_HANG STUB_GARBLE STUB_WRONG; do
         echo "not a record"; exit 0
     fi
 done
-grid=M iters=3 ranks=1 backend=cpu verbose=0 mode=run
+grid=M iters=3 ranks=1 backend=cpu verbose=0 mode=run verified=null
+if [[ "$all" == *" --verify "* ]]; then verified=true; fi
 while [ $# -gt 0 ]; do
     case "$1" in
         --grid|--size) grid=$2; shift ;;
@@ -97,7 +98,7 @@ if [ "$backend" = gpu ] && [ -n "${STUB_EMULATED:-}" ]; then emu=',"emulated":tr
 rank="{\"rank\":0,\"phases_s\":{\"compute\":0.5,\"pack\":0.01,\"transfer\":0.02,\"comm\":0.03,\"unpack\":0.01,\"allreduce\":0.001},\"placement\":\"gpu x1 threads, device GPU 0: Stub H200\"$emu}"
 per_rank=$rank
 for ((r = 1; r < ranks; r++)); do per_rank="$per_rank,$rank"; done
-echo "{\"schema\":1,\"grid\":[5,5,5],\"procs\":[$ranks,1,1],\"ranks\":$ranks,\"wall_s\":1.0,\"iterations\":$iters,\"gosa\":0.00123,\"p_fingerprint\":\"$fp\",\"verified\":null,\"mflops\":1500000.0,\"gbytes_per_s\":2500.0,\"compute_share\":0.95,\"slowest_rank\":0,\"per_rank\":[$per_rank],\"provenance\":{\"version\":\"0.1.0\",\"git_commit\":\"stub\",\"features\":[],\"mpi_library\":null,\"hosts\":[\"h\"],\"devices\":[],\"command\":[],\"gpu_software\":[{\"cuda_driver\":\"13.0\",\"nvrtc\":\"13.0\",\"nvrtc_library\":\"stub\"}]}}"
+echo "{\"schema\":1,\"grid\":[5,5,5],\"procs\":[$ranks,1,1],\"ranks\":$ranks,\"wall_s\":1.0,\"iterations\":$iters,\"gosa\":0.00123,\"p_fingerprint\":\"$fp\",\"verified\":$verified,\"mflops\":1500000.0,\"gbytes_per_s\":2500.0,\"compute_share\":0.95,\"slowest_rank\":0,\"per_rank\":[$per_rank],\"provenance\":{\"version\":\"0.1.0\",\"git_commit\":\"stub\",\"features\":[],\"mpi_library\":null,\"hosts\":[\"h\"],\"devices\":[],\"command\":[],\"gpu_software\":[{\"cuda_driver\":\"13.0\",\"nvrtc\":\"13.0\",\"nvrtc_library\":\"stub\"}]}}"
 "#;
 
 /// The stub `nvidia-smi` of a CUDA 13 driver.
@@ -312,7 +313,10 @@ fn gpu_check_passes_only_when_every_part_ran() {
         "--local-ranks 2 --grid 9x10x5 --iterations 20 --warmup 2 --procs 1x1x2 --overlap",
         "--gpu-occupancy 5",
         "bench transfer --max-bytes 1073741824",
-        "--size XL --iterations 200 --warmup 5 --gpu-occupancy 4",
+        "--size XL --iterations 200 --warmup 5 --gpu-sweep classic --gpu-occupancy 4",
+        "--size L --iterations 100 --warmup 5 --gpu-sweep classic --gpu-occupancy 5",
+        "--backend gpu --size L --iterations 60 --warmup 0 --verify",
+        "--backend gpu --size XL --iterations 3 --warmup 0 --verify",
         "--local-ranks 4 --procs 1x2x2 --size L --iterations 100 --warmup 5 --staging pageable --overlap",
     ] {
         assert!(calls.contains(want), "no run with `{want}`:\n{calls}");
@@ -464,7 +468,7 @@ fn gpu_check_falls_back_to_the_nvrtc_it_finds_and_says_so() {
 }
 
 #[test]
-fn gpu_check_quick_on_an_emulated_device_says_so_and_skips_the_large_timing() {
+fn gpu_check_quick_on_an_emulated_device_says_so_and_times_small_grids() {
     if !cuda_or_skip("gpu_check_quick_on_an_emulated_device_says_so") {
         return;
     }
@@ -485,9 +489,17 @@ fn gpu_check_quick_on_an_emulated_device_says_so_and_skips_the_large_timing() {
             "== himeno GPU check (EMULATED device: correctness only) (quick)",
             "== 2. timing (EMULATED device: host times, not GPU performance)",
             "bench transfer (peak GB/s): device copy 4200",
-            "xl_timing               skipped by request (--quick)",
-            "phase_split             skipped by request (--quick)",
-            "gpu-check: PASS (emulated device: correctness only, times are not GPU performance;",
+            "21x21x41 standing in for XL (--quick) on one rank, 3 iterations",
+            "  classic   5                3     1500.0",
+            "fastest on this EMULATED device (host times: no recommendation for a GPU): \
+             --gpu-sweep classic",
+            "known_answers          ok",
+            "xl_timing              ok",
+            "l_timing               ok",
+            "phase_split            ok",
+            "sass                   skipped (the tool is not on this machine)",
+            "gpu-check: PASS (emulated device: correctness only, times are not GPU performance; \
+             every part ran, on --quick's small grids",
         ],
     );
     let calls = s.calls();
@@ -496,6 +508,13 @@ fn gpu_check_quick_on_an_emulated_device_says_so_and_skips_the_large_timing() {
         "{calls}"
     );
     assert!(calls.contains("--grid 13x11x9 --iterations 4"), "{calls}");
+    for want in [
+        "--grid 32x32x64 --iterations 3 --warmup 0 --verify",
+        "--grid 21x21x41 --iterations 3 --warmup 1 --gpu-sweep classic --gpu-occupancy auto",
+        "--procs 1x2x2 --grid 17x17x33 --iterations 3 --warmup 1 --staging pinned --overlap",
+    ] {
+        assert!(calls.contains(want), "no run with `{want}`:\n{calls}");
+    }
     assert!(
         !calls.contains("--size XL") && !calls.contains("--size L"),
         "{calls}"
@@ -558,7 +577,8 @@ fn gpu_check_never_passes_a_run_that_hangs_or_says_nothing() {
             nvrtc,
             (
                 "STUB_WRONG",
-                "--size XL --iterations 200 --warmup 5 --gpu-occupancy 5".into(),
+                "--size XL --iterations 200 --warmup 5 --gpu-sweep classic --gpu-occupancy 5"
+                    .into(),
             ),
         ],
     );
@@ -567,7 +587,7 @@ fn gpu_check_never_passes_a_run_that_hangs_or_says_nothing() {
         &o,
         1,
         &[
-            "FAILED time-XL-occ5 exit 1: himeno: verification FAILED",
+            "FAILED time-XL-classic-occ5 exit 1: himeno: verification FAILED",
             "occupancy              fail",
             "xl_timing              fail",
             "gpu-check: FAIL",
@@ -1007,4 +1027,47 @@ fn gpu_check_fail_says_what_happened_when_no_result_came_back() {
         assert!(verdict.starts_with("gpu-check: FAIL ("), "{verdict}");
         assert!(!verdict.contains("differs"), "{verdict}");
     }
+}
+
+#[test]
+fn gpu_check_stops_at_its_budget_and_says_which_steps_it_skipped() {
+    if !cuda_or_skip("gpu_check_stops_at_its_budget_and_says_which_steps_it_skipped") {
+        return;
+    }
+    let nvrtc = ("STUB_NVRTC_FOUND", String::from("/x/libnvrtc.so.13"));
+    // The transfer benchmark hangs: the budget, not its run limit, ends it.
+    let s = Stubs::new("budget", &[]);
+    let t = Instant::now();
+    let o = s.run(
+        &["--quick", "--budget", "6", "--run-limit", "100"],
+        &[nvrtc, ("STUB_HANG", "bench transfer".into())],
+    );
+    assert_says(
+        &s,
+        &o,
+        3,
+        &[
+            "budget 6 s",
+            "budget transfer",
+            "stopped: the check's --budget is spent",
+            "2. timing: skipped from here, the --budget of 6 s is spent",
+            "3. tools: skipped from here, the --budget of 6 s is spent",
+            "correctness_1_rank     ok",
+            "xl_timing              skipped (the --budget was spent)",
+            "ncu                    skipped (the --budget was spent)",
+            "gpu-check: PARTIAL (every check that ran passed, but the --budget of 6 s was spent \
+             before: 2. timing, 3. tools)",
+        ],
+    );
+    let out = stdout(&o);
+    assert!(!out.contains("FAILED"), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    // A budget out of range is refused like the other options.
+    let o = s.run(&["--budget", "0"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--budget 0 must be from 1 to"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -22,11 +22,11 @@ const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 const GOSA_TOLERANCE: f64 = 1e-9;
 
 /// What a test needs to run against the emulator.
-struct Emulator {
+pub(crate) struct Emulator {
     /// The folder holding the stand-in `libcuda.so.1`.
     lib: PathBuf,
     /// The NVRTC 13 library the runs compile with.
-    nvrtc: PathBuf,
+    pub(crate) nvrtc: PathBuf,
 }
 
 /// Builds the emulated driver once per test run (`scripts/cuda-emu.sh
@@ -54,7 +54,7 @@ fn build() -> Result<PathBuf, String> {
 
 /// The emulator, or `None` after saying why `test` skips: a build without
 /// the `cuda` feature, or no NVRTC 13 outside CI (in CI that fails).
-fn emulator(test: &str) -> Option<Emulator> {
+pub(crate) fn emulator(test: &str) -> Option<Emulator> {
     if !cfg!(feature = "cuda") {
         eprintln!("SKIPPED {test}: this build has no CUDA support");
         return None;
@@ -75,7 +75,7 @@ impl Emulator {
     /// `cmd` set to run against the emulated driver with interleaving
     /// `seed` (two worker threads per device for even seeds) and the
     /// extra variables `env`.
-    fn wrap(&self, mut cmd: Command, seed: u64, env: &[(&str, &str)]) -> Command {
+    pub(crate) fn wrap(&self, mut cmd: Command, seed: u64, env: &[(&str, &str)]) -> Command {
         let path = match std::env::var_os("LD_LIBRARY_PATH") {
             Some(p) if !p.is_empty() => {
                 let mut v = self.lib.clone().into_os_string();
@@ -102,7 +102,7 @@ impl Emulator {
     }
 
     /// Runs `args` on the emulated GPU in one process.
-    fn himeno(&self, seed: u64, env: &[(&str, &str)], args: &[&str]) -> Output {
+    pub(crate) fn himeno(&self, seed: u64, env: &[(&str, &str)], args: &[&str]) -> Output {
         run(self.wrap(himeno(args), seed, env))
     }
 }
@@ -115,7 +115,7 @@ fn unique() -> usize {
 }
 
 /// The CPU's verified JSON report for `grid` and `iterations`.
-fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
+pub(crate) fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
     let r = json_ok(&run(himeno(&[
         "--backend",
         "cpu",
@@ -134,7 +134,7 @@ fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
 /// Asserts that the report of an emulated GPU run is VALID with the CPU's
 /// fingerprint and gosa, that each rank says its device is emulated, and,
 /// for a run with neighbours, that the halo went through host transfers.
-fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
+pub(crate) fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
     let r = json_ok(o);
     assert_eq!(r["backend"], "gpu", "{what}: {r}");
     assert_eq!(r["verified"], true, "{what}: {}", r["verification"]);
@@ -154,7 +154,7 @@ fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
 }
 
 /// A verified GPU run of `grid` for `iters` iterations with a JSON report.
-fn gpu_args<'a>(grid: &'a str, iters: &'a str) -> Vec<&'a str> {
+pub(crate) fn gpu_args<'a>(grid: &'a str, iters: &'a str) -> Vec<&'a str> {
     vec![
         "--backend",
         "gpu",
@@ -425,26 +425,6 @@ fn emulated_device_answers_change_nothing_in_the_answer() {
 }
 
 #[test]
-fn emulated_device_without_working_pools_is_one_clear_line() {
-    let Some(emu) = emulator("emulated_device_without_working_pools_is_one_clear_line") else {
-        return;
-    };
-    let o = emu.himeno(
-        1,
-        &[("HIMENO_EMU_POOLS", "broken")],
-        &[
-            "--backend",
-            "gpu",
-            "--grid",
-            "12x12x12",
-            "--iterations",
-            "2",
-        ],
-    );
-    assert_clean_error(&o, &["memory pool", "cuMemAllocAsync"]);
-}
-
-#[test]
 fn emulated_exclusive_process_device_refuses_a_second_process() {
     if !mpi_or_skip("emulated_exclusive_process_device_refuses_a_second_process") {
         return;
@@ -518,14 +498,25 @@ fn emulated_gpu_check_passes_and_says_emulated() {
     std::os::unix::fs::symlink(emu.nvrtc.parent().unwrap(), site.join("lib")).unwrap();
     let out = temp_file("emu-check", "out");
     let out_s = out.display().to_string();
+    // The whole budgeted check, end to end, well within its budget.
+    let budget = 400;
     for seed in SEEDS {
         let _ = std::fs::remove_dir_all(&out);
         let venv_s = venv.display().to_string();
+        let started = std::time::Instant::now();
         let o = run(emu.wrap(
-            himeno(&["gpu-check", "--quick", "--out", &out_s]),
+            himeno(&[
+                "gpu-check",
+                "--quick",
+                "--budget",
+                &budget.to_string(),
+                "--out",
+                &out_s,
+            ]),
             seed,
             &[("VIRTUAL_ENV", &venv_s)],
         ));
+        let took = started.elapsed().as_secs();
         let text = stdout(&o);
         assert_eq!(
             o.status.code(),
@@ -533,13 +524,58 @@ fn emulated_gpu_check_passes_and_says_emulated() {
             "seed {seed}:\n{text}\n{}",
             stderr(&o)
         );
+        assert!(took < budget, "seed {seed}: took {took} s");
         assert!(
             text.lines()
                 .any(|l| l.starts_with("gpu-check: PASS (emulated device")),
             "{text}"
         );
         assert!(out.join("gpu-check.txt").is_file() && out.join("results.jsonl").is_file());
+        assert_budgeted_check(&text, &out);
     }
+}
+
+/// Asserts that a quick gpu-check's report `text` ran every step (known
+/// answers, the variants at both sizes, each variant a row, the
+/// recommendation, the phase split; the tools the machine lacks skipped
+/// in one line each), and that its runs shared one NVRTC cache: one CUBIN
+/// per variant for the dozens of runs.
+fn assert_budgeted_check(text: &str, out: &Path) {
+    for part in [
+        "known_answers          ok",
+        "xl_timing              ok",
+        "l_timing               ok",
+        "phase_split            ok",
+        "occupancy              ok",
+    ] {
+        assert!(text.contains(part), "{part}:\n{text}");
+    }
+    for sweep in himeno::config::SweepVariant::ALL {
+        for occ in himeno::config::Occupancy::ALL {
+            let row = format!("  {:<9} {:<9} ", sweep.name(), occ.name());
+            assert_eq!(text.matches(&row).count(), 2, "{row}:\n{text}");
+        }
+    }
+    assert!(
+        text.contains("[EMULATED device: host times, not GPU performance]"),
+        "{text}"
+    );
+    assert!(text.contains("fastest on this EMULATED device"), "{text}");
+    assert!(!text.contains("skipped from here"), "{text}");
+    let listed = Command::new("tar")
+        .arg("-tzf")
+        .arg(out.join("details.tar.gz"))
+        .output()
+        .expect("tar");
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    let cubins = listing
+        .lines()
+        .filter(|l| l.contains("nvrtc-cache/") && l.ends_with(".cubin"))
+        .count();
+    let variants = himeno::config::SweepVariant::ALL.len() * himeno::config::Occupancy::ALL.len();
+    assert_eq!(cubins, variants, "{listing}");
+    let runs = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    assert!(runs.lines().count() > 3 * variants);
 }
 
 #[test]

@@ -12,9 +12,16 @@
 //! e.g. NVRTC 12.9 from pip on a 12.4 driver), while a CUBIN loads on any
 //! driver of the same major version. A CUBIN comes with the assembler's
 //! resource report (registers, spills), which goes into the record.
+//!
+//! `--generate-line-info` maps the machine code back to `kernels.cu`'s
+//! lines (it changes no instruction), so that `compute-sanitizer` or a
+//! fault's report names a line. With `HIMENO_NVRTC_CACHE` set, the output
+//! is kept in that folder and reused by later processes (`disk_cache`).
 
+use super::disk_cache;
 use super::launch::{self, Occupancy, SOURCE};
 use super::nvrtc::{Nvrtc, Output};
+use crate::config::SweepVariant;
 use crate::error::{Error, Result};
 use cudarc::nvrtc::Ptx;
 use std::collections::BTreeMap;
@@ -52,6 +59,10 @@ pub struct Compiled {
     pub arch: String,
     /// The sweep variant compiled.
     pub occupancy: Occupancy,
+    /// The sweep kernel variant compiled.
+    pub sweep: SweepVariant,
+    /// Whether the module came from the NVRTC cache folder.
+    pub cached: bool,
     /// Seconds NVRTC took.
     pub seconds: f64,
     /// NVRTC's version, `major.minor`.
@@ -94,6 +105,7 @@ pub fn flags(arch: &str, occ: Occupancy) -> Vec<String> {
         "--ftz=false",
         "--prec-div=true",
         "--prec-sqrt=true",
+        "--generate-line-info",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -150,29 +162,59 @@ pub fn resources(log: &str) -> BTreeMap<String, Resources> {
     out
 }
 
-/// Compiles [`SOURCE`] for compute capability `cc` and sweep variant
-/// `occ` with `nv`. Ranks of one process share the result: the first
-/// compiles, the others wait for it.
-pub fn compile(nv: &Nvrtc, cc: (i32, i32), occ: Occupancy) -> Result<Arc<Compiled>> {
-    type Cache = Mutex<BTreeMap<(String, String), Arc<Compiled>>>;
+/// Compiles [`SOURCE`] for compute capability `cc`, occupancy variant
+/// `occ` and sweep variant `sweep` with `nv`. Ranks of one process share
+/// the result: the first compiles, the others wait for it. With a cache
+/// folder (`HIMENO_NVRTC_CACHE`), an image compiled before by any process
+/// from the same source, options, architecture and NVRTC is loaded
+/// instead, and a new one is stored there.
+pub fn compile(
+    nv: &Nvrtc,
+    cc: (i32, i32),
+    occ: Occupancy,
+    sweep: SweepVariant,
+) -> Result<Arc<Compiled>> {
+    type Cache = Mutex<BTreeMap<(String, String, String), Arc<Compiled>>>;
     static CACHE: Cache = Mutex::new(BTreeMap::new());
     let arch = arch_for(cc, &nv.supported_archs());
-    let key = (arch.clone(), occ.name().to_string());
+    let key = (
+        arch.clone(),
+        occ.name().to_string(),
+        sweep.name().to_string(),
+    );
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = cache.get(&key) {
         return Ok(c.clone());
     }
     let start = Instant::now();
     let out = output_for(&arch);
-    let built = nv
-        .compile(SOURCE, NAME, &flags(&arch, occ), out)
-        .map_err(|log| {
-            Error::runtime(format!(
-                "NVRTC {} ({}) could not compile the kernels for {arch}: {log}",
-                nv.version_string(),
-                nv.path
-            ))
-        })?;
+    let options = flags(&arch, occ);
+    let folder = disk_cache::folder();
+    let entry = disk_cache::Key::new(SOURCE, &options, &arch, &nv.version_string(), out);
+    let found = folder.as_deref().and_then(|f| disk_cache::load(f, &entry));
+    let cached = found.is_some();
+    let built = match found {
+        Some(b) => b,
+        None => {
+            let b = nv.compile(SOURCE, NAME, &options, out).map_err(|log| {
+                Error::runtime(format!(
+                    "NVRTC {} ({}) could not compile the kernels for {arch}: {log}",
+                    nv.version_string(),
+                    nv.path
+                ))
+            })?;
+            if let Some(f) = folder.as_deref()
+                && let Err(e) = disk_cache::store(f, &entry, &b)
+            {
+                tracing::warn!(
+                    "cannot keep the compiled kernels in {} ({e}): later processes compile \
+                     again",
+                    f.display()
+                );
+            }
+            b
+        }
+    };
     let ptx = match out {
         Output::Cubin => Ptx::from_binary(built.image),
         Output::Ptx => Ptx::from_src(String::from_utf8_lossy(&built.image).into_owned()),
@@ -195,6 +237,8 @@ pub fn compile(nv: &Nvrtc, cc: (i32, i32), occ: Occupancy) -> Result<Arc<Compile
             registers = s.registers,
             spills = s.spills(),
             occupancy = occ.name(),
+            sweep = sweep.name(),
+            cached,
             "NVRTC {} compiled the GPU kernels",
             nv.version_string()
         );
@@ -203,6 +247,8 @@ pub fn compile(nv: &Nvrtc, cc: (i32, i32), occ: Occupancy) -> Result<Arc<Compile
         ptx,
         arch,
         occupancy: occ,
+        sweep,
+        cached,
         seconds,
         nvrtc_version: nv.version_string(),
         nvrtc_path: nv.path.clone(),
@@ -233,6 +279,7 @@ mod tests {
             "--fmad=false",
             "--ftz=false",
             "--gpu-architecture=sm_90",
+            "--generate-line-info",
             "-DHIMENO_SWEEP_THREADS=256",
             "--ptxas-options=-v",
         ] {
@@ -416,6 +463,11 @@ mod tests {
                 assert!(
                     ptx.contains("mul.rn.f32"),
                     "{arch}: multiplies not kept exact"
+                );
+                // --generate-line-info: the code names its source lines.
+                assert!(
+                    ptx.contains(".loc") && ptx.contains(".file"),
+                    "{arch}: no line info"
                 );
                 ptx_of.push(float_ops(&ptx));
             }

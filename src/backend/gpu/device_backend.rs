@@ -32,6 +32,7 @@
 //! executes the real kernels and checks every launch's arguments against
 //! the kernel's declaration.
 
+use super::alloc::DeviceBuf;
 use super::compile::Compiled;
 use super::connections;
 use super::device_trace::{self, DeviceTrace};
@@ -40,8 +41,9 @@ use super::launch::{
     self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
     fill_planes_args, reduce_args, sweep_args,
 };
+use super::nvtx;
 use super::options::GpuOptions;
-use super::staging::{Pinned, PinnedBuffer};
+use super::staging::{self, Pinned, PinnedBuffer};
 use crate::backend::api::{Backend, BackendInfo, Capabilities, GpuSoftware, HostBuffer};
 use crate::config::BackendKind;
 use crate::config::Staging;
@@ -50,6 +52,7 @@ use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
 use crate::grid::fields::{COEFFICIENTS, coefficient_values, p_initial};
 use crate::timeline;
+use crate::timing::Phase;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
     PushKernelArg, result, sys,
@@ -108,19 +111,19 @@ pub struct GpuBackend {
     k: Kernels,
     dims: [usize; 3],
     /// `p` and `next`: `bufs[cur]` is `p`.
-    bufs: [CudaSlice<f32>; 2],
+    bufs: [DeviceBuf<f32>; 2],
     cur: usize,
-    coef: Vec<CudaSlice<f32>>,
+    coef: Vec<DeviceBuf<f32>>,
     /// Initial `p` per local i-plane, for resets.
-    plane_values: CudaSlice<f32>,
-    partial: CudaSlice<f64>,
+    plane_values: DeviceBuf<f32>,
+    partial: DeviceBuf<f64>,
     /// This rank's gosa of the last sweep, on the device ...
-    gosa: CudaSlice<f64>,
+    gosa: DeviceBuf<f64>,
     /// ... and its page-locked copy on the host.
     gosa_host: Pinned<f64>,
     /// Device face buffers of the faces normal to j and k with a
     /// neighbour, by `[dim - 1][side]`.
-    faces: [[Option<CudaSlice<f32>>; 2]; 2],
+    faces: [[Option<DeviceBuf<f32>>; 2]; 2],
     plan: SweepPlan,
     overlap: bool,
     /// Whether the block exchanges any face (else nothing waits for the
@@ -205,10 +208,7 @@ impl GpuBackend {
             .new_stream_with_priority(greatest)
             .map_err(cuda_err("creating a stream"))?;
         let cells: usize = dims.iter().product();
-        let alloc_err = || dev.alloc_err("allocating device memory");
-        let alloc = |n: usize| -> Result<CudaSlice<f32>> {
-            main.alloc_zeros::<f32>(n).map_err(alloc_err())
-        };
+        let alloc = |n: usize| DeviceBuf::<f32>::zeros(&main, n, dev.allocator);
         let bufs = [alloc(cells)?, alloc(cells)?];
         let coef = (0..COEFFICIENTS)
             .map(|_| alloc(cells))
@@ -222,13 +222,9 @@ impl GpuBackend {
         let planes: Vec<f32> = (0..dims[0])
             .map(|li| p_initial(grid, block.global(0, li)))
             .collect();
-        let plane_values = main
-            .clone_htod(&planes)
-            .map_err(dev.alloc_err("copying initial values"))?;
-        let partial = main
-            .alloc_zeros::<f64>(plan.partials)
-            .map_err(alloc_err())?;
-        let gosa = main.alloc_zeros::<f64>(1).map_err(alloc_err())?;
+        let plane_values = DeviceBuf::from_host(&main, &planes, dev.allocator)?;
+        let partial = DeviceBuf::<f64>::zeros(&main, plan.partials, dev.allocator)?;
+        let gosa = DeviceBuf::<f64>::zeros(&main, 1, dev.allocator)?;
         let gosa_host = Pinned::<f64>::new(&ctx, 1)?;
         let event = || {
             ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -259,6 +255,7 @@ impl GpuBackend {
                 cuda_driver: format!("{}.{}", probe.driver.0, probe.driver.1),
                 nvrtc: probe.nvrtc.version_string(),
                 nvrtc_library: probe.nvrtc.path.clone(),
+                allocator: Some(dev.allocator.name().into()),
             }),
             emulated: driver::emulator(),
         };
@@ -536,6 +533,7 @@ impl Backend for GpuBackend {
     }
 
     fn sweeps_start(&mut self, sweeps: usize) -> Result<()> {
+        let _nvtx = nvtx::range(Phase::Compute.name());
         Capabilities::of(BackendKind::Gpu).check_sweeps(sweeps)?;
         self.trace_sweep()?;
         if self.overlap {
@@ -563,6 +561,7 @@ impl Backend for GpuBackend {
     }
 
     fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
+        let _nvtx = nvtx::range(Phase::Compute.name());
         let st = self.main.clone();
         let partial = addr(&self.partial, &st);
         let out = addr(&self.gosa, &st);
@@ -591,6 +590,7 @@ impl Backend for GpuBackend {
     }
 
     fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {
+        let _nvtx = nvtx::range(Phase::Pack.name());
         let st = self.halo_stream();
         // Checked before anything is queued, so that an error leaves no
         // work behind.
@@ -601,7 +601,10 @@ impl Backend for GpuBackend {
         let queued = self.queue_pack(&st, faces);
         // Waited for even when queuing failed part-way: no copy may still
         // be writing a host buffer once this returns.
-        let waited = st.synchronize().map_err(cuda_err("packing faces"));
+        let waited = {
+            let _copies = nvtx::range(Phase::Transfer.name());
+            st.synchronize().map_err(cuda_err("packing faces"))
+        };
         queued.and(waited)?;
         if let Some(t) = &self.trace {
             let kernels = self.any_kernel(faces.iter().map(|(f, _)| *f));
@@ -612,6 +615,7 @@ impl Backend for GpuBackend {
     }
 
     fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64> {
+        let _nvtx = nvtx::range(Phase::Unpack.name());
         let st = self.halo_stream();
         for (face, buf) in faces {
             let c = self.face_copy(*face, buf.as_slice().len(), false)?;
@@ -620,7 +624,10 @@ impl Backend for GpuBackend {
         let queued = self.queue_unpack(&st, faces);
         // As in pack: no copy may still be reading a host buffer once this
         // returns.
-        let waited = st.synchronize().map_err(cuda_err("unpacking faces"));
+        let waited = {
+            let _copies = nvtx::range(Phase::Transfer.name());
+            st.synchronize().map_err(cuda_err("unpacking faces"))
+        };
         queued.and(waited)?;
         if let Some(t) = &self.trace {
             let kernels = self.any_kernel(faces.iter().map(|(f, _)| *f));
@@ -635,10 +642,21 @@ impl Backend for GpuBackend {
     }
 
     fn staging(&mut self, len: usize) -> Result<Box<dyn HostBuffer>> {
-        match self.staging {
-            Staging::Pinned if len > 0 => Ok(Box::new(PinnedBuffer::new(&self.dev.ctx, len)?)),
-            _ => Ok(Box::new(vec![0.0f32; len])),
+        if self.staging == Staging::Pinned && len > 0 {
+            match PinnedBuffer::new(&self.dev.ctx, len) {
+                Ok(b) => return Ok(Box::new(b)),
+                // A driver that refuses to lock host memory (a sandbox):
+                // this rank stages in pageable memory, said and recorded.
+                Err(e) => {
+                    staging::pinned_refused(len * 4, &e);
+                    self.staging = Staging::Pageable;
+                    if let Some(d) = self.info.detail.as_mut() {
+                        d.push_str(", pinned staging refused: pageable");
+                    }
+                }
+            }
         }
+        Ok(Box::new(vec![0.0f32; len]))
     }
 
     fn load_next(&mut self, field: &Array3<f32>) -> Result<()> {
@@ -653,7 +671,7 @@ impl Backend for GpuBackend {
                     self.dims
                 ))
             })?;
-        st.memcpy_htod(values, &mut self.bufs[1 - self.cur])
+        st.memcpy_htod(values, &mut *self.bufs[1 - self.cur])
             .map_err(cuda_err("copying a field to the device"))?;
         st.synchronize()
             .map_err(cuda_err("copying a field to the device"))
@@ -662,7 +680,7 @@ impl Backend for GpuBackend {
     fn field(&mut self) -> Result<Array3<f32>> {
         let st = self.main.clone();
         let host = st
-            .clone_dtoh(&self.bufs[self.cur])
+            .clone_dtoh(&*self.bufs[self.cur])
             .map_err(cuda_err("copying p to the host"))?;
         st.synchronize()
             .map_err(cuda_err("copying p to the host"))?;

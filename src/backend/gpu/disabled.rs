@@ -32,3 +32,14 @@ pub fn measure_transfers(_device: usize, _sizes: &[usize]) -> Result<Measured> {
          `--features cuda` to run `himeno bench transfer`",
     ))
 }
+
+/// NVTX ranges: none in a build without GPU support.
+pub mod nvtx {
+    /// A range that was never opened.
+    pub struct Range;
+
+    /// Opens nothing.
+    pub fn range(_name: &'static str) -> Range {
+        Range
+    }
+}

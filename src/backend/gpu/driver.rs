@@ -6,6 +6,7 @@
 //! missing library into a one-line error. NVRTC is loaded by `nvrtc`, not
 //! by cudarc (see `locate`).
 
+use super::alloc::Allocator;
 use super::locate::Search;
 use super::nvrtc::{Nvrtc, load_error};
 use crate::error::{Error, Result};
@@ -183,9 +184,9 @@ pub fn format_uuid(bytes: &[u8; 16]) -> String {
 pub struct Device {
     /// The device's ordinal among the visible ones.
     pub ordinal: usize,
-    /// Whether the device reports memory pools (cudarc then allocates
-    /// with `cuMemAllocAsync`).
-    pub pools: bool,
+    /// How its memory is allocated: the stream-ordered allocator, or
+    /// `cuMemAlloc` where the device has no pools or refuses them.
+    pub allocator: Allocator,
     /// The device's primary context, current on this thread.
     pub ctx: Arc<CudaContext>,
     /// Compute capability (major, minor).
@@ -255,17 +256,6 @@ pub fn unavailable_message(device: &str, mode: Option<i32>) -> String {
     }
 }
 
-/// The one-line error for a device that reports memory pools but refuses
-/// stream-ordered allocation.
-pub fn no_async_alloc_message(device: &str) -> String {
-    format!(
-        "{device} reports memory pools, but its driver refuses cuMemAllocAsync \
-         (CUDA_ERROR_NOT_SUPPORTED), which this build allocates device memory with: use a \
-         driver with stream-ordered allocation (a vGPU or emulated device may lack it), \
-         another device, or --backend cpu"
-    )
-}
-
 impl Device {
     /// Opens device `ordinal` (after a successful [`probe`]).
     pub fn open(ordinal: usize) -> Result<Device> {
@@ -304,6 +294,8 @@ impl Device {
         let identity = uuid.clone().unwrap_or_else(|| format!("PCI {bus}"));
         let uuid = uuid.unwrap_or_else(|| "uuid unknown".into());
         let pools = attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) > 0;
+        let allocator = Allocator::probe(&ctx, pools);
+        allocator.say_once(ordinal, &format!("GPU {ordinal} ({name})"));
         let total = ctx.total_mem().unwrap_or(0) as f64 / (1u64 << 30) as f64;
         let description = format!(
             "GPU {ordinal}: {name} (sm_{}{}, {total:.0} GiB, PCI {bus}, {uuid})",
@@ -311,25 +303,12 @@ impl Device {
         );
         Ok(Device {
             ordinal,
-            pools,
+            allocator,
             ctx,
             cc,
             description,
             identity,
         })
-    }
-
-    /// Maps a driver error of a device allocation to a runtime error: a
-    /// device with memory pools whose driver refuses `cuMemAllocAsync` is
-    /// said so in one line, any other error as by [`cuda_err`].
-    pub fn alloc_err<'a>(&'a self, what: &'a str) -> impl Fn(result::DriverError) -> Error + 'a {
-        move |e| {
-            if self.pools && e.0 == sys::CUresult::CUDA_ERROR_NOT_SUPPORTED {
-                Error::runtime(no_async_alloc_message(&name_for_error(self.ordinal)))
-            } else {
-                cuda_err(what)(e)
-            }
-        }
     }
 
     /// Free and total device memory in bytes.
@@ -369,14 +348,7 @@ mod tests {
         assert!(unavailable_message("GPU 0", Some(2)).contains("PROHIBITED"));
         assert!(unavailable_message("GPU 0", None).contains("CUDA_ERROR_DEVICE_UNAVAILABLE"));
         assert!(unavailable_message("GPU 0", Some(0)).contains("CUDA_ERROR_DEVICE_UNAVAILABLE"));
-        let pools = no_async_alloc_message("GPU 0 (E)");
-        assert!(
-            pools.contains("cuMemAllocAsync") && pools.contains("GPU 0 (E)"),
-            "{pools}"
-        );
-        for m in [exclusive, pools] {
-            assert!(!m.contains('\n'), "one line: {m}");
-        }
+        assert!(!exclusive.contains('\n'), "one line: {exclusive}");
     }
 
     #[test]

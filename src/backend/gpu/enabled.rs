@@ -51,6 +51,8 @@ pub fn create(
         description: opened.dev.description.clone(),
         need: launch::device_bytes(dims, plan.partials, &faces),
         free,
+        pid: std::process::id(),
+        mps: super::mps::active(),
     };
     memcheck::check(&mine, comm)?;
     let gpu = same_outcome_everywhere(GpuBackend::new(opened, plan, grid, block, cfg), comm)?;
@@ -94,6 +96,7 @@ fn first_failure(all: &[Option<String>]) -> Result<()> {
 /// the kernels (ranks of one process compile once).
 fn open(cfg: &GpuOptions, block: &Block, comm: &dyn Comm) -> Result<(Opened, SweepPlan)> {
     let probe = driver::probe().map_err(Error::usage)?;
+    super::nvtx::init();
     let count = probe.devices;
     let ordinal = driver::choose(cfg.device, comm.node_rank(), count)?;
     // Said once per node (by its first rank without a GPU of its own):
@@ -123,7 +126,7 @@ fn open(cfg: &GpuOptions, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swe
         software = %probe.describe(),
         "GPU chosen"
     );
-    let compiled = compile::compile(probe.nvrtc, dev.cc, cfg.occupancy)?;
+    let compiled = compile::compile(probe.nvrtc, dev.cc, cfg.occupancy, cfg.sweep)?;
     let module = dev.ctx.load_module(compiled.ptx.clone()).map_err(|e| {
         let newer = probe.nvrtc.version.0 > probe.driver.0;
         Error::runtime(format!(

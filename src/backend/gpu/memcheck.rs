@@ -7,8 +7,11 @@
 //! reads the free memory after every rank has opened its device (contexts
 //! and modules take memory too) and before any allocates its fields, sends
 //! it with its need to rank 0, which adds the needs per (host, device) and
-//! broadcasts the verdict (`crate::comm::decide`).
+//! broadcasts the verdict (`crate::comm::decide`), with the warnings of
+//! `mps::time_slicing` for GPUs that several processes share without MPS,
+//! which rank 0 prints.
 
+use super::mps::{Sharer, time_slicing};
 use crate::comm::{self, Comm};
 use crate::error::{Error, Result};
 use crate::machine::memory::GIB;
@@ -28,6 +31,11 @@ pub struct Report {
     pub need: u64,
     /// Free bytes the rank read on it.
     pub free: u64,
+    /// The rank's process id: ranks of several processes on one GPU
+    /// time-slice it without MPS (`mps`).
+    pub pid: u32,
+    /// Whether the rank sees an MPS daemon.
+    pub mps: bool,
 }
 
 /// Decides from every rank's report whether each device has room for the
@@ -75,9 +83,25 @@ pub fn room_on_each_device(reports: &[Report]) -> std::result::Result<(), String
 /// follows the opening) and before any allocates; every rank returns the
 /// same verdict.
 pub fn check(mine: &Report, comm: &dyn Comm) -> Result<()> {
-    comm::decide(comm, "the device memory", mine, |reports| {
-        room_on_each_device(&reports).map_err(Error::usage)
+    let warnings: Vec<String> = comm::decide(comm, "the device memory", mine, |reports| {
+        room_on_each_device(&reports).map_err(Error::usage)?;
+        let sharers: Vec<Sharer<'_>> = reports
+            .iter()
+            .map(|r| Sharer {
+                host: &r.host,
+                device: &r.device,
+                description: &r.description,
+                pid: r.pid,
+                mps: r.mps,
+            })
+            .collect();
+        Ok(time_slicing(&sharers))
     })?;
+    if comm.rank() == 0 {
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+    }
     tracing::info!(
         need_gib = mine.need as f64 / GIB,
         "device memory check passed"
@@ -96,6 +120,8 @@ mod tests {
             description: format!("GPU {device}"),
             need,
             free,
+            pid: 1,
+            mps: false,
         }
     }
 

@@ -22,12 +22,20 @@
 //! - `driver`: probing the libraries (cudarc panics without them), device
 //!   choice by node-local rank, the device description;
 //! - `compile`: NVRTC compilation of `kernels.cu` for the device's own
-//!   architecture, without FMA contraction;
+//!   architecture, without FMA contraction, with line info;
+//! - `disk_cache`: NVRTC's output shared by processes through a folder;
 //! - `memcheck`: the device memory check of all ranks sharing a GPU;
+//! - `mps`: whether MPS serves the GPUs, and the warning for processes
+//!   that time-slice one without it;
+//! - `alloc`: device buffers from the stream-ordered allocator, or from
+//!   `cuMemAlloc` where a driver refuses it;
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
 //! - `device_trace`: the streams' device events behind `--trace`;
-//! - `transfer`: host<->device copy measurements, returned as [`sample`]s.
+//! - `transfer`: host<->device copy measurements, returned as [`sample`]s;
+//! - `nvtx`: NVTX ranges named after the trace's phases, for `nsys`
+//!   (a no-op module in builds without `cuda`, so the solver and the halo
+//!   exchange open them unconditionally).
 
 pub mod connections;
 pub mod env;
@@ -40,11 +48,15 @@ pub mod options;
 pub use options::GpuOptions;
 
 #[cfg(feature = "cuda")]
+pub mod alloc;
+#[cfg(feature = "cuda")]
 pub mod compile;
 #[cfg(feature = "cuda")]
 pub mod device_backend;
 #[cfg(feature = "cuda")]
 pub mod device_trace;
+#[cfg(feature = "cuda")]
+pub mod disk_cache;
 #[cfg(feature = "cuda")]
 pub mod driver;
 #[cfg(feature = "cuda")]
@@ -54,7 +66,11 @@ pub mod locate;
 #[cfg(feature = "cuda")]
 pub mod memcheck;
 #[cfg(feature = "cuda")]
+pub mod mps;
+#[cfg(feature = "cuda")]
 pub mod nvrtc;
+#[cfg(feature = "cuda")]
+pub mod nvtx;
 #[cfg(feature = "cuda")]
 pub mod staging;
 #[cfg(feature = "cuda")]
@@ -68,4 +84,4 @@ pub use transfer::measure_transfers;
 #[cfg(not(feature = "cuda"))]
 pub mod disabled;
 #[cfg(not(feature = "cuda"))]
-pub use disabled::{available, create, measure_transfers};
+pub use disabled::{available, create, measure_transfers, nvtx};

@@ -78,3 +78,17 @@ impl<T: Copy> Drop for Pinned<T> {
         }
     }
 }
+
+/// Says, once per process, that page-locked staging of `bytes` bytes was
+/// refused (`why`) and that the halo is staged in pageable memory
+/// instead: slower copies, the same results.
+pub fn pinned_refused(bytes: usize, why: &crate::error::Error) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        tracing::warn!(
+            "page-locked staging refused ({bytes} bytes: {}): the halo is staged in pageable \
+             memory instead (as --staging pageable)",
+            why.message()
+        );
+    });
+}

@@ -7,6 +7,7 @@
 //! sizes). Device-to-device copies run back to back with one wait at the
 //! end: that is the sustained bandwidth of device memory.
 
+use super::alloc::DeviceBuf;
 use super::driver::{self, Device, cuda_err};
 use super::staging::PinnedBuffer;
 use super::transfer_samples::{Measured, SERIES, Sample};
@@ -44,8 +45,8 @@ pub fn measure_transfers(device: usize, sizes: &[usize]) -> Result<Measured> {
         .ctx
         .new_stream()
         .map_err(cuda_err("creating a stream"))?;
-    let a: CudaSlice<u8> = st.alloc_zeros(max).map_err(dev.alloc_err("allocating"))?;
-    let b: CudaSlice<u8> = st.alloc_zeros(max).map_err(dev.alloc_err("allocating"))?;
+    let a = DeviceBuf::<u8>::zeros(&st, max, dev.allocator)?;
+    let b = DeviceBuf::<u8>::zeros(&st, max, dev.allocator)?;
     let mut pinned = PinnedBuffer::new(&dev.ctx, max.div_ceil(4))?;
     // Touched so that its pages exist before timing.
     let mut pageable = crate::machine::alloc::filled(max, 1u8, "the pageable host buffer")?;

@@ -498,9 +498,11 @@ fn emulated_gpu_check_passes_and_says_emulated() {
     std::os::unix::fs::symlink(emu.nvrtc.parent().unwrap(), site.join("lib")).unwrap();
     let out = temp_file("emu-check", "out");
     let out_s = out.display().to_string();
-    // The whole budgeted check, end to end, well within its budget.
+    // The whole budgeted check, end to end, well within its budget, under
+    // one seed of each kind (its runs are the cases the other tests here
+    // take under every seed).
     let budget = 400;
-    for seed in SEEDS {
+    for seed in [1, 2] {
         let _ = std::fs::remove_dir_all(&out);
         let venv_s = venv.display().to_string();
         let started = std::time::Instant::now();

@@ -68,7 +68,9 @@ impl FileCounter {
 /// read: a permission refused says that RAPL is root-only since Linux 5.10.
 pub fn read_file(path: &Path) -> Result<String, String> {
     match files::read_capped(path, MAX_FILE, Links::Follow) {
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{} is not text", path.display())),
+        Ok(bytes) => {
+            String::from_utf8(bytes).map_err(|_| format!("{} is not text", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(format!("{} is missing", path.display()))
         }
@@ -127,7 +129,10 @@ mod tests {
     #[test]
     fn values_are_read_in_microjoules() {
         assert_eq!(parse("123456\n", Format::Microjoules), Some(123_456));
-        assert_eq!(parse("12 J 1700000000000000 us\n", Format::CrayJoules), Some(12_000_000));
+        assert_eq!(
+            parse("12 J 1700000000000000 us\n", Format::CrayJoules),
+            Some(12_000_000)
+        );
         assert_eq!(parse("12 W 17 us", Format::CrayJoules), None);
         assert_eq!(parse("x", Format::Microjoules), None);
         assert_eq!(parse("", Format::CrayJoules), None);

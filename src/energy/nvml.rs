@@ -68,7 +68,9 @@ impl Gpu {
             by_uuid(id.as_ptr(), &mut gpu.device)
         };
         if code != NVML_SUCCESS {
-            return Err(format!("NVML does not know the device {uuid} (NVML error {code})"));
+            return Err(format!(
+                "NVML does not know the device {uuid} (NVML error {code})"
+            ));
         }
         Ok(gpu)
     }
@@ -105,7 +107,10 @@ impl Drop for Gpu {
         // SAFETY: `nvmlShutdown(void)` balances the successful init that
         // every `Gpu` holds (a failed init returns before one exists).
         unsafe {
-            if let Ok(shut) = self.lib.get::<unsafe extern "C" fn() -> c_uint>(b"nvmlShutdown") {
+            if let Ok(shut) = self
+                .lib
+                .get::<unsafe extern "C" fn() -> c_uint>(b"nvmlShutdown")
+            {
                 shut();
             }
         }

@@ -35,7 +35,9 @@ pub fn find(sys: &Path) -> Found {
         let name = match read_file(&zone.join("name")) {
             Ok(n) => n.trim().to_string(),
             Err(why) => {
-                found.broken.push((format!("RAPL {folder}"), Role::Part, why));
+                found
+                    .broken
+                    .push((format!("RAPL {folder}"), Role::Part, why));
                 continue;
             }
         };

@@ -145,7 +145,11 @@ pub fn summarise(views: Vec<RankView>, work: &Work) -> Option<EnergyRecord> {
     for (host, node) in &leaders {
         let mut sources = node.sources.clone();
         // Each GPU once, whichever of its ranks read it.
-        for gpu in views.iter().filter(|v| &v.host == host).filter_map(|v| v.gpu.as_ref()) {
+        for gpu in views
+            .iter()
+            .filter(|v| &v.host == host)
+            .filter_map(|v| v.gpu.as_ref())
+        {
             if !sources.iter().any(|s| s.name == gpu.name) {
                 sources.push(gpu.clone());
             }
@@ -180,10 +184,8 @@ pub fn summarise(views: Vec<RankView>, work: &Work) -> Option<EnergyRecord> {
             if let Some(p) = &s.problem {
                 rec.notes.push(format!("{at}{}: {p}", s.name));
             } else if s.wrapped && !short {
-                rec.notes.push(format!(
-                    "{at}{} wrapped around once (counted)",
-                    s.name
-                ));
+                rec.notes
+                    .push(format!("{at}{} wrapped around once (counted)", s.name));
             }
             out.push(view_to_record(s, summed, short));
         }
@@ -299,7 +301,11 @@ mod tests {
                 node: None,
                 gpu: None,
             },
-            leader("b", 4.0, vec![source("RAPL package-0", Role::Part, Some(6_000_000))]),
+            leader(
+                "b",
+                4.0,
+                vec![source("RAPL package-0", Role::Part, Some(6_000_000))],
+            ),
         ];
         let r = summarise(views, &work(&[("a", 8e9), ("b", 2e9)], 10)).unwrap();
         assert_eq!(r.nodes[0].energy_j, Some(4.0));
@@ -336,8 +342,16 @@ mod tests {
         let none = vec![leader("a", 2.0, vec![])];
         let r = summarise(none, &work(&[], 1)).unwrap();
         assert_eq!(r.energy_j, None);
-        assert!(r.notes[0].starts_with("no energy counter: "), "{:?}", r.notes);
-        let short = vec![leader("a", 0.5, vec![source("RAPL dram", Role::Part, Some(9))])];
+        assert!(
+            r.notes[0].starts_with("no energy counter: "),
+            "{:?}",
+            r.notes
+        );
+        let short = vec![leader(
+            "a",
+            0.5,
+            vec![source("RAPL dram", Role::Part, Some(9))],
+        )];
         let r = summarise(short, &work(&[], 1)).unwrap();
         assert_eq!((r.energy_j, r.nodes[0].energy_j), (None, None));
         assert!(r.notes[0].contains("shorter than"), "{:?}", r.notes);
@@ -348,7 +362,10 @@ mod tests {
         let r = summarise(half, &work(&[], 1)).unwrap();
         assert_eq!(r.energy_j, None);
         assert!(r.nodes[0].energy_j.is_some());
-        assert_eq!(r.notes, ["b: RAPL dram: it is missing", "b: no counter could be read"]);
+        assert_eq!(
+            r.notes,
+            ["b: RAPL dram: it is missing", "b: no counter could be read"]
+        );
         let off = vec![RankView::default()];
         assert_eq!(summarise(off, &work(&[], 1)), None);
     }

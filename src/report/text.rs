@@ -2,8 +2,8 @@
 //! decomposition, the phase table and the compute/communication split.
 
 use super::Record;
-use crate::energy::EnergyRecord;
 use crate::comm::Launch;
+use crate::energy::EnergyRecord;
 use crate::temporal::Asked;
 use crate::timing::Phase;
 use std::fmt::Write;

@@ -37,8 +37,8 @@ use crate::energy;
 use crate::environment;
 use crate::error::{self, Error, Outcome, Result};
 use crate::fault::Fault;
-use crate::grid::{FLOPS_PER_POINT, Grid};
 use crate::grid::decomp::Block;
+use crate::grid::{FLOPS_PER_POINT, Grid};
 use crate::halo::Halo;
 use crate::kernel_choice::{self, KernelChoice};
 use crate::machine::memory;
@@ -342,7 +342,10 @@ fn timed_loop(
     energy: energy::Mode,
 ) -> Result<(solver::Outcome, Option<Vec<energy::RankView>>)> {
     let info = solver.backend.info();
-    let gpu = info.device.as_deref().filter(|_| info.kind == BackendKind::Gpu);
+    let gpu = info
+        .device
+        .as_deref()
+        .filter(|_| info.kind == BackendKind::Gpu);
     let meter = energy::Meter::start(energy, solver.comm, gpu);
     let outcome = solver.timed(cfg.length, rehearsal)?;
     let views = energy::gather(solver.comm, &meter.finish());
@@ -568,8 +571,7 @@ fn energy_work(record: &Record) -> energy::summary::Work {
     let mut flops = std::collections::BTreeMap::new();
     for x in &record.per_rank {
         let points: f64 = x.points.iter().map(|&p| p as f64).product();
-        *flops.entry(x.host.clone()).or_insert(0.0) +=
-            FLOPS_PER_POINT * points * iterations as f64;
+        *flops.entry(x.host.clone()).or_insert(0.0) += FLOPS_PER_POINT * points * iterations as f64;
     }
     energy::summary::Work { iterations, flops }
 }

@@ -5,7 +5,7 @@
 //! figure cannot be given, why. This is the record's `energy` field.
 
 use super::counters::Role;
-use super::{NodeView, RankView, SourceView};
+use super::view::{NodeView, RankView, SourceView};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -11,7 +11,9 @@
 # own, so that a launcher's failure is never taken for himeno's, nor the
 # reverse; performance: MFLOPS, effective
 # GB/s (56 bytes per point) and the communication fraction of the slowest
-# rank, read from the JSON report.
+# rank, read from the JSON report; where the run measured its energy (a
+# node with RAPL, Cray pm_counters or NVML counters, docs/energy.md), also
+# the timed loop's joules and GFLOPS per watt.
 #
 # References come from a file of your own (JSON, see references.example.json
 # and docs/operations.md, "ReFrame"): HIMENO_REFERENCES=FILE or `-S references_file=FILE`.
@@ -20,6 +22,7 @@
 
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -32,7 +35,12 @@ from reframe.core.builtins import (parameter, performance_function,
 
 # Units of the performance variables, also the units a references file
 # must give.
-UNITS = {'mflops': 'MFLOPS', 'gbytes_per_s': 'GB/s', 'comm_fraction': ''}
+UNITS = {'mflops': 'MFLOPS', 'gbytes_per_s': 'GB/s', 'comm_fraction': '',
+         'energy': 'J', 'gflops_per_w': 'GFLOPS/W'}
+
+# The job's figures in the report's `energy` object (two more spaces than
+# the top level; a node's, deeper in its `nodes` list, are not matched).
+ENERGY_NUMBER = r'\n    "{key}": ([-+0-9.eE]+)'
 
 
 # What every rank runs: himeno ($0) with its options, then its own exit
@@ -171,6 +179,23 @@ class himeno_base(rfm.RunOnlyRegressionTest):
             sn.assert_found(r'\n  "verified": true', self.stdout,
                             msg='the run did not verify its answer'),
         ])
+
+    @run_before('performance')
+    def add_energy_variables(self):
+        '''Energy (J) and GFLOPS/W as performance variables when the
+        report has them: a run without energy counters, or whose loop was
+        too short for them, has none, and is not judged on them.'''
+        path = os.path.join(self.stagedir, str(sn.evaluate(self.stdout)))
+        try:
+            with open(path, encoding='utf-8', errors='replace') as f:
+                text = f.read()
+        except OSError:
+            return
+        for name, key in (('energy', 'energy_j'), ('gflops_per_w', 'gflops_per_w')):
+            pattern = ENERGY_NUMBER.format(key=key)
+            if re.search(pattern, text):
+                self.perf_variables[name] = sn.make_performance_function(
+                    sn.extractsingle(pattern, self.stdout, 1, float), UNITS[name])
 
     @performance_function('MFLOPS')
     def mflops(self):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The emulated CUDA driver: test infrastructure, never linked into or
-# shipped with himeno. It builds a stand-in libcuda.so.1 from
+# shipped with himeno. It builds a stand-in libcuda.so.1 (also reached as
+# libnvidia-ml.so.1, whose energy counter it emulates) from
 # tests/cuda_emu/ and the real src/backend/gpu/kernels.cu compiled for the
 # host, so that an unchanged `--features cuda` himeno runs --backend gpu on
 # a machine without a GPU (docs/testing.md: "The emulated GPU"). Its times are the
@@ -70,11 +71,14 @@ build() {
         -DHIMENO_KERNELS_CU="\"$kernels\"" -DEMU_KERNELS="$list" \
         -Wl,-soname,libcuda.so.1 -Wl,--version-script="$src/exports.map" -Wl,-Bsymbolic -o "$tmp" \
         "$src"/config.cpp "$src"/memory.cpp "$src"/image.cpp "$src"/launch.cpp "$src"/fiber.cpp \
-        "$src"/sched.cpp "$src"/driver.cpp "$src"/kernels_host.cpp
+        "$src"/sched.cpp "$src"/driver.cpp "$src"/kernels_host.cpp "$src"/nvml.cpp
     mv -f "$tmp" "$lib"
     # Both names cudarc asks for, so a real driver elsewhere on the search
     # path is never picked up instead.
     ln -sf libcuda.so.1 "$out/libcuda.so"
+    # NVML's name for the same file: the loader maps it once, so the NVML
+    # calls it exports (nvml.cpp) see the devices the driver runs work on.
+    ln -sf libcuda.so.1 "$out/libnvidia-ml.so.1"
     echo "$out"
 }
 

@@ -47,6 +47,10 @@ pub const NVTX_LIB: &str = "HIMENO_NVTX_LIB";
 /// MPS daemon serves the GPUs.
 pub const MPS_PIPE: &str = "CUDA_MPS_PIPE_DIRECTORY";
 
+/// A folder laid out like `/sys` whose energy counters a run reads
+/// instead (tests).
+pub const ENERGY_ROOT: &str = "HIMENO_ENERGY_ROOT";
+
 /// The launchers' variables for the job's size, in the order trusted.
 pub const LAUNCHER_SIZE: [&str; 5] = [
     "OMPI_COMM_WORLD_SIZE",
@@ -111,6 +115,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "the size of one last-level cache instance (`32M`, `491520K`, bytes) to use \
                   instead of sysfs's: a virtual machine's share of its host's cache; sizes \
                   `bench stream`'s arrays and the in-cache choices",
+    },
+    Variable {
+        name: ENERGY_ROOT,
+        meaning: "a folder laid out like `/sys` (`class/powercap`, `cray/pm_counters`) whose \
+                  energy counters `--energy auto` reads instead of the machine's: for tests; \
+                  the record and report label such a run's energy as a test tree's",
     },
     Variable {
         name: CUDA_CONNECTIONS,

@@ -15,7 +15,7 @@
 // 3. problem, verify;
 // 4. config;
 // 5. backend;
-// 6. halo, checkpoint, solver, calibrate, temporal, kernel_choice, preflight, selftest, fault, trace;
+// 6. halo, checkpoint, solver, calibrate, temporal, kernel_choice, preflight, selftest, fault, trace, energy;
 // 7. args, report, bench, study, gpu_check;
 // 8. run;
 // 9. cli;
@@ -28,6 +28,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod comm;
 pub mod config;
+pub mod energy;
 pub mod environment;
 pub mod error;
 pub mod fault;

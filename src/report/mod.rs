@@ -155,6 +155,7 @@ impl Record {
             segments: out.segments.clone(),
             checkpoints: out.checkpoints.clone(),
             warnings: inp.warnings,
+            energy: None,
         }
     }
 }

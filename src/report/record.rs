@@ -239,6 +239,10 @@ pub struct Record {
     /// exits 2.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The timed loop's energy per node and for the job (`--energy`);
+    /// absent with `--energy off` and in records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::EnergyRecord>,
 }
 
 /// The default of counts that records written before them did not have:

@@ -3,6 +3,7 @@
 
 use super::Record;
 use crate::comm::Launch;
+use crate::energy::EnergyRecord;
 use crate::temporal::Asked;
 use crate::timing::Phase;
 use std::fmt::Write;
@@ -158,6 +159,9 @@ pub fn render(r: &Record) -> String {
              running the emulator, not GPU performance"
         );
     }
+    if let Some(e) = &r.energy {
+        let _ = writeln!(s, " {}", energy_line(e));
+    }
     let _ = writeln!(s, " p fingerprint : {}", r.p_fingerprint);
     let verdict = match r.verified() {
         Some(true) => "VALID",
@@ -250,6 +254,45 @@ pub fn render(r: &Record) -> String {
                 x.placement
             );
         }
+    }
+    s
+}
+
+/// The report's one line on energy: the job's joules, power, GFLOPS per
+/// watt and joules per iteration with the counters summed, or why there
+/// is no figure; a test tree's or an emulated GPU's joules say so.
+pub fn energy_line(e: &EnergyRecord) -> String {
+    let mut s = String::from("Energy : ");
+    match (e.energy_j, e.window_s) {
+        (Some(j), Some(w)) => {
+            let _ = write!(s, "{j:.6} J in {w:.3} s");
+            if let Some(p) = e.avg_power_w {
+                let _ = write!(s, " = {p:.3} W");
+            }
+            if let Some(g) = e.gflops_per_w {
+                let _ = write!(s, ", {g:.6} GFLOPS/W");
+            }
+            if let Some(i) = e.j_per_iteration {
+                let _ = write!(s, ", {i:.6} J/iteration");
+            }
+            let _ = write!(
+                s,
+                " ({} node{}: {})",
+                e.nodes.len(),
+                if e.nodes.len() == 1 { "" } else { "s" },
+                e.sources.join(" + ")
+            );
+        }
+        _ => s.push_str("no figure"),
+    }
+    if !e.notes.is_empty() {
+        let _ = write!(s, "; {}", e.notes.join("; "));
+    }
+    if let Some(t) = &e.test_tree {
+        let _ = write!(s, " [TEST TREE {t}: not this machine's energy]");
+    }
+    if let Some(emu) = &e.emulated {
+        let _ = write!(s, " [EMULATED GPU counter ({emu}): not a GPU's energy]");
     }
     s
 }

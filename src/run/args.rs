@@ -167,6 +167,11 @@ pub struct RunArgs {
     /// which suits the device). Results are identical. Default classic.
     #[arg(long, value_enum)]
     pub gpu_sweep: Option<crate::config::SweepVariant>,
+    /// Energy of the timed loop from the node's counters (RAPL, Cray
+    /// pm_counters, NVML): `auto` reads every one the node offers and
+    /// says in one line when none applies; `off` reads none.
+    #[arg(long, value_enum, default_value_t = crate::energy::Mode::Auto)]
+    pub energy: crate::energy::Mode,
 }
 
 /// Checkpoint and restart options of a benchmark run.

@@ -32,12 +32,13 @@ use crate::bench::stream;
 use crate::calibrate::{self, Built};
 use crate::checkpoint::Checkpointer;
 use crate::comm::{self, Comm};
-use crate::config::{RunConfig, StreamMeasure, agreed};
+use crate::config::{BackendKind, RunConfig, StreamMeasure, agreed};
+use crate::energy;
 use crate::environment;
 use crate::error::{self, Error, Outcome, Result};
 use crate::fault::Fault;
-use crate::grid::Grid;
 use crate::grid::decomp::Block;
+use crate::grid::{FLOPS_PER_POINT, Grid};
 use crate::halo::Halo;
 use crate::kernel_choice::{self, KernelChoice};
 use crate::machine::memory;
@@ -101,11 +102,14 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<Outcome> {
         },
     };
     let measured = rehearse_and_verify(&mut solver, &job.cfg).and_then(|(rehearsal, checked)| {
-        Ok((timed_loop(&mut solver, &job.cfg, &rehearsal)?, checked))
+        Ok((
+            timed_loop(&mut solver, &job.cfg, &rehearsal, args.energy)?,
+            checked,
+        ))
     });
     drop(solver);
     progress.finish();
-    let (measured, checked) = measured?;
+    let ((measured, energy), checked) = measured?;
     // Side writes that failed: the record keeps them, the run exits 2.
     let mut warnings = Vec::new();
     if let Some(session) = trace {
@@ -134,6 +138,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<Outcome> {
             temporal: chosen.temporal,
             kernel: chosen.kernel,
             warnings,
+            energy,
         },
         comm,
         &stop,
@@ -323,15 +328,28 @@ fn rehearse_and_verify(
 
 /// Phase 4, the timed loop: the run sized from the rehearsal, the fields
 /// reset (or a restart's checkpoint taken up), the measured iterations,
-/// the rank summaries gathered on rank 0. Collectives, in order (see
-/// `Solver::timed`): the restore's, a barrier, an allreduce per round and
-/// each checkpoint's, a barrier, two maxima, the summaries' gather.
+/// the rank summaries gathered on rank 0; around it, the energy counters
+/// read (`--energy`: the node's by its node-local leader, a GPU's by its
+/// rank) and every rank's readings gathered on rank 0. Collectives, in
+/// order (see `Solver::timed`): the restore's, a barrier, an allreduce
+/// per round and each checkpoint's, a barrier, two maxima, the
+/// summaries' gather; then the energy readings' gather (`energy::gather`,
+/// on every rank whatever its `--energy`).
 fn timed_loop(
     solver: &mut Solver<'_>,
     cfg: &RunConfig,
     rehearsal: &Rehearsal,
-) -> Result<solver::Outcome> {
-    solver.timed(cfg.length, rehearsal)
+    energy: energy::Mode,
+) -> Result<(solver::Outcome, Option<Vec<energy::RankView>>)> {
+    let info = solver.backend.info();
+    let gpu = info
+        .device
+        .as_deref()
+        .filter(|_| info.kind == BackendKind::Gpu);
+    let meter = energy::Meter::start(energy, solver.comm, gpu);
+    let outcome = solver.timed(cfg.length, rehearsal)?;
+    let views = energy::gather(solver.comm, &meter.finish());
+    Ok((outcome, views))
 }
 
 /// Phase 5, the verdict: rank 0 checks the timed iterations' answer (a
@@ -403,6 +421,8 @@ struct Decided {
     kernel: Option<KernelChoice>,
     /// Side writes that failed so far (the trace).
     warnings: Vec<String>,
+    /// Every rank's energy readings (rank 0 only).
+    energy: Option<Vec<energy::RankView>>,
 }
 
 /// Phase 6, the report: the bandwidths to compare with (the quick stream,
@@ -432,7 +452,7 @@ fn report(
             .as_ref()
             .map_or_else(Vec::new, |c| c.warnings()),
     );
-    let record = Record::build(
+    let mut record = Record::build(
         measured,
         RecordInputs {
             cfg: &job.cfg,
@@ -446,6 +466,9 @@ fn report(
             warnings,
         },
     );
+    record.energy = decided
+        .energy
+        .and_then(|views| energy::summarise(views, &energy_work(&record)));
     let printed = print_record(&record, job.cfg.format);
     match decided.ended {
         Outcome::Wrong => error::print_line(&format!(
@@ -537,6 +560,20 @@ fn append_record(path: &std::path::Path, record: &Record, stop: &StopFlag) -> Re
             e.message()
         ))
     })
+}
+
+/// The work the job's energy paid for: its timed iterations (after a
+/// restart's, as the rates count them) and each host's flops in them.
+fn energy_work(record: &Record) -> energy::summary::Work {
+    let iterations = record
+        .iterations
+        .saturating_sub(record.restarted_from.as_ref().map_or(0, |r| r.iteration));
+    let mut flops = std::collections::BTreeMap::new();
+    for x in &record.per_rank {
+        let points: f64 = x.points.iter().map(|&p| p as f64).product();
+        *flops.entry(x.host.clone()).or_insert(0.0) += FLOPS_PER_POINT * points * iterations as f64;
+    }
+    energy::summary::Work { iterations, flops }
 }
 
 /// What a trace file says about its run.

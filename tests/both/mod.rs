@@ -8,6 +8,7 @@
 
 pub mod bad_input;
 pub mod checkpoint;
+pub mod energy;
 pub mod failures;
 pub mod gpu;
 pub mod gpu_emu;

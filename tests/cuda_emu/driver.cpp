@@ -184,6 +184,9 @@ CUresult queue_copy(Context *ctx, Stream *s, const char *what, char *dst, const 
 
 }  // namespace
 
+Device *emu::device(int ordinal) { return dev_of(ordinal); }
+int emu::device_count() { return static_cast<int>(devices().size()); }
+
 EXPORT const char *himeno_emu_describe(void) { return describe(); }
 
 EXPORT CUresult cuGetErrorString(CUresult e, const char **out) {
@@ -826,12 +829,17 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
             op->touches.emplace_back(base, n);
         }
     }
-    op->run = [l, fail, name = std::string(name)]() -> CUresult {
+    Device *dev = ctx->dev;
+    unsigned long long all = threads * gx * gy * gz;
+    op->run = [l, fail, name = std::string(name), dev, all]() -> CUresult {
         if (fail) {
             say("kernel %s fails as HIMENO_EMU_FAIL_LAUNCH asks (sticky CUDA_ERROR_LAUNCH_FAILED)", name.c_str());
             return LAUNCH_FAILED;
         }
-        return execute(l);
+        CUresult r = execute(l);
+        // The emulated NVML energy counter (nvml.cpp): a microjoule per thread run.
+        if (r == OK) dev->energy_uj.fetch_add(all);
+        return r;
     };
     return enqueue(ctx, s, std::move(op));
 }

@@ -170,6 +170,9 @@ struct Device {
     Context *primary = nullptr;
     int running = 0;   // ops executing now
     bool workers_started = false;
+    // Microjoules the emulated NVML counter reports: one per kernel
+    // thread run (nvml.cpp).
+    std::atomic<uint64_t> energy_uj{0};
 };
 // The device of visible ordinal `ordinal`, or nullptr.
 Device *device(int ordinal);

@@ -18,6 +18,7 @@ mod checkpoint;
 mod common;
 mod compare;
 mod docs;
+mod energy;
 mod environment;
 mod failures;
 mod fuzz;

@@ -21,6 +21,7 @@ mod cluster;
 #[path = "../common/mod.rs"]
 mod common;
 mod emulated_gpu;
+mod energy;
 mod gpu;
 mod gpu_emu;
 mod gpu_emu_driver;

@@ -291,10 +291,8 @@ mod tests {
     fn energy_is_a_measure_only_where_the_record_has_it() {
         let mut v: serde_json::Value =
             serde_json::from_str(&line("e", [10, 10, 10], [1, 1, 1], 100.0)).unwrap();
-        v["energy_j"] = 12.5.into();
-        v["avg_power_w"] = 250.0.into();
-        v["gflops_per_w"] = 0.4.into();
-        v["j_per_iteration"] = 1.25.into();
+        v["energy"] = serde_json::json!({"energy_j": 12.5, "avg_power_w": 250.0,
+            "gflops_per_w": 0.4, "j_per_iteration": 1.25});
         let r = records(&[v.to_string(), line("n", [10, 10, 10], [1, 1, 1], 100.0)]);
         let b = bencher(&r);
         let e = &b["himeno/e/size:10x10x10/ranks:1/procs:1x1x1/backend:cpu/threads:1/T:1"];

@@ -69,40 +69,25 @@ pub struct RunRecord {
 }
 
 /// The job-level energy figures a record may hold (`--energy`): the
-/// record's `energy` object (`energy_j`, `avg_power_w`, `gflops_per_w`,
-/// `j_per_iteration` for the whole job, beside per-node figures and
-/// sources this reader does not need), or the same names at the record's
-/// top level. Read by name, so that a record without them (every record
-/// of a run without an energy counter, and every older one) simply has
-/// none.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Deserialize, Serialize)]
+/// job's figures of the record's `energy` object, each where it is a
+/// finite, non-negative number. A record without them (every record of a
+/// run without an energy counter, and every older one) simply has none.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct JobEnergy {
     /// Joules of the timed loop, all nodes together.
-    #[serde(default)]
     pub energy_j: Option<f64>,
     /// Average watts over the timed loop.
-    #[serde(default)]
     pub avg_power_w: Option<f64>,
     /// GFLOPS per watt.
-    #[serde(default)]
     pub gflops_per_w: Option<f64>,
     /// Joules per timed iteration.
-    #[serde(default)]
     pub j_per_iteration: Option<f64>,
 }
 
 impl JobEnergy {
-    /// The figures of record line `line`, when it has any finite one.
-    fn of(line: &str) -> Option<JobEnergy> {
-        // Most records have none: only a line that names one is read twice.
-        if !line.contains("\"energy_j\"") {
-            return None;
-        }
-        let v: serde_json::Value = serde_json::from_str(line).ok()?;
-        let e: JobEnergy = match v.get("energy").filter(|e| e.is_object()) {
-            Some(nested) => serde_json::from_value(nested.clone()).ok()?,
-            None => serde_json::from_value(v).ok()?,
-        };
+    /// The job's figures of `record`, when it has any.
+    fn of(record: &Record) -> Option<JobEnergy> {
+        let e = record.energy.as_ref()?;
         let finite = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0);
         let e = JobEnergy {
             energy_j: finite(e.energy_j),
@@ -390,11 +375,11 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
             .and_then(|record| {
                 let r = RunRecord {
                     scaling: declared_scaling(&record),
+                    energy: JobEnergy::of(&record),
                     record,
                     source: source.clone(),
                     host_count: 0,
                     emulated: false,
-                    energy: JobEnergy::of(trimmed),
                 };
                 r.check().map(|()| r)
             })
@@ -544,18 +529,16 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn energy_is_read_from_the_energy_object_or_the_top_level() {
+    fn energy_is_read_from_the_energy_object() {
         let base: serde_json::Value =
             serde_json::from_str(&line("a", [10, 10, 10], [1, 1, 1], 1.0)).unwrap();
         let mut nested = base.clone();
         nested["energy"] = serde_json::json!({"energy_j": 5.0, "avg_power_w": 50.0,
             "gflops_per_w": null, "j_per_iteration": 0.5, "sources": ["rapl"], "nodes": []});
-        let mut top = base.clone();
-        top["energy_j"] = 7.0.into();
         let mut none = base.clone();
         none["energy"] = serde_json::json!({"energy_j": null, "notes": ["no counter"]});
         let mut l = Loaded::default();
-        let text = [nested, top, none, base].map(|v| v.to_string()).join("\n");
+        let text = [nested, none, base].map(|v| v.to_string()).join("\n");
         parse("f", &text, &mut l);
         let e: Vec<Option<JobEnergy>> = l.records.iter().map(|r| r.energy).collect();
         assert_eq!(
@@ -567,8 +550,7 @@ pub(crate) mod tests {
                 j_per_iteration: Some(0.5)
             })
         );
-        assert_eq!(e[1].and_then(|e| e.energy_j), Some(7.0));
-        assert_eq!((e[2], e[3]), (None, None));
+        assert_eq!((e[1], e[2]), (None, None));
     }
 
     #[test]

@@ -64,6 +64,7 @@ fn gpu_options(cfg: &RunConfig) -> gpu::GpuOptions {
         staging: cfg.staging,
         overlap: cfg.overlap,
         occupancy: cfg.gpu_occupancy,
+        sweep: cfg.gpu_sweep,
     }
 }
 

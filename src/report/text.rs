@@ -79,20 +79,25 @@ pub fn render(r: &Record) -> String {
     for d in &r.provenance.devices {
         // A rank's placement names its device: an emulated one is said so
         // where a reader looks for the hardware.
-        let emulated = r
+        let on = |x: &&crate::report::record::RankRecord| x.placement.device.as_ref() == Some(d);
+        let emulated = r.per_rank.iter().filter(on).find(|x| x.emulated);
+        // The sweep variant its ranks ran (`--gpu-sweep`), where recorded.
+        let sweep = r
             .per_rank
             .iter()
-            .find(|x| x.emulated && x.placement.device.as_ref() == Some(d));
+            .filter(on)
+            .find_map(|x| x.gpu_sweep.as_deref())
+            .map_or(String::new(), |v| format!(" (sweep {v})"));
         match emulated {
             Some(x) => {
                 let _ = writeln!(
                     s,
-                    "Device: {d} -- EMULATED ({}): its times are not GPU performance",
+                    "Device: {d}{sweep} -- EMULATED ({}): its times are not GPU performance",
                     x.emulator.as_deref().unwrap_or("an emulated CUDA driver")
                 );
             }
             None => {
-                let _ = writeln!(s, "Device: {d}");
+                let _ = writeln!(s, "Device: {d}{sweep}");
             }
         }
     }

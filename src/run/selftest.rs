@@ -39,6 +39,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
                     staging: args.staging.unwrap_or(Staging::Pinned),
                     overlap: false,
                     occupancy: Occupancy::Auto,
+                    sweep: crate::config::SweepVariant::Classic,
                 };
                 let mut gpu = backend::gpu::create(&opts, &problem.grid, &block, comm)?;
                 selftest::halo_self_test(comm, &problem, args.temporal, Some(gpu.as_mut()))?

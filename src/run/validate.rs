@@ -109,6 +109,7 @@ impl RunArgs {
             given(self.device.is_some(), "--device"),
             given(self.staging.is_some(), "--staging"),
             given(self.gpu_occupancy.is_some(), "--gpu-occupancy"),
+            given(self.gpu_sweep.is_some(), "--gpu-sweep"),
         ];
         let cpu_only = [
             given(self.stores.is_some(), "--stores"),
@@ -240,6 +241,19 @@ impl RunArgs {
                  the wavefront instead: use --temporal 1 (or auto), or drop --prefetch",
             ));
         }
+        if let Some(v) = self.gpu_sweep
+            && v.pipelined()
+            && self.gpu_occupancy == Some(Occupancy::Blocks5)
+        {
+            // 48 registers cannot hold two planes' loads: the kernel would
+            // spill to memory (docs/gpu.md, "Sweep variants").
+            return Err(Error::usage(format!(
+                "--gpu-sweep {} keeps two i-planes of loads in registers, which do not fit the \
+                 48 of --gpu-occupancy 5 (they would spill): use --gpu-occupancy auto or 4, or \
+                 --gpu-sweep classic or slab",
+                v.name()
+            )));
+        }
         if let Some(g) = self.stream_gbs
             && !(g.is_finite() && (STREAM_GBS.0..=STREAM_GBS.1).contains(&g))
         {
@@ -280,6 +294,7 @@ impl RunArgs {
                 .map(|l| l.to_string_lossy().into_owned()),
             scaling: self.scaling,
             checkpoint: self.checkpoint.validate(length, temporal)?,
+            gpu_sweep: self.gpu_sweep.unwrap_or_default(),
         })
     }
 }
@@ -501,6 +516,15 @@ mod tests {
             &["--device", "0"],
             &["--staging", "pageable", "--backend", "cpu"],
             &["--gpu-occupancy", "4"],
+            &["--gpu-sweep", "slab"],
+            &[
+                "--gpu-sweep",
+                "pipelined",
+                "--gpu-occupancy",
+                "5",
+                "--backend",
+                "gpu",
+            ],
             &["--stores", "cached", "--backend", "gpu"],
             &["--prefetch", "off", "--backend", "gpu"],
             &["--prefetch", "on", "--temporal", "4"],

@@ -24,7 +24,7 @@ fn gpu_emu_thin_slabs_keep_lanes_busy() {
     let plan = SweepPlan::of(&block).unwrap();
     for l in &plan.boundary {
         let b = buffers();
-        let args = launch::sweep_args(&b, block.local_dims(), l);
+        let args = launch::sweep_args(&b, block.local_dims(), l, plan.used(true));
         let shape = l.shape();
         let mut active = 0usize;
         for blk in 0..shape.grid[0] {

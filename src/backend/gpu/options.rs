@@ -1,7 +1,7 @@
 //! What the GPU backend is asked for, in every build: the run's options
 //! that concern a rank's device.
 
-use crate::config::{Occupancy, Staging};
+use crate::config::{Occupancy, Staging, SweepVariant};
 
 /// What the GPU backend is asked for (as narrow as the CPU backend's
 /// options): the run's options that concern a rank's device.
@@ -16,4 +16,6 @@ pub struct GpuOptions {
     pub overlap: bool,
     /// The sweep kernel's register budget.
     pub occupancy: Occupancy,
+    /// The sweep kernel's variant.
+    pub sweep: SweepVariant,
 }

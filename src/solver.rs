@@ -263,7 +263,12 @@ impl Solver<'_> {
     /// and [`Got::Own`]. With `late` (one sweep), the gosa summed and
     /// written to `gosa[0]` is the previous round's ([`Got::Previous`]),
     /// or none ([`Got::Nothing`]).
-    fn round(&mut self, gosa: &mut [f64], late: bool, times: &mut PhaseTimes) -> Result<(bool, Got)> {
+    fn round(
+        &mut self,
+        gosa: &mut [f64],
+        late: bool,
+        times: &mut PhaseTimes,
+    ) -> Result<(bool, Got)> {
         let sweeps = gosa.len();
         let mut clock = Lap::start();
         self.backend.sweeps_start(sweeps)?;

@@ -19,10 +19,10 @@ const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// Relative gosa tolerance of a GPU run against the CPU (the order of the
 /// double-precision sum differs; the field is bitwise equal).
-const GOSA_TOLERANCE: f64 = 1e-9;
+pub(crate) const GOSA_TOLERANCE: f64 = 1e-9;
 
 /// What a test needs to run against the emulator.
-struct Emulator {
+pub(crate) struct Emulator {
     /// The folder holding the stand-in `libcuda.so.1`.
     lib: PathBuf,
     /// The NVRTC 13 library the runs compile with.
@@ -54,7 +54,7 @@ fn build() -> Result<PathBuf, String> {
 
 /// The emulator, or `None` after saying why `test` skips: a build without
 /// the `cuda` feature, or no NVRTC 13 outside CI (in CI that fails).
-fn emulator(test: &str) -> Option<Emulator> {
+pub(crate) fn emulator(test: &str) -> Option<Emulator> {
     if !cfg!(feature = "cuda") {
         eprintln!("SKIPPED {test}: this build has no CUDA support");
         return None;
@@ -75,7 +75,7 @@ impl Emulator {
     /// `cmd` set to run against the emulated driver with interleaving
     /// `seed` (two worker threads per device for even seeds) and the
     /// extra variables `env`.
-    fn wrap(&self, mut cmd: Command, seed: u64, env: &[(&str, &str)]) -> Command {
+    pub(crate) fn wrap(&self, mut cmd: Command, seed: u64, env: &[(&str, &str)]) -> Command {
         let path = match std::env::var_os("LD_LIBRARY_PATH") {
             Some(p) if !p.is_empty() => {
                 let mut v = self.lib.clone().into_os_string();
@@ -102,7 +102,7 @@ impl Emulator {
     }
 
     /// Runs `args` on the emulated GPU in one process.
-    fn himeno(&self, seed: u64, env: &[(&str, &str)], args: &[&str]) -> Output {
+    pub(crate) fn himeno(&self, seed: u64, env: &[(&str, &str)], args: &[&str]) -> Output {
         run(self.wrap(himeno(args), seed, env))
     }
 }
@@ -115,7 +115,7 @@ fn unique() -> usize {
 }
 
 /// The CPU's verified JSON report for `grid` and `iterations`.
-fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
+pub(crate) fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
     let r = json_ok(&run(himeno(&[
         "--backend",
         "cpu",
@@ -134,7 +134,7 @@ fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
 /// Asserts that the report of an emulated GPU run is VALID with the CPU's
 /// fingerprint and gosa, that each rank says its device is emulated, and,
 /// for a run with neighbours, that the halo went through host transfers.
-fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
+pub(crate) fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
     let r = json_ok(o);
     assert_eq!(r["backend"], "gpu", "{what}: {r}");
     assert_eq!(r["verified"], true, "{what}: {}", r["verification"]);
@@ -154,7 +154,7 @@ fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
 }
 
 /// A verified GPU run of `grid` for `iters` iterations with a JSON report.
-fn gpu_args<'a>(grid: &'a str, iters: &'a str) -> Vec<&'a str> {
+pub(crate) fn gpu_args<'a>(grid: &'a str, iters: &'a str) -> Vec<&'a str> {
     vec![
         "--backend",
         "gpu",

@@ -24,6 +24,7 @@ mod emulated_gpu;
 mod gpu;
 mod gpu_emu;
 mod gpu_emu_driver;
+mod gpu_emu_variants;
 mod inputs;
 mod known_answers;
 mod launch;

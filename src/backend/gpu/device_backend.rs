@@ -246,19 +246,14 @@ impl GpuBackend {
             .map_err(alloc_err())?;
         // Zeroed: the ticket starts at 0 (the last block of each sweep
         // sets it back).
-        let gosa = main
-            .alloc_zeros::<u64>(GOSA_WORDS)
-            .map_err(alloc_err())?;
+        let gosa = main.alloc_zeros::<u64>(GOSA_WORDS).map_err(alloc_err())?;
         let gosa_host = Pinned::<f64>::new(&ctx, 2)?;
         let event = || {
             ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(cuda_err("creating a timing event"))
         };
         let ev = [event()?, event()?];
-        let order = || {
-            ctx.new_event(None)
-                .map_err(cuda_err("creating an event"))
-        };
+        let order = || ctx.new_event(None).map_err(cuda_err("creating an event"));
         let gosa_copied = [order()?, order()?];
         let main_done = order()?;
         if cfg.sweep.slab() {
@@ -688,10 +683,7 @@ impl Backend for GpuBackend {
     }
 
     fn gosa_pending(&mut self) -> Result<Option<f64>> {
-        self.pending
-            .take()
-            .map(|s| self.read_gosa(s))
-            .transpose()
+        self.pending.take().map(|s| self.read_gosa(s)).transpose()
     }
 
     fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {

@@ -327,6 +327,23 @@ mod tests {
     }
 
     #[test]
+    fn the_device_line_names_the_sweep_variant_where_recorded() {
+        let dev = "GPU 0: H100 (sm_90, 80 GiB)";
+        let mut r = gpu_record(dev, None);
+        r.per_rank[0].gpu_sweep = Some("pipelined".into());
+        let text = render(&r);
+        assert!(
+            text.contains(&format!("Device: {dev} (sweep pipelined)\n")),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["per_rank"][0]["gpu_sweep"], "pipelined");
+        // Records before it was recorded read back without it.
+        let old = serde_json::to_value(gpu_record(dev, None)).unwrap();
+        assert!(old["per_rank"][0].get("gpu_sweep").is_none());
+    }
+
+    #[test]
     fn an_emulated_device_is_said_so_on_its_line_and_by_the_rates() {
         let dev = "GPU 0: Emulated (sm_90, 1 GiB)";
         let emu = "himeno CUDA emulator (host CPU, seed 7, lazy streams)";

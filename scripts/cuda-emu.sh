@@ -68,6 +68,7 @@ build() {
         -include "$src/shim.h" -I "$src" \
         -DHIMENO_WARP="$(constant WARP)" -DHIMENO_SWEEP_THREADS="$(constant SWEEP_THREADS)" \
         -DHIMENO_SWEEP_MIN_BLOCKS=4 -DHIMENO_MAX_WARPS="$(constant MAX_WARPS)" \
+        -DHIMENO_REDUCE_THREADS="$(constant REDUCE_THREADS)" \
         -DHIMENO_KERNELS_CU="\"$kernels\"" -DEMU_KERNELS="$list" \
         -Wl,-soname,libcuda.so.1 -Wl,--version-script="$src/exports.map" -Wl,-Bsymbolic -o "$tmp" \
         "$src"/config.cpp "$src"/memory.cpp "$src"/image.cpp "$src"/launch.cpp "$src"/fiber.cpp \

@@ -174,29 +174,81 @@ impl Occupancy {
     }
 }
 
-/// Which GPU sweep kernel runs (`--gpu-sweep`); every variant gives
-/// bitwise the same field. `himeno gpu-check` times each of
-/// [`SweepVariant::ALL`] and says which should be the default on the
-/// device it ran on.
+/// Which variant of the GPU sweep kernel runs (`--gpu-sweep`): they do the
+/// same arithmetic in the same order (results are bitwise the same) and
+/// differ in how many loads each thread keeps in flight and how many
+/// registers its addresses take (docs/gpu.md, "Sweep variants").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum SweepVariant {
-    /// The sweep as written first: one thread per (j, k) row, the i-loop
-    /// issuing each plane's loads when it computes it.
+    /// One i-plane at a time, a 64-bit pointer per field (the kernel
+    /// `sweep`).
     #[default]
     #[value(name = "classic")]
     #[serde(rename = "classic")]
     Classic,
+    /// The next i-plane's loads issued before the current plane is
+    /// computed (software pipelining): twice the loads in flight per
+    /// thread, for more registers.
+    #[value(name = "pipelined")]
+    #[serde(rename = "pipelined")]
+    Pipelined,
+    /// One base address and a 32-bit offset per field, 32-bit indices:
+    /// fewer address registers (needs every field within 2^32 values of
+    /// the lowest one, which the backend checks).
+    #[value(name = "slab")]
+    #[serde(rename = "slab")]
+    Slab,
+    /// Both: pipelined loads through one base and 32-bit offsets.
+    #[value(name = "pipelined-slab")]
+    #[serde(rename = "pipelined-slab")]
+    PipelinedSlab,
 }
 
 impl SweepVariant {
-    /// Every variant, in the order gpu-check times them.
-    pub const ALL: &'static [SweepVariant] = &[SweepVariant::Classic];
+    /// Every variant, for the compile checks and gpu-check's timing.
+    pub const ALL: &'static [SweepVariant] = &[
+        SweepVariant::Classic,
+        SweepVariant::Pipelined,
+        SweepVariant::Slab,
+        SweepVariant::PipelinedSlab,
+    ];
 
     /// The name as on the command line.
     pub fn name(&self) -> &'static str {
         match self {
             SweepVariant::Classic => "classic",
+            SweepVariant::Pipelined => "pipelined",
+            SweepVariant::Slab => "slab",
+            SweepVariant::PipelinedSlab => "pipelined-slab",
         }
+    }
+
+    /// The kernel's name in `kernels.cu`.
+    pub fn kernel(&self) -> &'static str {
+        match self {
+            SweepVariant::Classic => "sweep",
+            SweepVariant::Pipelined => "sweep_pipelined",
+            SweepVariant::Slab => "sweep_slab",
+            SweepVariant::PipelinedSlab => "sweep_pipelined_slab",
+        }
+    }
+
+    /// Whether it issues the next i-plane's loads before computing the
+    /// current one (too many registers for `--gpu-occupancy 5`).
+    pub fn pipelined(&self) -> bool {
+        matches!(self, SweepVariant::Pipelined | SweepVariant::PipelinedSlab)
+    }
+
+    /// Whether it runs within `occupancy`'s register budget without
+    /// spilling: the pipelined variants' two planes of loads do not fit
+    /// the 48 registers of `--gpu-occupancy 5`.
+    pub fn fits(&self, occupancy: Occupancy) -> bool {
+        !(self.pipelined() && occupancy == Occupancy::Blocks5)
+    }
+
+    /// Whether it addresses the fields from one base with 32-bit offsets.
+    pub fn slab(&self) -> bool {
+        matches!(self, SweepVariant::Slab | SweepVariant::PipelinedSlab)
     }
 }
 
@@ -296,7 +348,8 @@ pub struct RunConfig {
     /// Checkpoints and restart (`--checkpoint-dir`), if asked for.
     #[serde(rename = "checkpoints", serialize_with = "agreed::debug")]
     pub checkpoint: Option<CheckpointConfig>,
-    /// GPU sweep kernel variant (`--gpu-sweep`).
+    /// GPU sweep kernel variant (`--gpu-sweep`; results are bitwise the
+    /// same for every one).
     #[serde(rename = "gpu sweep")]
     pub gpu_sweep: SweepVariant,
 }

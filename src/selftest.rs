@@ -38,6 +38,7 @@ impl Backend for PatternBackend {
             cpus: None,
             gpu_software: None,
             emulated: None,
+            gpu_sweep: None,
         }
     }
     fn reset(&mut self) -> Result<()> {

@@ -11,6 +11,16 @@
 //! signal ends the run after the round it arrives in. An iteration count
 //! that is not a multiple of `T` ends with a shorter round. Redundant
 //! updates of ghost layers count as compute, the exchange as comm.
+//!
+//! A backend that [defers gosa](crate::backend::Backend::defers_gosa) (the
+//! GPU's) hands back each sweep's gosa one round late, so that its host
+//! queues the next sweep before waiting for the last one: a round then
+//! reduces the previous round's gosa with its own stop flag (the stop
+//! decision stays the round's own), and the last pending gosa is read
+//! before any value is used as final: at the end of the rehearsal and of
+//! the timed loop, on a stop and before a checkpoint. So every gosa the
+//! run reports, checks or saves is the one of its own iteration; only the
+//! NaN check of a round's gosa comes a round later.
 
 use crate::backend::{Backend, BackendInfo};
 use crate::checkpoint::{Checkpointer, RestartedFrom, Segment, Written};
@@ -119,6 +129,35 @@ pub struct Outcome {
     pub checkpoints: Option<Written>,
 }
 
+/// Which sweeps' gosa a round hands back (see [`Solver::round`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Got {
+    /// Its own sweeps', all of them.
+    Own,
+    /// The previous round's one sweep (a late read), in `gosa[0]`.
+    Previous,
+    /// None: the first round of a late read.
+    Nothing,
+}
+
+/// The global gosa a round made known: those of the iterations after
+/// `before`, in order.
+struct Known {
+    /// The iteration before the first value's.
+    before: u64,
+    /// How many values there are.
+    n: usize,
+    /// The values, `vals[..n]`.
+    vals: [f64; MAX_DEPTH + 1],
+}
+
+impl Known {
+    /// The values.
+    fn values(&self) -> &[f64] {
+        &self.vals[..self.n]
+    }
+}
+
 /// Fails on the first sweep of a round whose gosa is not finite; the round
 /// starts after iteration `before`.
 fn check_round(gosa: &[f64], before: u64) -> Result<()> {
@@ -195,9 +234,10 @@ impl Solver<'_> {
     fn watched_round(
         &mut self,
         gosa: &mut [f64],
+        late: bool,
         times: &mut PhaseTimes,
         per_sweep: &mut Option<f64>,
-    ) -> Result<bool> {
+    ) -> Result<(bool, Got)> {
         let sweeps = gosa.len() as f64;
         if let Some(s) = *per_sweep {
             let expected = s * sweeps * ROUND_MARGIN;
@@ -205,38 +245,121 @@ impl Solver<'_> {
                 .busy_for(Duration::try_from_secs_f64(expected).unwrap_or(Duration::ZERO));
         }
         let started = Instant::now();
-        let stop = self.round(gosa, times)?;
+        let round = self.round(gosa, late, times)?;
         *per_sweep = Some(started.elapsed().as_secs_f64() / sweeps);
-        Ok(stop)
+        Ok(round)
+    }
+
+    /// Whether the rounds read gosa one round late: the backend can, and
+    /// every round is one sweep.
+    fn late(&self) -> bool {
+        self.backend.defers_gosa() && self.block.depth == 1
     }
 
     /// One round of `gosa.len()` sweeps: sweep into `next`, exchange its
     /// ghosts (overlapping the rest of the sweeps where the backend can),
     /// swap, sum the gosa of every sweep. Writes the global gosa of each
-    /// sweep into `gosa` and returns whether any rank was asked to stop.
-    fn round(&mut self, gosa: &mut [f64], times: &mut PhaseTimes) -> Result<bool> {
+    /// sweep into `gosa` and returns whether any rank was asked to stop,
+    /// and [`Got::Own`]. With `late` (one sweep), the gosa summed and
+    /// written to `gosa[0]` is the previous round's ([`Got::Previous`]),
+    /// or none ([`Got::Nothing`]).
+    fn round(
+        &mut self,
+        gosa: &mut [f64],
+        late: bool,
+        times: &mut PhaseTimes,
+    ) -> Result<(bool, Got)> {
         let sweeps = gosa.len();
         let mut clock = Lap::start();
         self.backend.sweeps_start(sweeps)?;
         timeline::lap(&mut clock, Phase::Compute, times);
         self.halo.exchange(self.backend, self.comm, times)?;
         clock.lap();
-        self.backend.sweeps_finish(gosa)?;
+        let got = if late {
+            match self.backend.sweeps_finish_late()? {
+                Some(g) => {
+                    gosa[0] = g;
+                    Got::Previous
+                }
+                None => Got::Nothing,
+            }
+        } else {
+            self.backend.sweeps_finish(gosa)?;
+            Got::Own
+        };
         self.backend.swap();
         timeline::lap(&mut clock, Phase::Compute, times);
+        let n = match got {
+            Got::Own => sweeps,
+            Got::Previous => 1,
+            Got::Nothing => 0,
+        };
         // The stop request travels with gosa so that every rank leaves the
         // loop after the same round (a signal may reach ranks at different
-        // times). One allreduce for the whole round.
+        // times). One allreduce for the whole round; every rank has the
+        // same `n`.
         let mut red = [0.0; MAX_DEPTH + 1];
-        red[..sweeps].copy_from_slice(gosa);
-        red[sweeps] = f64::from(u8::from(self.stop.raised()));
+        red[..n].copy_from_slice(&gosa[..n]);
+        red[n] = f64::from(u8::from(self.stop.raised()));
         {
             let _nvtx = crate::backend::gpu::nvtx::range(Phase::Allreduce.name());
-            self.comm.sum(&mut red[..=sweeps]);
+            self.comm.sum(&mut red[..=n]);
         }
-        gosa.copy_from_slice(&red[..sweeps]);
+        gosa[..n].copy_from_slice(&red[..n]);
         timeline::lap(&mut clock, Phase::Allreduce, times);
-        Ok(red[sweeps] > 0.0)
+        Ok((red[n] > 0.0, got))
+    }
+
+    /// The global gosa that a round handed back (`got`, `gosa`) made
+    /// known, `done` iterations being done after it; with `flush`, also
+    /// the last pending one (read and summed: collective when one is
+    /// pending, which is so on every rank alike).
+    fn known(
+        &mut self,
+        got: Got,
+        gosa: &[f64],
+        done: u64,
+        flush: bool,
+        times: &mut PhaseTimes,
+    ) -> Result<Known> {
+        let mut k = Known {
+            before: 0,
+            n: 0,
+            vals: [0.0; MAX_DEPTH + 1],
+        };
+        match got {
+            Got::Own => {
+                k.before = done - gosa.len() as u64;
+                k.n = gosa.len();
+                k.vals[..k.n].copy_from_slice(gosa);
+            }
+            Got::Previous => {
+                k.before = done - 2;
+                k.n = 1;
+                k.vals[0] = gosa[0];
+            }
+            Got::Nothing => k.before = done - 1,
+        }
+        if flush && let Some(g) = self.flush(times)? {
+            k.vals[k.n] = g;
+            k.n += 1;
+        }
+        Ok(k)
+    }
+
+    /// The global gosa of the last sweep whose gosa is still pending on
+    /// the backend (a late read), or `None`. Collective when one is
+    /// pending.
+    fn flush(&mut self, times: &mut PhaseTimes) -> Result<Option<f64>> {
+        let mut clock = Lap::start();
+        let Some(mine) = self.backend.gosa_pending()? else {
+            return Ok(None);
+        };
+        timeline::lap(&mut clock, Phase::Compute, times);
+        let mut red = [mine];
+        self.comm.sum(&mut red);
+        timeline::lap(&mut clock, Phase::Allreduce, times);
+        Ok(Some(red[0]))
     }
 
     /// One round of `gosa.len()` sweeps outside the timed loop, as the run
@@ -245,7 +368,7 @@ impl Solver<'_> {
     pub fn timed_round(&mut self, gosa: &mut [f64]) -> Result<(f64, bool)> {
         let mut scratch = PhaseTimes::default();
         let started = Instant::now();
-        let stop = self.round(gosa, &mut scratch)?;
+        let (stop, _) = self.round(gosa, false, &mut scratch)?;
         Ok((self.comm.max(started.elapsed().as_secs_f64()), stop))
     }
 
@@ -285,14 +408,21 @@ impl Solver<'_> {
         // Seconds per sweep of the last round, for the watchdog (see
         // `Solver::timed_round`); none before the first.
         let mut per_sweep = None;
+        let late = self.late();
         while rehearsed < warmup {
             let sweeps = self.sweeps(rehearsed, warmup);
             self.inject_fault(Stage::Rehearsal, rehearsed, sweeps)?;
             timeline::mark(Part::Rehearsal, rehearsed + 1);
-            let stop = self.watched_round(&mut gosa[..sweeps], &mut scratch, &mut per_sweep)?;
-            check_round(&gosa[..sweeps], rehearsed)?;
+            let (stop, got) =
+                self.watched_round(&mut gosa[..sweeps], late, &mut scratch, &mut per_sweep)?;
             rehearsed += sweeps as u64;
-            last_gosa = gosa[sweeps - 1];
+            // The rehearsal's last gosa is its answer's: read it now.
+            let flush = stop || rehearsed >= warmup;
+            let known = self.known(got, &gosa[..sweeps], rehearsed, flush, &mut scratch)?;
+            check_round(known.values(), known.before)?;
+            if let Some(&g) = known.values().last() {
+                last_gosa = g;
+            }
             // A signal during the rehearsal ends the run before anything is
             // timed (the decision is collective, like any stop).
             if stop {
@@ -368,18 +498,33 @@ impl Solver<'_> {
         let mut complete = !stopped_in_rehearsal;
         self.comm.barrier();
         let cpu_start = timing::process_cpu_s();
+        let late = self.late();
         let mut clock = Lap::start();
         while done < planned {
             let sweeps = self.sweeps(done, planned);
             self.inject_fault(Stage::Timed, done, sweeps)?;
             timeline::mark(Part::Timed, done + 1);
-            let stop = self.watched_round(&mut gosa[..sweeps], &mut times, &mut per_sweep)?;
-            for (n, g) in gosa[..sweeps].iter().enumerate() {
-                tracing::debug!(iteration = done + 1 + n as u64, gosa = g, "gosa");
-            }
-            check_round(&gosa[..sweeps], done)?;
+            let (stop, got) =
+                self.watched_round(&mut gosa[..sweeps], late, &mut times, &mut per_sweep)?;
             done += sweeps as u64;
-            last_gosa = gosa[sweeps - 1];
+            // A gosa still pending is read before the loop ends (the run's
+            // final gosa, inside the timed loop) and before a checkpoint
+            // saves it.
+            let flush = stop
+                || done >= planned
+                || self
+                    .extras
+                    .checkpoint
+                    .as_ref()
+                    .is_some_and(|c| c.due(done, stop));
+            let known = self.known(got, &gosa[..sweeps], done, flush, &mut times)?;
+            for (n, g) in known.values().iter().enumerate() {
+                tracing::debug!(iteration = known.before + 1 + n as u64, gosa = g, "gosa");
+            }
+            check_round(known.values(), known.before)?;
+            if let Some(&g) = known.values().last() {
+                last_gosa = g;
+            }
             if let Some(progress) = self.extras.progress.as_mut() {
                 progress.update(done, planned);
             }

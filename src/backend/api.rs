@@ -91,6 +91,10 @@ pub struct BackendInfo {
     /// CPU backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
+    /// The GPU sweep kernel's variant (`--gpu-sweep`); absent for CPU
+    /// backends and in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_sweep: Option<String>,
 }
 
 /// Versions of the GPU software a rank ran with, for the record.
@@ -208,6 +212,29 @@ pub trait Backend {
     /// this rank's sum of squared residuals of each, in order, to `gosa`
     /// (one value per sweep).
     fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()>;
+    /// Whether this backend can hand back a sweep's gosa one round late
+    /// ([`Backend::sweeps_finish_late`]), so that the host need not wait
+    /// for the sweep it just queued. False (the default): the driver
+    /// calls [`Backend::sweeps_finish`].
+    fn defers_gosa(&self) -> bool {
+        false
+    }
+    /// For a backend that [defers gosa](Backend::defers_gosa), in place of
+    /// [`Backend::sweeps_finish`] after one sweep: completes the sweep's
+    /// work on `next` as far as the driver needs it (the exchange is
+    /// over), queues its gosa, and returns this rank's gosa of the
+    /// previous sweep, or `None` when none is pending (the first sweep
+    /// after a reset or after [`Backend::gosa_pending`]).
+    fn sweeps_finish_late(&mut self) -> Result<Option<f64>> {
+        Err(Error::runtime(
+            "this backend hands back gosa when its sweep ends, not one round late",
+        ))
+    }
+    /// This rank's gosa of the last sweep still pending (after
+    /// [`Backend::sweeps_finish_late`]), waited for; `None` when none is.
+    fn gosa_pending(&mut self) -> Result<Option<f64>> {
+        Ok(None)
+    }
     /// Copies the owned planes of `next` behind each face of `faces` into
     /// its buffer (as many as the buffer holds layers: the block's ghost
     /// depth). The halo schedule hands over the faces of one dimension

@@ -99,6 +99,7 @@ impl Record {
                 memory: r.memory,
                 emulated: r.backend.emulated.is_some(),
                 emulator: r.backend.emulated.clone(),
+                gpu_sweep: r.backend.gpu_sweep.clone(),
             })
             .collect();
         Record {

@@ -72,6 +72,10 @@ pub struct RankRecord {
     /// The emulator's own description, with `emulated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulator: Option<String>,
+    /// The GPU sweep kernel's variant (`--gpu-sweep`); absent for CPU
+    /// ranks and in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_sweep: Option<String>,
 }
 
 /// One run's result: what JSON lines in results files hold.

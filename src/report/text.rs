@@ -80,20 +80,25 @@ pub fn render(r: &Record) -> String {
     for d in &r.provenance.devices {
         // A rank's placement names its device: an emulated one is said so
         // where a reader looks for the hardware.
-        let emulated = r
+        let on = |x: &&crate::report::record::RankRecord| x.placement.device.as_ref() == Some(d);
+        let emulated = r.per_rank.iter().filter(on).find(|x| x.emulated);
+        // The sweep variant its ranks ran (`--gpu-sweep`), where recorded.
+        let sweep = r
             .per_rank
             .iter()
-            .find(|x| x.emulated && x.placement.device.as_ref() == Some(d));
+            .filter(on)
+            .find_map(|x| x.gpu_sweep.as_deref())
+            .map_or(String::new(), |v| format!(" (sweep {v})"));
         match emulated {
             Some(x) => {
                 let _ = writeln!(
                     s,
-                    "Device: {d} -- EMULATED ({}): its times are not GPU performance",
+                    "Device: {d}{sweep} -- EMULATED ({}): its times are not GPU performance",
                     x.emulator.as_deref().unwrap_or("an emulated CUDA driver")
                 );
             }
             None => {
-                let _ = writeln!(s, "Device: {d}");
+                let _ = writeln!(s, "Device: {d}{sweep}");
             }
         }
     }
@@ -362,6 +367,23 @@ mod tests {
                            "command": ["himeno"]}
         }))
         .expect("a record")
+    }
+
+    #[test]
+    fn the_device_line_names_the_sweep_variant_where_recorded() {
+        let dev = "GPU 0: H100 (sm_90, 80 GiB)";
+        let mut r = gpu_record(dev, None);
+        r.per_rank[0].gpu_sweep = Some("pipelined".into());
+        let text = render(&r);
+        assert!(
+            text.contains(&format!("Device: {dev} (sweep pipelined)\n")),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["per_rank"][0]["gpu_sweep"], "pipelined");
+        // Records before it was recorded read back without it.
+        let old = serde_json::to_value(gpu_record(dev, None)).unwrap();
+        assert!(old["per_rank"][0].get("gpu_sweep").is_none());
     }
 
     #[test]

@@ -163,8 +163,11 @@ pub struct RunArgs {
     /// Checkpoints and restart.
     #[command(flatten)]
     pub checkpoint: CheckpointArgs,
-    /// GPU sweep kernel variant (`himeno gpu-check` times each and says
-    /// which suits the device). Results are identical. Default classic.
+    /// GPU sweep kernel variant: classic (one i-plane at a time),
+    /// pipelined (the next plane's loads issued before the current one is
+    /// computed), slab (one base address and 32-bit offsets: fewer
+    /// registers) or pipelined-slab. Results are identical. Default
+    /// classic.
     #[arg(long, value_enum)]
     pub gpu_sweep: Option<crate::config::SweepVariant>,
     /// Energy of the timed loop from the node's counters (RAPL, Cray

@@ -241,6 +241,18 @@ impl RunArgs {
                  the wavefront instead: use --temporal 1 (or auto), or drop --prefetch",
             ));
         }
+        if let (Some(v), Some(o)) = (self.gpu_sweep, self.gpu_occupancy)
+            && !v.fits(o)
+        {
+            // 48 registers cannot hold two planes' loads: the kernel would
+            // spill to memory (docs/gpu.md, "Sweep variants").
+            return Err(Error::usage(format!(
+                "--gpu-sweep {} keeps two i-planes of loads in registers, which do not fit the \
+                 48 of --gpu-occupancy 5 (they would spill): use --gpu-occupancy auto or 4, or \
+                 --gpu-sweep classic or slab",
+                v.name()
+            )));
+        }
         if let Some(g) = self.stream_gbs
             && !(g.is_finite() && (STREAM_GBS.0..=STREAM_GBS.1).contains(&g))
         {
@@ -504,6 +516,15 @@ mod tests {
             &["--staging", "pageable", "--backend", "cpu"],
             &["--gpu-occupancy", "4"],
             &["--gpu-sweep", "classic", "--backend", "cpu"],
+            &["--gpu-sweep", "slab"],
+            &[
+                "--gpu-sweep",
+                "pipelined",
+                "--gpu-occupancy",
+                "5",
+                "--backend",
+                "gpu",
+            ],
             &["--stores", "cached", "--backend", "gpu"],
             &["--prefetch", "off", "--backend", "gpu"],
             &["--prefetch", "on", "--temporal", "4"],

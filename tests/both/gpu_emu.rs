@@ -40,6 +40,8 @@ pub(crate) fn buffers() -> SweepBuffers {
         out: base(1),
         coef,
         partial: base(20),
+        ticket: base(21),
+        gosa: base(21) + 8,
     }
 }
 
@@ -139,7 +141,7 @@ pub(crate) fn coverage(block: &Block, ls: &[SweepLaunch], partials: usize) -> Ar
     let mut hits = Array3::<u8>::zeros((dims[0], dims[1], dims[2]));
     let mut slots = Vec::new();
     for l in ls {
-        let args = launch::sweep_args(&b, dims, l);
+        let args = launch::sweep_args(&b, dims, l, partials);
         let shape = l.shape();
         assert_eq!(
             shape.block[0] * shape.block[1],

@@ -68,3 +68,14 @@ inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
 
 using std::max;
 using std::min;
+
+// The fused gosa reduction's ticket (src/backend/gpu/kernels.cu,
+// finish_gosa): a real atomic and a full fence, since launches on
+// different streams may run on different worker threads at once.
+inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// A read through the read-only data path: a plain read on the host.
+template <class T>
+inline T __ldg(const T *p) {
+    return *p;
+}

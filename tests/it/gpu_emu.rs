@@ -16,15 +16,15 @@ use himeno::grid::decomp::{Block, ProcGrid};
 
 #[test]
 fn gpu_emu_thin_slabs_keep_lanes_busy() {
-    // A k split under overlap: the k slabs are one point wide. Their
-    // launches must not leave 31 of 32 lanes idle.
+    // A k split under overlap: the k slabs are a warp wide (32 values),
+    // not one point. Their launches must not leave lanes idle.
     let grid = Grid::new([66, 130, 258]).unwrap();
     let procs = ProcGrid { p: [1, 1, 2] };
     let block = Block::of(&grid, &procs, 0);
     let plan = SweepPlan::of(&block).unwrap();
     for l in &plan.boundary {
         let b = buffers();
-        let args = launch::sweep_args(&b, block.local_dims(), l);
+        let args = launch::sweep_args(&b, block.local_dims(), l, plan.used(true));
         let shape = l.shape();
         let mut active = 0usize;
         for blk in 0..shape.grid[0] {
@@ -36,7 +36,7 @@ fn gpu_emu_thin_slabs_keep_lanes_busy() {
             }
         }
         let threads = shape.grid[0] as usize * launch::SWEEP_THREADS as usize;
-        // 128 j-values of 256 lanes in the k slab; whole warps elsewhere.
+        // Whole warps along k, in the k slab as elsewhere.
         assert!(
             2 * active >= threads,
             "{l:?}: {active} of {threads} threads busy"

@@ -19,7 +19,7 @@ const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// Relative gosa tolerance of a GPU run against the CPU (the order of the
 /// double-precision sum differs; the field is bitwise equal).
-const GOSA_TOLERANCE: f64 = 1e-9;
+pub(crate) const GOSA_TOLERANCE: f64 = 1e-9;
 
 /// What a test needs to run against the emulator.
 pub(crate) struct Emulator {

@@ -678,6 +678,7 @@ impl Backend for CpuBackend {
             cpus: Some(self.pool.cpus()),
             gpu_software: None,
             emulated: None,
+            gpu_sweep: None,
         }
     }
 

@@ -411,6 +411,10 @@ mod tests {
                 // registers spill (28 bytes with NVRTC 12.9 and 13.0).
                 let may_spill = occ == Occupancy::Blocks5 && cc != (9, 0);
                 for k in KERNELS {
+                    // The pipelined sweeps spill in 48 registers; a run
+                    // refuses them with --gpu-occupancy 5.
+                    let may_spill = may_spill
+                        || (occ == Occupancy::Blocks5 && k.starts_with("sweep_pipelined"));
                     let r = res
                         .get(k)
                         .unwrap_or_else(|| panic!("{arch}: no report for {k}:\n{}", cubin.log));

@@ -8,12 +8,16 @@
 //! only across host synchronisation, so no cross-stream event is needed.
 //!
 //! Host round trips per iteration: the sweep's gosa stays on the device
-//! (reduced there) and comes back through one 8-byte page-locked copy, the
-//! only wait of an iteration without neighbours. With neighbours, the host
-//! also waits for the planes the exchange sends before packing them, and
-//! twice per dimension step of the exchange: once after packing both
-//! faces and copying them to the host, once after copying both received
-//! faces to the device and unpacking them.
+//! (the sweep's last block sums the per-block partials, in a fixed order)
+//! and comes back through an 8-byte page-locked copy into one of two
+//! slots, read one iteration late (`sweeps_finish_late`): the host queues
+//! the next sweep before it waits for the last one's gosa, so the device
+//! does not idle between iterations. The solver reads the last pending
+//! gosa (`gosa_pending`) before it uses a final value. With neighbours,
+//! the host also waits for the planes the exchange sends before packing
+//! them, and twice per dimension step of the exchange: once after packing
+//! both faces and copying them to the host, once after copying both
+//! received faces to the device and unpacking them.
 //!
 //! Faces: a face normal to i is contiguous and copied in place; a face
 //! normal to j or k is gathered by the pack kernel into its own device
@@ -38,8 +42,8 @@ use super::connections;
 use super::device_trace::{self, DeviceTrace};
 use super::driver::{self, Device, Probe, cuda_err};
 use super::launch::{
-    self, Arg, FaceCopy, Shape, SweepBuffers, SweepLaunch, SweepPlan, face_args, fill_args,
-    fill_planes_args, reduce_args, sweep_args,
+    self, Arg, FaceCopy, GOSA_WORDS, Shape, SweepBuffers, SweepLaunch, SweepPlan, SweepVariant,
+    face_args, fill_args, fill_planes_args, sweep_args,
 };
 use super::nvtx;
 use super::options::GpuOptions;
@@ -62,8 +66,8 @@ use std::sync::Arc;
 
 /// The loaded kernels.
 pub struct Kernels {
+    /// The sweep variant the run asked for.
     sweep: CudaFunction,
-    reduce: CudaFunction,
     pack: CudaFunction,
     unpack: CudaFunction,
     fill: CudaFunction,
@@ -71,17 +75,17 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// Finds every kernel of `launch::KERNELS` in `module`.
-    pub fn load(module: &Arc<CudaModule>) -> Result<Kernels> {
+    /// Finds the sweep kernel of `variant` and every other kernel of
+    /// `launch::KERNELS` in `module`.
+    pub fn load(module: &Arc<CudaModule>, variant: SweepVariant) -> Result<Kernels> {
         let f = |name: &str| {
             module
                 .load_function(name)
                 .map_err(cuda_err("finding a kernel"))
         };
-        let [sweep, reduce, pack, unpack, fill, fill_planes] = launch::KERNELS;
+        let [.., pack, unpack, fill, fill_planes] = launch::KERNELS;
         Ok(Kernels {
-            sweep: f(sweep)?,
-            reduce: f(reduce)?,
+            sweep: f(variant.kernel())?,
             pack: f(pack)?,
             unpack: f(unpack)?,
             fill: f(fill)?,
@@ -117,10 +121,22 @@ pub struct GpuBackend {
     /// Initial `p` per local i-plane, for resets.
     plane_values: DeviceBuf<f32>,
     partial: DeviceBuf<f64>,
-    /// This rank's gosa of the last sweep, on the device ...
-    gosa: DeviceBuf<f64>,
-    /// ... and its page-locked copy on the host.
+    /// This rank's gosa of the last two sweeps on the device (words 0 and
+    /// 1, as f64 bits) and the fused reduction's ticket (word 2): see
+    /// [`launch::GOSA_WORDS`] ...
+    gosa: DeviceBuf<u64>,
+    /// ... and the two gosa slots' page-locked copy on the host.
     gosa_host: Pinned<f64>,
+    /// The slot the next sweep writes its gosa to.
+    slot: usize,
+    /// The slot whose gosa is on its way to the host and not yet read.
+    pending: Option<usize>,
+    /// Recorded on `main` after each slot's copy to the host.
+    gosa_copied: [CudaEvent; 2],
+    /// Recorded on `main` after a sweep's gosa copy: under `--overlap` the
+    /// next boundary sweep (on `halo`) waits for it, since the host no
+    /// longer waits for `main` between iterations.
+    main_done: CudaEvent,
     /// Device face buffers of the faces normal to j and k with a
     /// neighbour, by `[dim - 1][side]`.
     faces: [[Option<DeviceBuf<f32>>; 2]; 2],
@@ -224,20 +240,37 @@ impl GpuBackend {
             .collect();
         let plane_values = DeviceBuf::from_host(&main, &planes, dev.allocator)?;
         let partial = DeviceBuf::<f64>::zeros(&main, plan.partials, dev.allocator)?;
-        let gosa = DeviceBuf::<f64>::zeros(&main, 1, dev.allocator)?;
-        let gosa_host = Pinned::<f64>::new(&ctx, 1)?;
+        // Zeroed: the ticket starts at 0 (the last block of each sweep
+        // sets it back).
+        let gosa = DeviceBuf::<u64>::zeros(&main, GOSA_WORDS, dev.allocator)?;
+        let gosa_host = Pinned::<f64>::new(&ctx, 2)?;
         let event = || {
             ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(cuda_err("creating a timing event"))
         };
         let ev = [event()?, event()?];
-        let sweep = compiled.resources.get("sweep");
+        let order = || ctx.new_event(None).map_err(cuda_err("creating an event"));
+        let gosa_copied = [order()?, order()?];
+        let main_done = order()?;
+        if cfg.sweep.slab() {
+            let mut fields: Vec<u64> = bufs.iter().map(|b| addr(b, &main)).collect();
+            fields.extend(coef.iter().map(|c| addr(c, &main)));
+            if !launch::slab_fits(&fields, cells) {
+                return Err(Error::usage(format!(
+                    "--gpu-sweep {} addresses the fields from one base with 32-bit offsets, and \
+                     this device placed them more than 2^32 values apart: use --gpu-sweep \
+                     classic or pipelined, or more ranks",
+                    cfg.sweep.name()
+                )));
+            }
+        }
+        let sweep = compiled.resources.get(cfg.sweep.kernel());
         let info = BackendInfo {
             kind: BackendKind::Gpu,
             threads: 1,
             device: Some(dev.description.clone()),
             detail: Some(format!(
-                "kernels {} by NVRTC {}{}, occupancy {}, staging {}, overlap {}, {}",
+                "kernels {} by NVRTC {}{}, occupancy {}, sweep {}, staging {}, overlap {}, {}",
                 compiled.arch,
                 compiled.nvrtc_version,
                 sweep.map_or(String::new(), |r| format!(
@@ -246,6 +279,7 @@ impl GpuBackend {
                     if r.spills() { ", SPILLS" } else { "" }
                 )),
                 compiled.occupancy.name(),
+                cfg.sweep.name(),
                 cfg.staging.name(),
                 if cfg.overlap { "on" } else { "off" },
                 connections::describe()
@@ -258,6 +292,7 @@ impl GpuBackend {
                 allocator: Some(dev.allocator.name().into()),
             }),
             emulated: driver::emulator(),
+            gpu_sweep: Some(cfg.sweep.name().to_string()),
         };
         let mut gpu = GpuBackend {
             dev,
@@ -272,6 +307,10 @@ impl GpuBackend {
             partial,
             gosa,
             gosa_host,
+            slot: 0,
+            pending: None,
+            gosa_copied,
+            main_done,
             faces,
             plan,
             overlap: cfg.overlap,
@@ -291,25 +330,82 @@ impl GpuBackend {
         for (a, c) in coef.iter_mut().zip(&self.coef) {
             *a = addr(c, st);
         }
+        let words = addr(&self.gosa, st);
         SweepBuffers {
             p: addr(&self.bufs[self.cur], st),
             out: addr(&self.bufs[1 - self.cur], st),
             coef,
             partial: addr(&self.partial, st),
+            ticket: words + 8 * 2,
+            gosa: words + 8 * self.slot as u64,
         }
     }
 
-    /// Queues the sweep launches `ls` on `st`.
+    /// Queues the sweep launches `ls` on `st`, of a sweep whose launches
+    /// write `total` partial sums in all.
     fn launch_sweeps(&self, st: &CudaStream, ls: &[SweepLaunch]) -> Result<()> {
         let b = self.sweep_buffers(st);
+        let total = self.plan.used(self.overlap);
         for l in ls {
             launch(
                 st,
                 &self.k.sweep,
                 l.shape(),
-                &sweep_args(&b, self.dims, l),
+                &sweep_args(&b, self.dims, l, total),
                 "launching the sweep",
             )?;
+        }
+        Ok(())
+    }
+
+    /// Queues the copy of this sweep's gosa slot to its host slot on
+    /// `main`, with the events that say it is done; the next sweep writes
+    /// the other slot. Returns the slot copied.
+    fn queue_gosa(&mut self) -> Result<usize> {
+        let st = self.main.clone();
+        let slot = self.slot;
+        let src = addr(&self.gosa, &st) + 8 * slot as u64;
+        // The last block of the sweep wrote the slot: in a launch on
+        // `main` (ordered before this copy), or on `halo`, which the host
+        // waited for in sweeps_start.
+        let dst = &mut self.gosa_host.values_mut()[slot..=slot];
+        // SAFETY: `src` is one f64 of the gosa allocation and `dst` one of
+        // the page-locked host slots; the host reads that slot only after
+        // waiting for `gosa_copied[slot]`, and the next copy into it is
+        // queued two sweeps later, after that read.
+        unsafe { result::memcpy_dtoh_async(dst, src, st.cu_stream()) }
+            .map_err(cuda_err("copying gosa"))?;
+        self.gosa_copied[slot]
+            .record(&st)
+            .map_err(cuda_err("recording an event"))?;
+        self.main_done
+            .record(&st)
+            .map_err(cuda_err("recording an event"))?;
+        self.slot = 1 - slot;
+        Ok(slot)
+    }
+
+    /// Waits for the copy of gosa slot `slot` and reads it.
+    fn read_gosa(&self, slot: usize) -> Result<f64> {
+        self.gosa_copied[slot]
+            .synchronize()
+            .map_err(cuda_err("finishing the sweep"))?;
+        Ok(self.gosa_host.values()[slot])
+    }
+
+    /// Under `--trace`, waits for the sweep just queued and hands its
+    /// spans to the timeline (a trace reads each sweep's events before the
+    /// next sweep records them again; its runs give up the late read's
+    /// overlap). The halo stream's boundary slabs were waited for in
+    /// sweeps_start.
+    fn trace_sweep_done(&mut self) -> Result<()> {
+        if self.trace.is_some() {
+            self.main
+                .synchronize()
+                .map_err(cuda_err("finishing the sweep"))?;
+        }
+        if let Some(t) = self.trace.as_mut() {
+            t.sweep_done()?;
         }
         Ok(())
     }
@@ -529,6 +625,7 @@ impl Backend for GpuBackend {
 
     fn reset(&mut self) -> Result<()> {
         self.cur = 0;
+        self.pending = None;
         self.fill_all()
     }
 
@@ -538,6 +635,10 @@ impl Backend for GpuBackend {
         self.trace_sweep()?;
         if self.overlap {
             let halo = self.halo.clone();
+            // The last sweep's interior (on `main`) may still run: the
+            // boundary reads its field and shares its ticket.
+            halo.wait(&self.main_done)
+                .map_err(cuda_err("ordering the streams"))?;
             let boundary = !self.plan.boundary.is_empty();
             self.traced_sweeps(&halo, true, boundary, |b| &b.plan.boundary)?;
             let main = self.main.clone();
@@ -562,31 +663,27 @@ impl Backend for GpuBackend {
 
     fn sweeps_finish(&mut self, gosa: &mut [f64]) -> Result<()> {
         let _nvtx = nvtx::range(Phase::Compute.name());
-        let st = self.main.clone();
-        let partial = addr(&self.partial, &st);
-        let out = addr(&self.gosa, &st);
-        // Boundary partials (under overlap) were written on `halo` before
-        // the host synchronised in sweeps_start; interior ones earlier on
-        // this stream.
-        let args = reduce_args(partial, self.plan.used(self.overlap), out);
-        launch(
-            &st,
-            &self.k.reduce,
-            launch::reduce_shape(),
-            &args,
-            "launching the reduction",
-        )?;
-        // SAFETY: `out` holds one f64 and the page-locked `gosa_host` one;
-        // the stream is synchronised below before it is read.
-        unsafe { result::memcpy_dtoh_async(self.gosa_host.values_mut(), out, st.cu_stream()) }
-            .map_err(cuda_err("copying gosa"))?;
-        st.synchronize().map_err(cuda_err("finishing the sweep"))?;
-        // The halo stream's boundary slabs were waited for in sweeps_start.
-        if let Some(t) = self.trace.as_mut() {
-            t.sweep_done()?;
-        }
-        gosa[0] = self.gosa_host.values()[0];
-        Ok(())
+        // A gosa still pending is superseded: nobody asked for it.
+        self.pending = None;
+        let slot = self.queue_gosa()?;
+        gosa[0] = self.read_gosa(slot)?;
+        self.trace_sweep_done()
+    }
+
+    fn defers_gosa(&self) -> bool {
+        true
+    }
+
+    fn sweeps_finish_late(&mut self) -> Result<Option<f64>> {
+        let _nvtx = nvtx::range(Phase::Compute.name());
+        let slot = self.queue_gosa()?;
+        self.trace_sweep_done()?;
+        let previous = self.pending.replace(slot);
+        previous.map(|s| self.read_gosa(s)).transpose()
+    }
+
+    fn gosa_pending(&mut self) -> Result<Option<f64>> {
+        self.pending.take().map(|s| self.read_gosa(s)).transpose()
     }
 
     fn pack(&mut self, faces: &mut [(Face, &mut dyn HostBuffer)]) -> Result<f64> {

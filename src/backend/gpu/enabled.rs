@@ -145,7 +145,7 @@ fn open(cfg: &GpuOptions, block: &Block, comm: &dyn Comm) -> Result<(Opened, Swe
             }
         ))
     })?;
-    let kernels = Kernels::load(&module)?;
+    let kernels = Kernels::load(&module, cfg.sweep)?;
     dev.ctx
         .bind_to_thread()
         .map_err(cuda_err("binding the context"))?;

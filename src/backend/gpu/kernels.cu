@@ -16,13 +16,17 @@
 // (scripts/cuda-emu.sh) compiles this file for the host with the same ones.
 
 #if !defined(HIMENO_WARP) || !defined(HIMENO_SWEEP_THREADS) || \
-    !defined(HIMENO_SWEEP_MIN_BLOCKS) || !defined(HIMENO_MAX_WARPS)
+    !defined(HIMENO_SWEEP_MIN_BLOCKS) || !defined(HIMENO_MAX_WARPS) || \
+    !defined(HIMENO_REDUCE_THREADS)
 #error "compile with the -D definitions of launch::defines (src/backend/gpu/launch.rs)"
 #endif
 
 static_assert(HIMENO_WARP == 32, "the shuffle masks below name 32 lanes");
 static_assert(HIMENO_SWEEP_THREADS % HIMENO_WARP == 0, "sweep blocks are whole warps");
 static_assert(HIMENO_SWEEP_THREADS / HIMENO_WARP <= HIMENO_MAX_WARPS, "block_sum's array");
+static_assert(HIMENO_REDUCE_THREADS / HIMENO_WARP <= HIMENO_MAX_WARPS, "fixed_sum's array");
+static_assert(HIMENO_REDUCE_THREADS % HIMENO_SWEEP_THREADS == 0,
+              "a sweep block plays the reduction's threads in whole rounds");
 
 // The sweep's register budget: at least HIMENO_SWEEP_MIN_BLOCKS blocks of
 // HIMENO_SWEEP_THREADS per multiprocessor when that is set (the
@@ -65,6 +69,94 @@ __device__ double block_sum(double v)
     return s;
 }
 
+// __noinline__ for NVRTC; the emulator's host compiler spells it its own
+// way (a macro named __noinline__ would break the C++ library's headers).
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define NOT_INLINED __noinline__
+#else
+#define NOT_INLINED __attribute__((noinline))
+#endif
+
+// Sums partial[0..n) in the one fixed order of the reduction over
+// HIMENO_REDUCE_THREADS threads: thread x adds partial[x], partial[x + R],
+// ... in turn (R = HIMENO_REDUCE_THREADS), then block_sum's trees over
+// those R sums (lanes within each warp of 32, then the R / 32 warp sums in
+// warp order). A block of fewer threads plays the R threads in rounds:
+// thread t plays x = t, t + blockDim, ..., which fall on lane t % 32 of
+// warps t / 32, t / 32 + blockDim / 32, ..., so every shuffle adds the same
+// two values as with R threads, and the sum is bitwise the same whatever
+// the block's size (a divisor of R). `partial` is volatile: in the sweep,
+// the other blocks' sums are read after their ticket, never from a stale
+// cache line. Every thread of the block must call it; the sum is returned
+// to thread 0. Not inlined: in the sweeps, its code after the march made
+// the assembler give the whole kernel fewer registers (32 instead of 72 for
+// `sweep` with NVRTC 13 for sm_90, fewer loads in flight), for a sum that
+// one block in thousands runs.
+__device__ NOT_INLINED double fixed_sum(const volatile double* partial, long long n)
+{
+    __shared__ double warp_sums[HIMENO_MAX_WARPS];
+    const unsigned threads = blockDim.x * blockDim.y;
+    const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+    const unsigned lane = t % HIMENO_WARP;
+    for (unsigned x = t; x < HIMENO_REDUCE_THREADS; x += threads) {
+        double v = 0.0;
+        for (long long y = x; y < n; y += HIMENO_REDUCE_THREADS) {
+            v += partial[y];
+        }
+        for (int off = HIMENO_WARP / 2; off > 0; off >>= 1) {
+            v += __shfl_down_sync(0xffffffffu, v, off);
+        }
+        if (lane == 0) {
+            warp_sums[x / HIMENO_WARP] = v;
+        }
+    }
+    __syncthreads();
+    double s = 0.0;
+    if (t < HIMENO_WARP) {
+        s = lane < HIMENO_REDUCE_THREADS / HIMENO_WARP ? warp_sums[lane] : 0.0;
+        for (int off = HIMENO_WARP / 2; off > 0; off >>= 1) {
+            s += __shfl_down_sync(0xffffffffu, s, off);
+        }
+    }
+    return s;
+}
+
+// The parameters every sweep variant adds for the fused reduction: the
+// first of all the sweep's partial sums (`partial` is this launch's
+// first), how many there are over every launch of the sweep, the ticket
+// counter the blocks draw from (0 between sweeps) and the slot gosa goes
+// to.
+#define SWEEP_GOSA_PARAMS                                             \
+    const double* all, long long total, unsigned* __restrict__ ticket, \
+        double* __restrict__ gosa
+
+// Ends a sweep block: writes its sum of squared residuals `g` to
+// partial[blockIdx.x], and the block that finishes last (of every launch
+// of the sweep: they share `ticket`) sums all `total` partials in the
+// fixed order of fixed_sum into *gosa and resets the ticket for the next
+// sweep. The fence orders each block's partial before its ticket, so the
+// last block sees every partial (the threadFenceReduction pattern of the
+// CUDA samples); which block is last varies, the sum's order does not.
+__device__ void finish_gosa(double g, double* partial, SWEEP_GOSA_PARAMS)
+{
+    __shared__ int last;
+    const double s = block_sum(g);
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        partial[blockIdx.x] = s;
+        __threadfence();
+        last = atomicAdd(ticket, 1u) == (unsigned)(total - 1);
+    }
+    __syncthreads();
+    if (last) {
+        __threadfence();
+        const double sum = fixed_sum(all, total);
+        if (threadIdx.x == 0 && threadIdx.y == 0) {
+            *gosa = sum;
+            *ticket = 0u;
+        }
+    }
+}
+
 // One Jacobi sweep over a box of owned points: local indices
 // [i0, i0+ni) x [j0, j0+nj) x [k0, k0+nk). A thread block covers a tile of
 // blockDim.x k-values by blockDim.y j-values and marches through `planes`
@@ -85,7 +177,7 @@ extern "C" __global__ void SWEEP_BOUNDS sweep(
     const float* __restrict__ bnd, const float* __restrict__ wrk1,
     float omega, long long d1, long long d2,
     int i0, int j0, int k0, int ni, int nj, int nk,
-    int planes, int nkb, int njb, double* __restrict__ partial)
+    int planes, int nkb, int njb, double* partial, SWEEP_GOSA_PARAMS)
 {
     const int b = blockIdx.x;
     const int kt = b % nkb;
@@ -122,24 +214,196 @@ extern "C" __global__ void SWEEP_BOUNDS sweep(
             pc = pp;
         }
     }
-    const double s = block_sum(g);
-    if (threadIdx.x == 0 && threadIdx.y == 0) {
-        partial[b] = s;
-    }
+    finish_gosa(g, partial, all, total, ticket, gosa);
 }
 
-// Sums partial[0..n) into *out in a fixed order. Launched with one block.
-extern "C" __global__ void reduce_partials(
-    const double* __restrict__ partial, long long n, double* __restrict__ out)
+// The variants of the sweep (launch::SweepVariant, --gpu-sweep): the same
+// parameters, the same arithmetic in the same order, so the same bits as
+// `sweep` above; they differ in how many loads each thread keeps in flight
+// and how many registers its addresses take.
+//
+// SWEEP_PARAMS is sweep's parameter list, written out once more for them.
+#define SWEEP_PARAMS                                                            \
+    const float* __restrict__ p, float* __restrict__ out,                       \
+        const float* __restrict__ a0, const float* __restrict__ a1,             \
+        const float* __restrict__ a2, const float* __restrict__ a3,             \
+        const float* __restrict__ b0, const float* __restrict__ b1,             \
+        const float* __restrict__ b2, const float* __restrict__ c0,             \
+        const float* __restrict__ c1, const float* __restrict__ c2,             \
+        const float* __restrict__ bnd, const float* __restrict__ wrk1,          \
+        float omega, long long d1, long long d2, int i0, int j0, int k0, int ni, \
+        int nj, int nk, int planes, int nkb, int njb, double* partial,          \
+        SWEEP_GOSA_PARAMS
+
+// Everything one point's update reads besides the p values carried from
+// the previous plane (pm = p[c - di], pc = p[c]).
+struct Point {
+    float a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1;
+    // p[c + di], p[c + dj], p[c + 1], p[c - dj], p[c - 1].
+    float pi, pj, pk, mj, mk;
+    // The cross terms of b0, b1, b2, in the order sweep reads them.
+    float q0[4], q1[4], q2[4];
+};
+
+// Loads the Point at index c, each field's value read as AT(field, index).
+#define LOAD_POINT(v, AT, c)                                                \
+    do {                                                                  \
+        (v).a0 = AT(a0, (c)); (v).a1 = AT(a1, (c)); (v).a2 = AT(a2, (c));       \
+        (v).a3 = AT(a3, (c)); (v).b0 = AT(b0, (c)); (v).b1 = AT(b1, (c));       \
+        (v).b2 = AT(b2, (c)); (v).c0 = AT(c0, (c)); (v).c1 = AT(c1, (c));       \
+        (v).c2 = AT(c2, (c)); (v).bnd = AT(bnd, (c)); (v).wrk1 = AT(wrk1, (c)); \
+        (v).pi = AT(p, (c) + di); (v).pj = AT(p, (c) + dj);                   \
+        (v).pk = AT(p, (c) + 1); (v).mj = AT(p, (c) - dj);                    \
+        (v).mk = AT(p, (c) - 1);                                            \
+        (v).q0[0] = AT(p, (c) + di + dj); (v).q0[1] = AT(p, (c) + di - dj);   \
+        (v).q0[2] = AT(p, (c) - di + dj); (v).q0[3] = AT(p, (c) - di - dj);   \
+        (v).q1[0] = AT(p, (c) + dj + 1); (v).q1[1] = AT(p, (c) - dj + 1);     \
+        (v).q1[2] = AT(p, (c) + dj - 1); (v).q1[3] = AT(p, (c) - dj - 1);     \
+        (v).q2[0] = AT(p, (c) + di + 1); (v).q2[1] = AT(p, (c) - di + 1);     \
+        (v).q2[2] = AT(p, (c) + di - 1); (v).q2[3] = AT(p, (c) - di - 1);     \
+    } while (0)
+
+// The update of one point, in sweep's order of operations: adds its
+// squared residual to g and returns the new p.
+__device__ __forceinline__ float update(const Point& v, float pm, float pc, float omega, double& g)
 {
-    double v = 0.0;
-    for (long long x = threadIdx.x; x < n; x += blockDim.x) {
-        v += partial[x];
+    const float s0 = v.a0 * v.pi
+        + v.a1 * v.pj
+        + v.a2 * v.pk
+        + v.b0 * (v.q0[0] - v.q0[1] - v.q0[2] + v.q0[3])
+        + v.b1 * (v.q1[0] - v.q1[1] - v.q1[2] + v.q1[3])
+        + v.b2 * (v.q2[0] - v.q2[1] - v.q2[2] + v.q2[3])
+        + v.c0 * pm
+        + v.c1 * v.mj
+        + v.c2 * v.mk
+        + v.wrk1;
+    const float ss = (s0 * v.a3 - pc) * v.bnd;
+    const float sq = ss * ss;
+    g += (double)sq;
+    return pc + omega * ss;
+}
+
+// The thread's point and i-range, as in sweep; false when it has none.
+#define SWEEP_THREAD                                          \
+    const int b = blockIdx.x;                                 \
+    const int kt = b % nkb;                                   \
+    const int jt = (b / nkb) % njb;                           \
+    const int it = b / (nkb * njb);                           \
+    const int k = k0 + kt * blockDim.x + threadIdx.x;         \
+    const int j = j0 + jt * blockDim.y + threadIdx.y;         \
+    const int ifirst = i0 + it * planes;                      \
+    const int iend = min(ifirst + planes, i0 + ni);           \
+    const bool busy = k < k0 + nk && j < j0 + nj && ifirst < iend
+
+// Marches the thread's i-range with the next plane's loads issued before
+// the current plane is computed (software pipelining: twice the loads in
+// flight per thread, for more registers). AT reads a field, STORE writes
+// out; c, di and dj have the index type of the variant.
+#define PIPELINED_MARCH(AT, STORE)                      \
+    do {                                                \
+        float pm = AT(p, c - di);                       \
+        float pc = AT(p, c);                            \
+        Point cur;                                      \
+        LOAD_POINT(cur, AT, c);                         \
+        for (int i = ifirst; i < iend; ++i, c += di) {  \
+            Point nxt = cur;                            \
+            if (i + 1 < iend) {                         \
+                LOAD_POINT(nxt, AT, c + di);            \
+            }                                           \
+            STORE(c, update(cur, pm, pc, omega, g));    \
+            pm = pc;                                    \
+            pc = cur.pi;                                \
+            cur = nxt;                                  \
+        }                                               \
+    } while (0)
+
+// Marches the thread's i-range one plane at a time, as sweep does.
+#define PLAIN_MARCH(AT, STORE)                          \
+    do {                                                \
+        float pm = AT(p, c - di);                       \
+        float pc = AT(p, c);                            \
+        for (int i = ifirst; i < iend; ++i, c += di) {  \
+            Point cur;                                  \
+            LOAD_POINT(cur, AT, c);                     \
+            STORE(c, update(cur, pm, pc, omega, g));    \
+            pm = pc;                                    \
+            pc = cur.pi;                                \
+        }                                               \
+    } while (0)
+
+// Fields through their own 64-bit pointers, indices 64-bit.
+#define AT_PTR(f, x) (f)[x]
+#define STORE_PTR(x, v) (out[x] = (v))
+
+// Fields through one base (the lowest of the fourteen addresses, derived
+// from `out` so that the compiler keeps global loads and stores) and a
+// 32-bit offset each, indices 32-bit: half the address registers. The
+// host checks that every field lies within 2^32 values of the base
+// (launch::slab_fits) before it launches these variants. The unsigned
+// sums wrap exactly as the offsets do, and __ldg reads through the
+// read-only path that __restrict__ gives the other variants.
+#define AT_SLAB(f, x) __ldg(base + (unsigned)(o_##f + (x)))
+#define STORE_SLAB(x, v) (base[(unsigned)(o_out + (x))] = (v))
+
+// The slab's base and each field's offset from it, in values.
+#define SLAB_OFFSETS                                                              \
+    unsigned long long lo = (unsigned long long)p;                                \
+    const float* const fields[14] = {p, out, a0, a1, a2, a3, b0, b1, b2, c0, c1,  \
+                                     c2, bnd, wrk1};                              \
+    for (int f = 1; f < 14; ++f) {                                                \
+        lo = min(lo, (unsigned long long)fields[f]);                              \
+    }                                                                             \
+    float* const base = out - ((unsigned long long)out - lo) / sizeof(float);     \
+    const unsigned o_p = (unsigned)(p - base), o_out = (unsigned)(out - base);    \
+    const unsigned o_a0 = (unsigned)(a0 - base), o_a1 = (unsigned)(a1 - base);    \
+    const unsigned o_a2 = (unsigned)(a2 - base), o_a3 = (unsigned)(a3 - base);    \
+    const unsigned o_b0 = (unsigned)(b0 - base), o_b1 = (unsigned)(b1 - base);    \
+    const unsigned o_b2 = (unsigned)(b2 - base), o_c0 = (unsigned)(c0 - base);    \
+    const unsigned o_c1 = (unsigned)(c1 - base), o_c2 = (unsigned)(c2 - base);    \
+    const unsigned o_bnd = (unsigned)(bnd - base), o_wrk1 = (unsigned)(wrk1 - base)
+
+// Pipelined loads, 64-bit pointers.
+extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined(SWEEP_PARAMS)
+{
+    SWEEP_THREAD;
+    double g = 0.0;
+    if (busy) {
+        const long long di = d1 * d2;
+        const long long dj = d2;
+        long long c = ((long long)ifirst * d1 + j) * d2 + k;
+        PIPELINED_MARCH(AT_PTR, STORE_PTR);
     }
-    const double s = block_sum(v);
-    if (threadIdx.x == 0) {
-        *out = s;
+    finish_gosa(g, partial, all, total, ticket, gosa);
+}
+
+// One plane at a time, one base and 32-bit offsets.
+extern "C" __global__ void SWEEP_BOUNDS sweep_slab(SWEEP_PARAMS)
+{
+    SWEEP_THREAD;
+    double g = 0.0;
+    if (busy) {
+        SLAB_OFFSETS;
+        const unsigned di = (unsigned)(d1 * d2);
+        const unsigned dj = (unsigned)d2;
+        unsigned c = ((unsigned)ifirst * (unsigned)d1 + (unsigned)j) * (unsigned)d2 + (unsigned)k;
+        PLAIN_MARCH(AT_SLAB, STORE_SLAB);
     }
+    finish_gosa(g, partial, all, total, ticket, gosa);
+}
+
+// Pipelined loads, one base and 32-bit offsets.
+extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined_slab(SWEEP_PARAMS)
+{
+    SWEEP_THREAD;
+    double g = 0.0;
+    if (busy) {
+        SLAB_OFFSETS;
+        const unsigned di = (unsigned)(d1 * d2);
+        const unsigned dj = (unsigned)d2;
+        unsigned c = ((unsigned)ifirst * (unsigned)d1 + (unsigned)j) * (unsigned)d2 + (unsigned)k;
+        PIPELINED_MARCH(AT_SLAB, STORE_SLAB);
+    }
+    finish_gosa(g, partial, all, total, ticket, gosa);
 }
 
 // Offset of element (a, b) of plane `plane` normal to dimension `dim`, where

@@ -24,24 +24,32 @@ pub const SWEEP_THREADS: u32 = 256;
 pub const PLANES: usize = 16;
 /// Most warps a block reduction handles (the size of its shared array).
 pub const MAX_WARPS: u32 = 32;
-/// Threads of the one-block reduction of the sweep's per-block sums.
+/// Threads of the reduction of the sweep's per-block sums: gosa is summed
+/// in the order of a one-block reduction over this many threads (that of
+/// the separate `reduce_partials` kernel before the sum moved into the
+/// sweep's last block), whichever block runs it (`fixed_sum` in
+/// kernels.cu).
 pub const REDUCE_THREADS: u32 = 1024;
 /// Threads per block of the element-wise kernels (pack, unpack, fill).
 pub const FLAT_THREADS: u32 = 256;
 /// Most blocks of an element-wise kernel (each thread then strides).
 pub const FLAT_MAX_BLOCKS: u32 = 65_535;
 
-/// Names of the kernels the backend loads.
-pub const KERNELS: [&str; 6] = [
+/// Names of the kernels the module holds: the sweep variants
+/// ([`SweepVariant::kernel`], of which the backend loads the one it runs),
+/// then the others, which it loads all.
+pub const KERNELS: [&str; 8] = [
     "sweep",
-    "reduce_partials",
+    "sweep_pipelined",
+    "sweep_slab",
+    "sweep_pipelined_slab",
     "pack_face",
     "unpack_face",
     "fill",
     "fill_planes",
 ];
 
-pub use crate::config::Occupancy;
+pub use crate::config::{Occupancy, SweepVariant};
 
 /// The `-D` definitions `kernels.cu` needs (it refuses to compile
 /// without them), for the sweep variant `occ`.
@@ -51,6 +59,7 @@ pub fn defines(occ: Occupancy) -> Vec<String> {
         ("HIMENO_SWEEP_THREADS", SWEEP_THREADS),
         ("HIMENO_SWEEP_MIN_BLOCKS", occ.min_blocks()),
         ("HIMENO_MAX_WARPS", MAX_WARPS),
+        ("HIMENO_REDUCE_THREADS", REDUCE_THREADS),
     ]
     .iter()
     .map(|(k, v)| format!("-D{k}={v}"))
@@ -210,14 +219,6 @@ pub fn flat(n: usize) -> Shape {
     }
 }
 
-/// The launch shape of the partial-sum reduction: one block.
-pub fn reduce_shape() -> Shape {
-    Shape {
-        grid: [1, 1, 1],
-        block: [REDUCE_THREADS, 1, 1],
-    }
-}
-
 /// How a face of the new field moves between the device and a host buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaceCopy {
@@ -279,7 +280,8 @@ pub const ALLOCATION_GRANULE: u64 = 2 << 20;
 /// `dims`, `partials` partial-sum slots and halo faces `faces`, in bytes:
 /// the fourteen fields, a face buffer per face normal to j or k
 /// ([`face_buffer_len`]), the initial value of each i-plane, the partial
-/// sums and gosa, each allocation rounded up to [`ALLOCATION_GRANULE`].
+/// sums, and gosa's two slots with the reduction's ticket ([`GOSA_WORDS`]
+/// words of 8 bytes), each allocation rounded up to [`ALLOCATION_GRANULE`].
 /// The memory check of all ranks sharing a device relies on it being
 /// exact.
 pub fn device_bytes(dims: [usize; 3], partials: usize, faces: &[Face]) -> u64 {
@@ -294,8 +296,13 @@ pub fn device_bytes(dims: [usize; 3], partials: usize, faces: &[Face]) -> u64 {
         + face_buffers
         + round(dims[0] as u64 * 4)
         + round(partials as u64 * 8)
-        + round(8)
+        + round(GOSA_WORDS as u64 * 8)
 }
+
+/// Words of 8 bytes of the allocation that holds gosa's two slots (words
+/// 0 and 1: a sweep writes one, the host reads the other, one iteration
+/// late) and the fused reduction's ticket (the low 4 bytes of word 2).
+pub const GOSA_WORDS: usize = 3;
 
 /// One kernel argument's value, as the kernel's parameter type holds it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -381,11 +388,34 @@ pub struct SweepBuffers {
     pub coef: [u64; COEFFICIENTS],
     /// The partial-sum buffer's first slot.
     pub partial: u64,
+    /// The ticket counter of the fused reduction (one `unsigned`, 0
+    /// between sweeps).
+    pub ticket: u64,
+    /// Where this sweep's gosa goes (one `double`).
+    pub gosa: u64,
 }
 
-/// The arguments of `sweep` for launch `l` of a block with local extents
-/// `dims`.
-pub fn sweep_args(b: &SweepBuffers, dims: [usize; 3], l: &SweepLaunch) -> Vec<Arg> {
+/// Whether the fields at `addrs` (device addresses of `cells` values
+/// each) lie within 2^32 values of the lowest of them, as the slab
+/// variants of the sweep need (one base and a 32-bit offset per field,
+/// 32-bit indices).
+pub fn slab_fits(addrs: &[u64], cells: usize) -> bool {
+    let Some(&lo) = addrs.iter().min() else {
+        return true;
+    };
+    let span = 4u64 << 32;
+    addrs.iter().all(|&a| {
+        (a - lo).is_multiple_of(4)
+            && (a - lo)
+                .checked_add(cells as u64 * 4)
+                .is_some_and(|end| end <= span)
+    })
+}
+
+/// The arguments of `sweep` (and of every variant, which share its
+/// parameters) for launch `l` of a block with local extents `dims`, one of
+/// the launches of a sweep that writes `total` partial sums in all.
+pub fn sweep_args(b: &SweepBuffers, dims: [usize; 3], l: &SweepLaunch, total: usize) -> Vec<Arg> {
     let r = &l.region;
     let mut a = vec![arg("p", Value::Ptr(b.p)), arg("out", Value::Ptr(b.out))];
     for (c, &addr) in b.coef.iter().enumerate() {
@@ -408,18 +438,12 @@ pub fn sweep_args(b: &SweepBuffers, dims: [usize; 3], l: &SweepLaunch) -> Vec<Ar
             "partial",
             Value::Ptr(b.partial + 8 * l.first_partial as u64),
         ),
+        arg("all", Value::Ptr(b.partial)),
+        arg("total", Value::I64(i64_of(total))),
+        arg("ticket", Value::Ptr(b.ticket)),
+        arg("gosa", Value::Ptr(b.gosa)),
     ]);
     a
-}
-
-/// The arguments of `reduce_partials`: the first `n` slots of `partial`
-/// summed into `out`.
-pub fn reduce_args(partial: u64, n: usize, out: u64) -> Vec<Arg> {
-    vec![
-        arg("partial", Value::Ptr(partial)),
-        arg("n", Value::I64(i64_of(n))),
-        arg("out", Value::Ptr(out)),
-    ]
 }
 
 /// The arguments of `pack_face` (field `f` to buffer `buf`) or
@@ -479,6 +503,22 @@ mod tests {
         assert_eq!(tile([9, 100, 1]), [1, 256]);
         // The one-wide j slab: whole warps along k.
         assert_eq!(tile([9, 1, 100]), [256, 1]);
+    }
+
+    #[test]
+    fn k_slabs_are_a_warp_wide() {
+        assert_eq!(regions::K_SLAB, WARP as usize);
+        assert_eq!(tile([9, 100, regions::K_SLAB]), [32, 8]);
+    }
+
+    #[test]
+    fn slab_variants_need_fields_within_2_pow_32_values() {
+        let gib = 1u64 << 30;
+        assert!(slab_fits(&[0x1000, 0x1000 + 4 * gib, 0x800], gib as usize));
+        // The field farthest up ends exactly at 2^32 values.
+        assert!(slab_fits(&[0, 12 * gib], gib as usize));
+        assert!(!slab_fits(&[0, 12 * gib + 4], gib as usize));
+        assert!(!slab_fits(&[0, 2], 1));
     }
 
     #[test]

@@ -16,6 +16,6 @@ pub struct GpuOptions {
     pub overlap: bool,
     /// The sweep kernel's register budget.
     pub occupancy: Occupancy,
-    /// The sweep kernel variant.
+    /// The sweep kernel's variant.
     pub sweep: SweepVariant,
 }

@@ -3,12 +3,19 @@
 //!
 //! With overlap, the owned planes next to every face that has a neighbour
 //! are computed first (they are what the halo exchange sends), the rest
-//! afterwards. The slabs are peeled dimension by dimension (i, then j, then
+//! afterwards. A slab normal to i or j is one plane thick; one normal to k
+//! is [`K_SLAB`] values wide where the block allows, so that its rows are
+//! a warp wide and coalesced (a one-wide k slab gives every lane its own
+//! row: a 32-byte sector read per value, on the path the host waits for). The slabs are peeled dimension by dimension (i, then j, then
 //! k, each restricted to what earlier dimensions left) so that the boxes are
 //! disjoint and together cover every owned point exactly once: each point is
 //! computed once and counted once in gosa.
 
 use crate::grid::decomp::Block;
+
+/// Width of a boundary slab normal to k: a warp (`launch::WARP`, which a
+/// test of `launch` checks), or what the block has left.
+pub const K_SLAB: usize = 32;
 
 /// A box of local indices `[lo[d], lo[d] + n[d])` per dimension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,19 +55,20 @@ pub fn boundary_and_interior(block: &Block) -> (Vec<Region>, Region) {
     let mut slabs = Vec::new();
     for d in 0..3 {
         let [below, above] = block.neighbours[d];
+        let thick = if d == 2 { K_SLAB } else { 1 };
         if below.is_some() && rest.n[d] > 0 {
             let mut s = rest;
-            s.n[d] = 1;
+            s.n[d] = thick.min(rest.n[d]);
             slabs.push(s);
-            rest.lo[d] += 1;
-            rest.n[d] -= 1;
+            rest.lo[d] += s.n[d];
+            rest.n[d] -= s.n[d];
         }
         if above.is_some() && rest.n[d] > 0 {
             let mut s = rest;
-            s.lo[d] = rest.lo[d] + rest.n[d] - 1;
-            s.n[d] = 1;
+            s.n[d] = thick.min(rest.n[d]);
+            s.lo[d] = rest.lo[d] + rest.n[d] - s.n[d];
             slabs.push(s);
-            rest.n[d] -= 1;
+            rest.n[d] -= s.n[d];
         }
     }
     slabs.retain(|s| !s.is_empty());
@@ -117,6 +125,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn k_slabs_are_a_warp_wide_where_the_block_allows() {
+        let grid = Grid::new([10, 10, 202]).unwrap();
+        let b = Block::of(&grid, &ProcGrid { p: [1, 1, 2] }, 0);
+        let (slabs, interior) = boundary_and_interior(&b);
+        assert_eq!(slabs.len(), 1, "{slabs:?}");
+        assert_eq!(slabs[0].n[2], K_SLAB);
+        assert_eq!(slabs[0].lo[2] + K_SLAB - 1, b.n[2]);
+        assert_eq!(interior.n[2], b.n[2] - K_SLAB);
+        // A middle block narrower than two slabs: both sides share it.
+        let grid = Grid::new([10, 10, 62]).unwrap();
+        let b = Block::of(&grid, &ProcGrid { p: [1, 1, 3] }, 1);
+        let (slabs, interior) = boundary_and_interior(&b);
+        let widths: Vec<usize> = slabs.iter().map(|s| s.n[2]).collect();
+        assert_eq!(widths.iter().sum::<usize>(), b.n[2], "{slabs:?}");
+        assert!(interior.is_empty());
     }
 
     #[test]

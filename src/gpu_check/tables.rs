@@ -144,10 +144,12 @@ pub struct VariantRow {
 /// device the winner is named but not recommended: its times are the
 /// host's.
 pub fn recommendation(rows: &[VariantRow], emulated: bool) -> Vec<String> {
+    // The first of equals (rows come default variant first): a variant
+    // that is no faster never displaces the default.
     let best_of = |size: &str| {
         rows.iter()
             .filter(|r| r.size == size && r.gflops.is_finite())
-            .max_by(|a, b| a.gflops.total_cmp(&b.gflops))
+            .reduce(|a, b| if b.gflops > a.gflops { b } else { a })
     };
     let Some((best, size)) = best_of("XL")
         .map(|b| (b, "XL"))
@@ -335,5 +337,12 @@ mod tests {
             "{said}"
         );
         assert!(recommendation(&[], false)[0].contains("none"));
+        // A variant only as fast as the default does not displace it.
+        let tied = [
+            row("XL", Occupancy::Auto, 1000.0),
+            row("XL", Occupancy::Blocks4, 1000.0),
+        ];
+        let said = recommendation(&tied, false).join("\n");
+        assert!(said.contains("--gpu-occupancy auto (1000.0"), "{said}");
     }
 }

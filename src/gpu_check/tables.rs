@@ -99,7 +99,7 @@ pub fn variants_head(size: TimedSize, iterations: u64, emulated: bool) -> [Strin
             emulated_note(emulated)
         ),
         format!(
-            "  {:<9} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
+            "  {:<14} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
             "sweep", "occupancy", "iters", "GFLOPS", "eff. GB/s", "% of d2d copy", "compute share"
         ),
     ]
@@ -113,8 +113,9 @@ pub fn variant_row(sweep: SweepVariant, occ: Occupancy, r: &Record, d2d: Option<
         Some(d) if d > 0.0 => format!("{:.1}%", 100.0 * gb / d),
         _ => "-".into(),
     };
+    // 14: the longest variant name, `pipelined-slab`.
     format!(
-        "  {:<9} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
+        "  {:<14} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
         sweep.name(),
         occ.name(),
         r.iterations,

@@ -4,6 +4,7 @@
 
 use crate::backend::GpuSoftware;
 use crate::build;
+use crate::environment;
 use crate::solver::RankSummary;
 use serde::{Deserialize, Serialize};
 
@@ -66,5 +67,57 @@ impl Provenance {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
         }
+    }
+}
+
+/// The Slurm job and step a run ran in, so that Slurm's accounting of the
+/// step (`sacct`) can be found for the record.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SlurmStep {
+    /// `SLURM_JOB_ID`.
+    pub job_id: String,
+    /// `SLURM_STEP_ID` (set by `srun` for its tasks; absent where the run
+    /// was started from the batch script without `srun`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+}
+
+impl SlurmStep {
+    /// The job and step of this process, `None` outside a Slurm job. Read
+    /// once per run, where the record is built (rank 0): every rank of a
+    /// step has the same ones.
+    pub fn from_env() -> Option<SlurmStep> {
+        Some(SlurmStep {
+            job_id: environment::get(environment::SLURM_JOB_ID)?,
+            step_id: environment::get(environment::SLURM_STEP_ID),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Record;
+
+    #[test]
+    fn the_slurm_step_round_trips_and_is_absent_outside_slurm() {
+        let line = include_str!("../../tests/records/valid.jsonl").trim_end();
+        let mut r: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(r.slurm, None);
+        assert_eq!(serde_json::to_string(&r).unwrap(), line, "no field written");
+        r.slurm = Some(SlurmStep {
+            job_id: "123".into(),
+            step_id: Some("0".into()),
+        });
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(
+            s.ends_with(r#","slurm":{"job_id":"123","step_id":"0"}}"#),
+            "{s}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&s).unwrap(), r);
+        r.slurm.as_mut().unwrap().step_id = None;
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(s.ends_with(r#","slurm":{"job_id":"123"}}"#), "{s}");
+        assert_eq!(serde_json::from_str::<Record>(&s).unwrap(), r);
     }
 }

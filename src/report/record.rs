@@ -247,6 +247,12 @@ pub struct Record {
     /// absent with `--energy off` and in records written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::energy::EnergyRecord>,
+    /// The Slurm job and step the run ran in, as rank 0 saw them
+    /// (`SLURM_JOB_ID`, `SLURM_STEP_ID`): `himeno report` sets Slurm's own
+    /// energy figure for that step beside the record's. Absent outside
+    /// Slurm and in records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<super::provenance::SlurmStep>,
 }
 
 /// The default of counts that records written before them did not have:

@@ -93,31 +93,3 @@ impl SlurmStep {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::Record;
-
-    #[test]
-    fn the_slurm_step_round_trips_and_is_absent_outside_slurm() {
-        let line = include_str!("../../tests/records/valid.jsonl").trim_end();
-        let mut r: Record = serde_json::from_str(line).unwrap();
-        assert_eq!(r.slurm, None);
-        assert_eq!(serde_json::to_string(&r).unwrap(), line, "no field written");
-        r.slurm = Some(SlurmStep {
-            job_id: "123".into(),
-            step_id: Some("0".into()),
-        });
-        let s = serde_json::to_string(&r).unwrap();
-        assert!(
-            s.ends_with(r#","slurm":{"job_id":"123","step_id":"0"}}"#),
-            "{s}"
-        );
-        assert_eq!(serde_json::from_str::<Record>(&s).unwrap(), r);
-        r.slurm.as_mut().unwrap().step_id = None;
-        let s = serde_json::to_string(&r).unwrap();
-        assert!(s.ends_with(r#","slurm":{"job_id":"123"}}"#), "{s}");
-        assert_eq!(serde_json::from_str::<Record>(&s).unwrap(), r);
-    }
-}

@@ -28,6 +28,7 @@ pub mod plot;
 pub mod records;
 pub mod roofline;
 pub mod slurm_energy;
+pub mod slurm_join;
 pub mod table;
 pub mod timeline;
 pub mod trace_file;
@@ -242,14 +243,14 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         }
     }
     let roof = roofline::build(&loaded.records, &measured);
-    let slurm = slurm_energy::join(&loaded);
+    let slurm = slurm_join::join(&loaded);
     let out = match args.format {
         ReportFormat::Text => {
             let mut s = table::text(&study);
             if args.roofline {
                 s.push_str(&roofline::text(&roof));
             }
-            s.push_str(&slurm_energy::text(&slurm));
+            s.push_str(&slurm_join::text(&slurm));
             if study.groups.is_empty() {
                 s.push_str("no usable results: nothing to tabulate\n");
             }

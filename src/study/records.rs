@@ -6,6 +6,7 @@
 //! Nothing a results file contains is fatal: batch jobs killed mid-write,
 //! hand edits and foreign lines must not hide the rest of a study.
 
+use super::slurm_energy::{self, SlurmEnergy};
 use crate::config::Scaling as StatedScaling;
 use crate::error::{Error, Result};
 use crate::files::{self, Links};
@@ -14,7 +15,6 @@ use crate::grid::decomp::MAX_RANKS;
 use crate::output;
 use crate::report::{Record, SCHEMA_VERSION};
 use crate::timing::{LONGEST_S, PhaseTimes};
-use super::slurm_energy::{self, SlurmEnergy};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -404,7 +404,7 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
             into.records.push(r);
         }
         // Not a record: a Slurm energy line is read as one, not skipped.
-        Err(why) => match slurm_energy::parse(trimmed, &source) {
+        Err(why) => match slurm_energy::parse(trimmed, name, number) {
             Some(Ok(e)) => into.slurm_energy.push(e),
             Some(Err(why)) => into.malformed.push(Malformed { source, why }),
             None => into.malformed.push(Malformed { source, why }),

@@ -51,6 +51,11 @@ pub const MPS_PIPE: &str = "CUDA_MPS_PIPE_DIRECTORY";
 /// instead (tests).
 pub const ENERGY_ROOT: &str = "HIMENO_ENERGY_ROOT";
 
+/// The Slurm job the run is part of, recorded in the result.
+pub const SLURM_JOB_ID: &str = "SLURM_JOB_ID";
+/// The Slurm step the run is part of, recorded in the result.
+pub const SLURM_STEP_ID: &str = "SLURM_STEP_ID";
+
 /// The launchers' variables for the job's size, in the order trusted.
 pub const LAUNCHER_SIZE: [&str; 5] = [
     "OMPI_COMM_WORLD_SIZE",
@@ -121,6 +126,11 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "a folder laid out like `/sys` (`class/powercap`, `cray/pm_counters`) whose \
                   energy counters `--energy auto` reads instead of the machine's: for tests; \
                   the record and report label such a run's energy as a test tree's",
+    },
+    Variable {
+        name: "SLURM_JOB_ID, SLURM_STEP_ID",
+        meaning: "the Slurm job and step a run is part of, recorded in the result (`slurm`) so \
+                  that `himeno report` sets Slurm's energy figure for the step beside the record's",
     },
     Variable {
         name: CUDA_CONNECTIONS,
@@ -235,6 +245,8 @@ mod tests {
             NVRTC_CACHE,
             NVTX_LIB,
             MPS_PIPE,
+            SLURM_JOB_ID,
+            SLURM_STEP_ID,
         ];
         let groups = LAUNCHER_SIZE
             .iter()

@@ -20,7 +20,7 @@ use crate::solver::Outcome;
 use crate::temporal::TemporalChoice;
 use crate::timing::{PerPhase, Phase, RESOLUTION_S, Stats};
 use crate::verify::{Verdict, fingerprint_hex};
-use provenance::Provenance;
+use provenance::{Provenance, SlurmStep};
 
 /// Version of the record layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -157,6 +157,7 @@ impl Record {
             checkpoints: out.checkpoints.clone(),
             warnings: inp.warnings,
             energy: None,
+            slurm: SlurmStep::from_env(),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::backend::GpuSoftware;
 use crate::build;
+use crate::environment;
 use crate::solver::RankSummary;
 use serde::{Deserialize, Serialize};
 
@@ -66,5 +67,29 @@ impl Provenance {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
         }
+    }
+}
+
+/// The Slurm job and step a run ran in, so that Slurm's accounting of the
+/// step (`sacct`) can be found for the record.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SlurmStep {
+    /// `SLURM_JOB_ID`.
+    pub job_id: String,
+    /// `SLURM_STEP_ID` (set by `srun` for its tasks; absent where the run
+    /// was started from the batch script without `srun`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+}
+
+impl SlurmStep {
+    /// The job and step of this process, `None` outside a Slurm job. Read
+    /// once per run, where the record is built (rank 0): every rank of a
+    /// step has the same ones.
+    pub fn from_env() -> Option<SlurmStep> {
+        Some(SlurmStep {
+            job_id: environment::get(environment::SLURM_JOB_ID)?,
+            step_id: environment::get(environment::SLURM_STEP_ID),
+        })
     }
 }

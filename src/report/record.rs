@@ -247,6 +247,12 @@ pub struct Record {
     /// absent with `--energy off` and in records written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::energy::EnergyRecord>,
+    /// The Slurm job and step the run ran in, as rank 0 saw them
+    /// (`SLURM_JOB_ID`, `SLURM_STEP_ID`): `himeno report` sets Slurm's own
+    /// energy figure for that step beside the record's. Absent outside
+    /// Slurm and in records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<super::provenance::SlurmStep>,
 }
 
 /// The default of counts that records written before them did not have:
@@ -320,5 +326,33 @@ pub mod verdict_fields {
             verified: f.verified,
             ..inner
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::provenance::SlurmStep;
+
+    #[test]
+    fn the_slurm_step_round_trips_and_is_absent_outside_slurm() {
+        let line = include_str!("../../tests/records/valid.jsonl").trim_end();
+        let mut r: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(r.slurm, None);
+        assert_eq!(serde_json::to_string(&r).unwrap(), line, "no field written");
+        r.slurm = Some(SlurmStep {
+            job_id: "123".into(),
+            step_id: Some("0".into()),
+        });
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(
+            s.ends_with(r#","slurm":{"job_id":"123","step_id":"0"}}"#),
+            "{s}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&s).unwrap(), r);
+        r.slurm.as_mut().unwrap().step_id = None;
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(s.ends_with(r#","slurm":{"job_id":"123"}}"#), "{s}");
+        assert_eq!(serde_json::from_str::<Record>(&s).unwrap(), r);
     }
 }

@@ -27,6 +27,8 @@ pub mod plan;
 pub mod plot;
 pub mod records;
 pub mod roofline;
+pub mod slurm_energy;
+pub mod slurm_join;
 pub mod table;
 pub mod timeline;
 pub mod trace_file;
@@ -241,12 +243,14 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
         }
     }
     let roof = roofline::build(&loaded.records, &measured);
+    let slurm = slurm_join::join(&loaded);
     let out = match args.format {
         ReportFormat::Text => {
             let mut s = table::text(&study);
             if args.roofline {
                 s.push_str(&roofline::text(&roof));
             }
+            s.push_str(&slurm_join::text(&slurm));
             if study.groups.is_empty() {
                 s.push_str("no usable results: nothing to tabulate\n");
             }
@@ -259,14 +263,22 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode> {
             s
         }
         ReportFormat::Csv => table::csv(&study),
-        ReportFormat::Json if args.roofline => {
+        ReportFormat::Json if args.roofline || !slurm.is_empty() => {
             let mut v: serde_json::Value = serde_json::from_str(
                 &table::json(&study, &loaded.malformed)
                     .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?,
             )
             .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
-            v["roofline"] = serde_json::to_value(&roof)
-                .map_err(|e| Error::runtime(format!("cannot encode the roofline: {e}")))?;
+            if args.roofline {
+                v["roofline"] = serde_json::to_value(&roof)
+                    .map_err(|e| Error::runtime(format!("cannot encode the roofline: {e}")))?;
+            }
+            // Only where a record has Slurm's figure: other reports stay
+            // as they were.
+            if !slurm.is_empty() {
+                v["slurm_energy"] = serde_json::to_value(&slurm)
+                    .map_err(|e| Error::runtime(format!("cannot encode the report: {e}")))?;
+            }
             output::json(&v)?
         }
         ReportFormat::Json => table::json(&study, &loaded.malformed)

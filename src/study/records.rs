@@ -1,9 +1,12 @@
 //! Reading results files leniently: every JSON line that holds a usable
 //! run record (schema 1) becomes a [`RunRecord`]; every other non-empty line
 //! becomes a [`Malformed`] entry naming the file, the line and the reason.
+//! A Slurm energy line (`"kind":"slurm-energy"`, [`slurm_energy`]) is read
+//! into [`Loaded::slurm_energy`], not skipped.
 //! Nothing a results file contains is fatal: batch jobs killed mid-write,
 //! hand edits and foreign lines must not hide the rest of a study.
 
+use super::slurm_energy::{self, SlurmEnergy};
 use crate::config::Scaling as StatedScaling;
 use crate::error::{Error, Result};
 use crate::files::{self, Links};
@@ -338,6 +341,9 @@ pub struct Loaded {
     pub records: Vec<RunRecord>,
     /// Skipped lines.
     pub malformed: Vec<Malformed>,
+    /// Slurm's energy figures for steps (`sacct-energy.sh --append`), in
+    /// file and line order.
+    pub slurm_energy: Vec<SlurmEnergy>,
 }
 
 /// Longest line read (64 MiB, a record of about 200 000 ranks): the rest
@@ -397,7 +403,12 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
             r.per_rank.truncate(1);
             into.records.push(r);
         }
-        Err(why) => into.malformed.push(Malformed { source, why }),
+        // Not a record: a Slurm energy line is read as one, not skipped.
+        Err(why) => match slurm_energy::parse(trimmed, name, number) {
+            Some(Ok(e)) => into.slurm_energy.push(e),
+            Some(Err(why)) => into.malformed.push(Malformed { source, why }),
+            None => into.malformed.push(Malformed { source, why }),
+        },
     }
 }
 

@@ -36,6 +36,7 @@ mod report_formats;
 mod resources;
 mod run;
 mod signals;
+mod slurm_energy;
 mod stopping;
 mod stream;
 mod study;

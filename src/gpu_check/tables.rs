@@ -280,7 +280,7 @@ mod tests {
                "transfer":0.02,"comm":0.03,"unpack":0.01,"allreduce":0.001}}]"#,
         );
         let row = variant_row(SweepVariant::Classic, Occupancy::Auto, &r, Some(4200.0));
-        assert!(row.starts_with("  classic   auto "), "{row}");
+        assert!(row.starts_with("  classic        auto "), "{row}");
         assert!(
             row.contains("1500.0") && row.contains("50.0%") && row.contains("95.0%"),
             "{row}"

@@ -221,7 +221,9 @@ pub fn compile(
     };
     let res = resources(&built.log);
     let seconds = start.elapsed().as_secs_f64();
-    if let Some(s) = res.get("sweep") {
+    // Every variant is in the module; the one this run launches is the one
+    // whose registers matter.
+    if let Some(s) = res.get(sweep.kernel()) {
         if s.spills() {
             tracing::warn!(
                 arch = %arch,

@@ -371,3 +371,33 @@ fn the_launchers_status_is_told_apart_from_himenos() {
     assert!(reason.contains("0 of 2 himeno ranks reported"), "{reason}");
     assert!(!reason.contains("himeno exited with status"), "{reason}");
 }
+
+#[test]
+fn energy_figures_become_performance_variables() {
+    if !mpi_or_skip("energy_figures_become_performance_variables") {
+        return;
+    }
+    let Some(rf) = reframe() else { return };
+    // A counter tree whose package counter advances by 4 J between the
+    // run's two readings (tests/both/energy.rs says how), and a timed loop
+    // of several seconds (`--energy` wants one at least): size L at 60
+    // iterations, whose answer is stored, so --verify costs nothing.
+    let dir = scratch("reframe-energy");
+    let mut tree = crate::both::energy::Tree::new(&dir);
+    tree.rapl("intel-rapl:0", "package-0", 1_000_000, 5_000_000, None);
+    let root = tree.root.to_str().unwrap().to_string();
+    let (o, report) = run_checks(
+        rf,
+        "local",
+        "energy",
+        &["-n", TWO_RANKS, "-S", "size=L", "-S", "iterations=60"],
+        &[("HIMENO_ENERGY_ROOT", &root)],
+    );
+    assert_eq!(tree.reads(), [2], "one reading at each end of the loop");
+    assert_all_passed(&o, &report, 1);
+    let perf = &cases(&report)[0]["perfvalues"];
+    assert_eq!(perf["local:cpu:energy"][0].as_f64(), Some(4.0), "{perf}");
+    assert_eq!(perf["local:cpu:energy"][4], "J", "{perf}");
+    let per_watt = perf["local:cpu:gflops_per_w"][0].as_f64().unwrap_or(0.0);
+    assert!(per_watt > 0.0, "{perf}");
+}

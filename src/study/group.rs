@@ -369,14 +369,10 @@ fn row_of(r: &RunRecord) -> Row {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::records::tests::line;
-    use crate::study::records::{Loaded, parse};
+    use crate::study::records::tests::{line, records_of};
 
     fn records(lines: &[String]) -> Vec<RunRecord> {
-        let mut l = Loaded::default();
-        parse("t", &lines.join("\n"), &mut l);
-        assert!(l.malformed.is_empty(), "{:?}", l.malformed);
-        l.records
+        records_of("t", lines)
     }
 
     #[test]

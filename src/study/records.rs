@@ -502,6 +502,14 @@ pub(crate) mod tests {
     use super::*;
     use crate::timing::Phase;
 
+    /// The records of `lines` read as file `source`, every line valid.
+    pub fn records_of(source: &str, lines: &[String]) -> Vec<RunRecord> {
+        let mut l = Loaded::default();
+        parse(source, &lines.join("\n"), &mut l);
+        assert!(l.malformed.is_empty(), "{:?}", l.malformed);
+        l.records
+    }
+
     /// A minimal valid record line for tests.
     pub fn line(label: &str, grid: [usize; 3], procs: [usize; 3], mflops: f64) -> String {
         let ranks: usize = procs.iter().product();

@@ -789,14 +789,10 @@ pub fn write(r: &Roofline, dir: &Path) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::records::tests::line;
-    use crate::study::records::{Loaded, parse};
+    use crate::study::records::tests::{line, records_of};
 
     fn records(lines: &[String]) -> Vec<RunRecord> {
-        let mut l = Loaded::default();
-        parse("r.jsonl", &lines.join("\n"), &mut l);
-        assert!(l.malformed.is_empty(), "{:?}", l.malformed);
-        l.records
+        records_of("r.jsonl", lines)
     }
 
     fn with(line: String, f: impl Fn(&mut serde_json::Value)) -> String {

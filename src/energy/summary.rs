@@ -19,18 +19,10 @@ pub const MIN_WINDOW_S: f64 = 1.0;
 /// records written before it).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct EnergyRecord {
-    /// Joules of the timed loop, all nodes together.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub energy_j: Option<f64>,
-    /// `energy_j` over `window_s`, in watts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub avg_power_w: Option<f64>,
-    /// The timed loop's GFLOP over `energy_j` (GFLOPS per watt).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gflops_per_w: Option<f64>,
-    /// `energy_j` over the timed iterations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub j_per_iteration: Option<f64>,
+    /// Joules, watts, GFLOPS per watt and joules per iteration of the
+    /// timed loop, all nodes together.
+    #[serde(flatten)]
+    pub figures: Figures,
     /// Seconds between the first and last readings (the longest node's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_s: Option<f64>,
@@ -52,23 +44,57 @@ pub struct EnergyRecord {
     pub nodes: Vec<NodeEnergy>,
 }
 
-/// One node's energy.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct NodeEnergy {
-    /// The node's host name.
-    pub host: String,
-    /// Joules of the timed loop on this node.
+/// The figures of an energy over a timed loop, each where it can be given.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Figures {
+    /// Joules of the timed loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_j: Option<f64>,
-    /// `energy_j` over `window_s`.
+    /// `energy_j` over the loop's window, in watts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_power_w: Option<f64>,
-    /// The node's ranks' GFLOP over `energy_j`.
+    /// The loop's GFLOP over `energy_j` (GFLOPS per watt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gflops_per_w: Option<f64>,
     /// `energy_j` over the timed iterations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub j_per_iteration: Option<f64>,
+}
+
+impl Figures {
+    /// The figures of `uj` microjoules over `window_s` seconds, for
+    /// `flops` and `iterations`.
+    fn of(uj: u64, window_s: f64, flops: f64, iterations: u64) -> Figures {
+        let j = uj as f64 / 1e6;
+        Figures {
+            energy_j: Some(j),
+            avg_power_w: (window_s > 0.0).then(|| j / window_s),
+            gflops_per_w: (j > 0.0).then(|| flops / 1e9 / j),
+            j_per_iteration: (iterations > 0).then(|| j / iterations as f64),
+        }
+    }
+
+    /// Only the figures that are finite and not negative (a reader's guard
+    /// against a record edited by hand or written by a broken counter).
+    pub fn finite(self) -> Figures {
+        let keep = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0);
+        Figures {
+            energy_j: keep(self.energy_j),
+            avg_power_w: keep(self.avg_power_w),
+            gflops_per_w: keep(self.gflops_per_w),
+            j_per_iteration: keep(self.j_per_iteration),
+        }
+    }
+}
+
+/// One node's energy.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodeEnergy {
+    /// The node's host name.
+    pub host: String,
+    /// The node's figures (its ranks' flops over its joules).
+    #[serde(flatten)]
+    pub figures: Figures,
     /// Seconds between the node's first and last readings.
     #[serde(default)]
     pub window_s: f64,
@@ -109,18 +135,6 @@ pub struct Work {
     pub iterations: u64,
     /// Flops of the timed iterations per host.
     pub flops: BTreeMap<String, f64>,
-}
-
-/// The figures of `uj` microjoules over `window_s` seconds, for `flops`
-/// and `iterations`: joules, watts, GFLOPS per watt, joules per iteration.
-fn figures(uj: u64, window_s: f64, flops: f64, iterations: u64) -> [Option<f64>; 4] {
-    let j = uj as f64 / 1e6;
-    [
-        Some(j),
-        (window_s > 0.0).then(|| j / window_s),
-        (j > 0.0).then(|| flops / 1e9 / j),
-        (iterations > 0).then(|| j / iterations as f64),
-    ]
 }
 
 /// The job's energy from every rank's view (rank 0, after the gather);
@@ -190,20 +204,16 @@ pub fn summarise(views: Vec<RankView>, work: &Work) -> Option<EnergyRecord> {
             out.push(view_to_record(s, summed, short));
         }
         let flops = work.flops.get(host).copied().unwrap_or(0.0);
-        let [energy_j, avg_power_w, gflops_per_w, j_per_iteration] = match uj {
-            Some(uj) => figures(uj, node.window_s, flops, work.iterations),
-            None => [None; 4],
-        };
+        let figures = uj
+            .map(|uj| Figures::of(uj, node.window_s, flops, work.iterations))
+            .unwrap_or_default();
         if uj.is_none() && !short && !sources.is_empty() {
             rec.notes.push(format!("{at}no counter could be read"));
         }
         total_uj = total_uj.zip(uj).map(|(a, b)| a.saturating_add(b));
         rec.nodes.push(NodeEnergy {
             host: host.clone(),
-            energy_j,
-            avg_power_w,
-            gflops_per_w,
-            j_per_iteration,
+            figures,
             window_s: node.window_s,
             sources: out,
         });
@@ -226,12 +236,7 @@ pub fn summarise(views: Vec<RankView>, work: &Work) -> Option<EnergyRecord> {
     rec.window_s = Some(window);
     if let Some(uj) = total_uj {
         let flops = work.flops.values().sum();
-        [
-            rec.energy_j,
-            rec.avg_power_w,
-            rec.gflops_per_w,
-            rec.j_per_iteration,
-        ] = figures(uj, window, flops, work.iterations);
+        rec.figures = Figures::of(uj, window, flops, work.iterations);
     }
     Some(rec)
 }
@@ -308,16 +313,16 @@ mod tests {
             ),
         ];
         let r = summarise(views, &work(&[("a", 8e9), ("b", 2e9)], 10)).unwrap();
-        assert_eq!(r.nodes[0].energy_j, Some(4.0));
-        assert_eq!(r.nodes[0].avg_power_w, Some(2.0));
-        assert_eq!(r.nodes[0].gflops_per_w, Some(2.0));
-        assert_eq!(r.nodes[0].j_per_iteration, Some(0.4));
+        assert_eq!(r.nodes[0].figures.energy_j, Some(4.0));
+        assert_eq!(r.nodes[0].figures.avg_power_w, Some(2.0));
+        assert_eq!(r.nodes[0].figures.gflops_per_w, Some(2.0));
+        assert_eq!(r.nodes[0].figures.j_per_iteration, Some(0.4));
         assert!(!r.nodes[0].sources[2].summed);
-        assert_eq!(r.nodes[1].energy_j, Some(6.0));
-        assert_eq!(r.energy_j, Some(10.0));
+        assert_eq!(r.nodes[1].figures.energy_j, Some(6.0));
+        assert_eq!(r.figures.energy_j, Some(10.0));
         assert_eq!(r.window_s, Some(4.0));
-        assert_eq!(r.avg_power_w, Some(2.5));
-        assert_eq!(r.gflops_per_w, Some(1.0));
+        assert_eq!(r.figures.avg_power_w, Some(2.5));
+        assert_eq!(r.figures.gflops_per_w, Some(1.0));
         assert_eq!(r.sources, ["RAPL package-0", "RAPL dram"]);
         assert!(r.notes.is_empty(), "{:?}", r.notes);
     }
@@ -333,7 +338,7 @@ mod tests {
             ],
         )];
         let r = summarise(views, &work(&[("a", 1e9)], 1)).unwrap();
-        assert_eq!(r.energy_j, Some(5.0));
+        assert_eq!(r.figures.energy_j, Some(5.0));
         assert_eq!(r.sources, ["Cray energy"]);
     }
 
@@ -341,7 +346,7 @@ mod tests {
     fn no_figure_without_a_counter_a_node_or_a_second() {
         let none = vec![leader("a", 2.0, vec![])];
         let r = summarise(none, &work(&[], 1)).unwrap();
-        assert_eq!(r.energy_j, None);
+        assert_eq!(r.figures.energy_j, None);
         assert!(
             r.notes[0].starts_with("no energy counter: "),
             "{:?}",
@@ -353,15 +358,18 @@ mod tests {
             vec![source("RAPL dram", Role::Part, Some(9))],
         )];
         let r = summarise(short, &work(&[], 1)).unwrap();
-        assert_eq!((r.energy_j, r.nodes[0].energy_j), (None, None));
+        assert_eq!(
+            (r.figures.energy_j, r.nodes[0].figures.energy_j),
+            (None, None)
+        );
         assert!(r.notes[0].contains("shorter than"), "{:?}", r.notes);
         let half = vec![
             leader("a", 2.0, vec![source("RAPL dram", Role::Part, Some(9))]),
             leader("b", 2.0, vec![source("RAPL dram", Role::Part, None)]),
         ];
         let r = summarise(half, &work(&[], 1)).unwrap();
-        assert_eq!(r.energy_j, None);
-        assert!(r.nodes[0].energy_j.is_some());
+        assert_eq!(r.figures.energy_j, None);
+        assert!(r.nodes[0].figures.energy_j.is_some());
         assert_eq!(
             r.notes,
             ["b: RAPL dram: it is missing", "b: no counter could be read"]

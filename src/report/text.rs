@@ -268,16 +268,16 @@ pub fn render(r: &Record) -> String {
 /// is no figure; a test tree's or an emulated GPU's joules say so.
 pub fn energy_line(e: &EnergyRecord) -> String {
     let mut s = String::from("Energy : ");
-    match (e.energy_j, e.window_s) {
+    match (e.figures.energy_j, e.window_s) {
         (Some(j), Some(w)) => {
             let _ = write!(s, "{j:.6} J in {w:.3} s");
-            if let Some(p) = e.avg_power_w {
+            if let Some(p) = e.figures.avg_power_w {
                 let _ = write!(s, " = {p:.3} W");
             }
-            if let Some(g) = e.gflops_per_w {
+            if let Some(g) = e.figures.gflops_per_w {
                 let _ = write!(s, ", {g:.6} GFLOPS/W");
             }
-            if let Some(i) = e.j_per_iteration {
+            if let Some(i) = e.figures.j_per_iteration {
                 let _ = write!(s, ", {i:.6} J/iteration");
             }
             let _ = write!(

@@ -11,11 +11,11 @@
 //! image from elsewhere; its style is inline and its text uses the
 //! browser's own sans-serif font.
 
+use super::cells::{Cells, Shape, triple};
 use super::group::{Group, Study};
-use super::records::{Malformed, RunRecord, Scaling};
+use super::records::{Malformed, RunRecord};
 use super::roofline::{self, Roofline};
 use crate::error::Result;
-use crate::timing::Phase;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -161,9 +161,27 @@ fn contents(s: &mut String, page: &Page<'_>) {
     s.push_str("</ul>\n");
 }
 
-/// "2x2x1".
-fn triple(v: [usize; 3]) -> String {
-    format!("{}x{}x{}", v[0], v[1], v[2])
+/// The cells of one line of a group's table, each in a `tag` element; a
+/// phase's heading gets `unit` after its name, and a row without a model
+/// prediction gets empty model cells where the table has them.
+fn html_cells(s: &mut String, tag: &str, c: &Cells, unit: &str, model: bool) {
+    for cell in c.placement.iter().chain(&c.figures) {
+        let _ = write!(s, "<{tag}>{cell}</{tag}>");
+    }
+    for cell in &c.phases {
+        let _ = write!(s, "<{tag}>{cell}{unit}</{tag}>");
+    }
+    match &c.model {
+        Some(cells) => {
+            for cell in cells {
+                let _ = write!(s, "<{tag}>{cell}</{tag}>");
+            }
+        }
+        None if model => {
+            let _ = write!(s, "<{tag}></{tag}><{tag}></{tag}>");
+        }
+        None => {}
+    }
 }
 
 /// One scaling group: its title and marks, provenance, table and pictures.
@@ -181,59 +199,13 @@ fn group(
         escape(&g.title())
     );
     provenance(s, g, by_source);
-    let weak = g.kind == Scaling::Weak;
-    let model = g.rows.iter().any(|r| r.model.is_some());
-    s.push_str("<table>\n<tr><th>ranks</th><th>hosts</th><th>procs</th>");
-    if weak {
-        s.push_str("<th>grid</th>");
-    }
-    s.push_str(
-        "<th>runs</th><th>MFLOPS</th><th>ms/it</th><th>speed-up</th><th>eff%</th>\
-         <th>comp%</th><th>comm%</th>",
-    );
-    for p in Phase::ALL {
-        let _ = write!(s, "<th>{} ms</th>", p.name());
-    }
-    if model {
-        s.push_str("<th>model ms/it</th><th>model comm%</th>");
-    }
+    let shape = Shape::of(g);
+    s.push_str("<table>\n<tr>");
+    html_cells(s, "th", &shape.headings(), " ms", shape.model);
     s.push_str("<th class=\"l\">memory</th><th class=\"l\">source</th></tr>\n");
     for r in &g.rows {
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td>",
-            r.ranks,
-            r.hosts,
-            triple(r.procs)
-        );
-        if weak {
-            let _ = write!(s, "<td>{}</td>", triple(r.grid));
-        }
-        let _ = write!(
-            s,
-            "<td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td>\
-             <td>{:.1}</td>",
-            r.runs,
-            r.mflops,
-            r.seconds_per_iteration * 1e3,
-            r.speedup,
-            100.0 * r.efficiency,
-            100.0 * r.compute_share,
-            100.0 * r.comm_share
-        );
-        for v in r.slowest_phases.values() {
-            let _ = write!(s, "<td>{:.4}</td>", v * 1e3);
-        }
-        if let Some(m) = &r.model {
-            let _ = write!(
-                s,
-                "<td>{:.3}</td><td>{:.1}</td>",
-                m.total_s * 1e3,
-                100.0 * m.comm_share
-            );
-        } else if model {
-            s.push_str("<td></td><td></td>");
-        }
+        s.push_str("<tr>");
+        html_cells(s, "td", &shape.row(r), "", shape.model);
         let source = r.source.to_string();
         let memory = if resident.get(source.as_str()).copied().unwrap_or(false) {
             CACHE

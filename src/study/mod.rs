@@ -4,6 +4,7 @@
 //!
 //! - [`records`]: lenient reading of JSON-lines results files;
 //! - [`group`]: grouping into strong/weak studies, speed-up and efficiency;
+//! - [`cells`]: the headings and cells of a group's table, for text and HTML;
 //! - [`table`]: text, CSV and JSON renderings;
 //! - [`plot`]: SVG and PNG pictures;
 //! - [`model`]: the performance model;
@@ -18,6 +19,7 @@
 //!   regression dashboards;
 //! - [`html`]: `--html FILE`, the whole study as one self-contained page.
 
+pub mod cells;
 pub mod compare;
 pub mod export;
 pub mod group;

@@ -75,31 +75,12 @@ pub struct RunRecord {
 /// job's figures of the record's `energy` object, each where it is a
 /// finite, non-negative number. A record without them (every record of a
 /// run without an energy counter, and every older one) simply has none.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct JobEnergy {
-    /// Joules of the timed loop, all nodes together.
-    pub energy_j: Option<f64>,
-    /// Average watts over the timed loop.
-    pub avg_power_w: Option<f64>,
-    /// GFLOPS per watt.
-    pub gflops_per_w: Option<f64>,
-    /// Joules per timed iteration.
-    pub j_per_iteration: Option<f64>,
-}
+pub type JobEnergy = crate::energy::summary::Figures;
 
-impl JobEnergy {
-    /// The job's figures of `record`, when it has any.
-    fn of(record: &Record) -> Option<JobEnergy> {
-        let e = record.energy.as_ref()?;
-        let finite = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0);
-        let e = JobEnergy {
-            energy_j: finite(e.energy_j),
-            avg_power_w: finite(e.avg_power_w),
-            gflops_per_w: finite(e.gflops_per_w),
-            j_per_iteration: finite(e.j_per_iteration),
-        };
-        (e != JobEnergy::default()).then_some(e)
-    }
+/// The job's figures of `record`, when it has any.
+fn job_energy(record: &Record) -> Option<JobEnergy> {
+    let e = record.energy.as_ref()?.figures.finite();
+    (e != JobEnergy::default()).then_some(e)
 }
 
 impl std::ops::Deref for RunRecord {
@@ -381,7 +362,7 @@ fn parse_line(name: &str, number: usize, bytes: &[u8], into: &mut Loaded) {
             .and_then(|record| {
                 let r = RunRecord {
                     scaling: declared_scaling(&record),
-                    energy: JobEnergy::of(&record),
+                    energy: job_energy(&record),
                     record,
                     source: source.clone(),
                     host_count: 0,

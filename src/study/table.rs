@@ -1,15 +1,12 @@
 //! Rendering a grouped study as text tables, CSV or JSON.
 
+use super::cells::{Cells, Shape, triple};
 use super::group::{Group, Study};
 use super::records::Scaling;
 use super::records::{Malformed, RunRecord};
 use crate::timing::Phase;
 use serde::Serialize;
 use std::fmt::Write;
-
-fn triple(v: [usize; 3]) -> String {
-    format!("{}x{}x{}", v[0], v[1], v[2])
-}
 
 /// The human tables: one per group, then the records set aside.
 pub fn text(study: &Study) -> String {
@@ -36,59 +33,38 @@ pub fn text(study: &Study) -> String {
 }
 
 fn group_text(s: &mut String, g: &Group) {
-    let weak = g.kind == Scaling::Weak;
-    let model = g.rows.iter().any(|r| r.model.is_some());
+    let shape = Shape::of(g);
     let _ = writeln!(s, "== {} ==", g.title());
-    let _ = write!(s, " {:>5} {:>5} {:>9}", "ranks", "hosts", "procs");
-    if weak {
-        let _ = write!(s, " {:>14}", "grid");
-    }
-    let _ = write!(
-        s,
-        " {:>4} {:>10} {:>9} {:>8} {:>6} {:>6} {:>6} |",
-        "runs", "MFLOPS", "ms/it", "speed-up", "eff%", "comp%", "comm%"
-    );
-    for p in Phase::ALL {
-        let _ = write!(s, " {:>9}", p.name());
-    }
-    if model {
-        let _ = write!(s, " | {:>11} {:>11}", "model ms/it", "model comm%");
-    }
-    let _ = writeln!(s);
+    text_line(s, &shape.headings());
     for r in &g.rows {
-        let _ = write!(s, " {:>5} {:>5} {:>9}", r.ranks, r.hosts, triple(r.procs));
-        if weak {
-            let _ = write!(s, " {:>14}", triple(r.grid));
-        }
-        let _ = write!(
-            s,
-            " {:>4} {:>10.1} {:>9.3} {:>8.2} {:>6.1} {:>6.1} {:>6.1} |",
-            r.runs,
-            r.mflops,
-            r.seconds_per_iteration * 1e3,
-            r.speedup,
-            100.0 * r.efficiency,
-            100.0 * r.compute_share,
-            100.0 * r.comm_share
-        );
-        for v in r.slowest_phases.values() {
-            let _ = write!(s, " {:>9.4}", v * 1e3);
-        }
-        if let Some(m) = &r.model {
-            let _ = write!(
-                s,
-                " | {:>11.3} {:>11.1}",
-                m.total_s * 1e3,
-                100.0 * m.comm_share
-            );
-        }
-        let _ = writeln!(s);
+        text_line(s, &shape.row(r));
     }
     let _ = writeln!(
         s,
         " (speed-up and efficiency vs the best run at {} rank(s); phase columns: slowest rank, ms per iteration)",
         g.base_ranks
     );
+    let _ = writeln!(s);
+}
+
+/// One line of a group's text table: the headings or a row, right-aligned
+/// to the columns' widths.
+fn text_line(s: &mut String, c: &Cells) {
+    const PLACEMENT: [usize; 4] = [5, 5, 9, 14];
+    const FIGURES: [usize; 7] = [4, 10, 9, 8, 6, 6, 6];
+    for (cell, width) in c.placement.iter().zip(PLACEMENT) {
+        let _ = write!(s, " {cell:>width$}");
+    }
+    for (cell, width) in c.figures.iter().zip(FIGURES) {
+        let _ = write!(s, " {cell:>width$}");
+    }
+    s.push_str(" |");
+    for cell in &c.phases {
+        let _ = write!(s, " {cell:>9}");
+    }
+    if let Some([total, comm]) = &c.model {
+        let _ = write!(s, " | {total:>11} {comm:>11}");
+    }
     let _ = writeln!(s);
 }
 

@@ -17,6 +17,14 @@ pub enum Launch {
     Threads,
 }
 
+/// The tags of one halo step's messages by side (below, above), for a
+/// step tagged `tag`: `(send, receive)`. A message travelling upwards
+/// carries `2*tag`, downwards `2*tag+1`, so what a rank receives from
+/// below was sent upwards by that rank; every transport keeps this rule.
+pub fn halo_tags(tag: i32) -> ([i32; 2], [i32; 2]) {
+    ([2 * tag + 1, 2 * tag], [2 * tag, 2 * tag + 1])
+}
+
 /// Operations the solver and the benchmarks need from the job's ranks. All
 /// collective methods must be called by every rank in the same order.
 pub trait Comm {

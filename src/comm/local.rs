@@ -380,15 +380,12 @@ impl Comm for LocalComm {
         recv: [&mut [f32]; 2],
         tag: i32,
     ) -> Result<()> {
-        // As over MPI: upwards 2*tag, downwards 2*tag+1; what arrives from
-        // below was sent upwards.
-        let tags = [2 * tag + 1, 2 * tag];
+        let (tags, from_tags) = super::api::halo_tags(tag);
         for side in 0..2 {
             if let Some(peer) = peers[side] {
                 self.post(peer, tags[side], Payload::Values(send[side].to_vec()));
             }
         }
-        let from_tags = [2 * tag, 2 * tag + 1];
         for (side, buf) in recv.into_iter().enumerate() {
             if let Some(peer) = peers[side] {
                 match self.take(peer, from_tags[side]) {

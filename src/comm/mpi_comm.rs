@@ -241,8 +241,7 @@ impl Comm for MpiComm {
         recv: [&mut [f32]; 2],
         tag: i32,
     ) -> Result<()> {
-        // A message travelling upwards carries tag 2*tag, downwards 2*tag+1;
-        // what this rank receives from below was sent upwards by that rank.
+        let ([send_lo_tag, send_hi_tag], [recv_lo_tag, recv_hi_tag]) = super::api::halo_tags(tag);
         let [recv_lo, recv_hi] = recv;
         // All four requests live in one scope: a scope per message would wait
         // on each send before the matching receive is posted and deadlock
@@ -251,20 +250,20 @@ impl Comm for MpiComm {
             let mut reqs = Vec::with_capacity(4);
             if let Some(lo) = peers[0] {
                 let p = self.world.process_at_rank(lo as i32);
-                reqs.push(p.immediate_receive_into_with_tag(scope, recv_lo, 2 * tag));
+                reqs.push(p.immediate_receive_into_with_tag(scope, recv_lo, recv_lo_tag));
             }
             if let Some(hi) = peers[1] {
                 let p = self.world.process_at_rank(hi as i32);
-                reqs.push(p.immediate_receive_into_with_tag(scope, recv_hi, 2 * tag + 1));
+                reqs.push(p.immediate_receive_into_with_tag(scope, recv_hi, recv_hi_tag));
             }
             let mut sends = Vec::with_capacity(2);
             if let Some(lo) = peers[0] {
                 let p = self.world.process_at_rank(lo as i32);
-                sends.push(p.immediate_send_with_tag(scope, send[0], 2 * tag + 1));
+                sends.push(p.immediate_send_with_tag(scope, send[0], send_lo_tag));
             }
             if let Some(hi) = peers[1] {
                 let p = self.world.process_at_rank(hi as i32);
-                sends.push(p.immediate_send_with_tag(scope, send[1], 2 * tag));
+                sends.push(p.immediate_send_with_tag(scope, send[1], send_hi_tag));
             }
             for r in reqs {
                 r.wait();

@@ -837,14 +837,7 @@ mod tests {
                         .into_iter()
                         .flat_map(|s| [(s, false), (s, true)])
                     {
-                        let opts = CpuOptions {
-                            threads,
-                            bind: Bind::None,
-                            stores,
-                            prefetch: Prefetch::Auto,
-                            tile_rows: None,
-                        };
-                        let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
+                        let mut cpu = backend(&grid, block.depth, threads, stores);
                         assert!(!cpu.prefetch, "{dims:?}: small fields fit the cache");
                         cpu.isa = isa;
                         cpu.prefetch = prefetch;

@@ -268,35 +268,22 @@ impl Runner {
     /// `cuobjdump` or `ncu`), as run `name`, with the same environment,
     /// limit and files as the binary's runs.
     pub fn run_tool(&self, name: &str, program: &Path, args: &[String]) -> Ran {
-        let mut cmd = Command::new(program);
-        cmd.args(args);
-        let mut line: Vec<String> = Vec::new();
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-            line.push(format!(
-                "{}={}",
-                k.to_string_lossy(),
-                quote(&v.to_string_lossy())
-            ));
-        }
-        line.push(quote(&program.to_string_lossy()));
-        line.extend(args.iter().map(|a| quote(a)));
-        let _ = files::create_new(&self.runs.join(format!("{name}.cmd")))
-            .and_then(|mut f| f.write_all((line.join(" ") + "\n").as_bytes()));
-        run_limited(
-            cmd,
-            self.limit,
-            &self.stop,
-            &self.runs.join(format!("{name}.out")),
-            &self.runs.join(format!("{name}.err")),
-        )
+        self.launch(name, program, args, &[])
     }
 
     /// Runs the binary with `args` as run `name`, without the variables in
     /// `unset`: writes `name.cmd` (the command line, as a shell would take
     /// it), `name.out` and `name.err`.
     pub fn run(&self, name: &str, args: &[String], unset: &[&str]) -> Ran {
-        let mut cmd = Command::new(&self.bin);
+        self.launch(name, &self.bin, args, unset)
+    }
+
+    /// Runs `program` with `args` as run `name`, with the runner's
+    /// variables and without those in `unset`, under the runner's limit;
+    /// its command line goes to `name.cmd`, its output to `name.out` and
+    /// `name.err`.
+    fn launch(&self, name: &str, program: &Path, args: &[String], unset: &[&str]) -> Ran {
+        let mut cmd = Command::new(program);
         cmd.args(args);
         for k in unset {
             cmd.env_remove(k);
@@ -313,7 +300,7 @@ impl Runner {
                 quote(&v.to_string_lossy())
             ));
         }
-        line.push(quote(&self.bin.to_string_lossy()));
+        line.push(quote(&program.to_string_lossy()));
         line.extend(args.iter().map(|a| quote(a)));
         let _ = files::create_new(&self.runs.join(format!("{name}.cmd")))
             .and_then(|mut f| f.write_all((line.join(" ") + "\n").as_bytes()));

@@ -287,6 +287,7 @@ fn the_long_run_template_restarts_from_latest_once_requeued() {
     assert!(
         first.contains("--checkpoint-dir checkpoints/himeno-long-local")
             && first.contains("--checkpoint-every 1000")
+            && first.starts_with("srun --kill-on-bad-exit=1 ")
             && !first.contains("--restart"),
         "{first}"
     );

@@ -218,6 +218,10 @@ fn job_templates_dry_run_locally() {
             out.contains("bind.sh --policy local --layout roundrobin --"),
             "{out}"
         );
+        assert!(
+            !script.ends_with(".sbatch") || out.contains("--kill-on-bad-exit=1"),
+            "{script}: a crashed task would leave the others waiting:\n{out}"
+        );
         let name = study
             .trim_start_matches("inputs/studies/")
             .trim_end_matches(".env");

@@ -481,7 +481,12 @@ fn a_chain_whose_requeue_failed_resumes_with_the_command_it_is_told() {
     let _ = std::fs::remove_dir_all(&dir);
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    write_executable(&bin.join("srun"), "#!/bin/sh\nexec \"$@\"\n");
+    // srun's own options (the template's --kill-on-bad-exit) come before
+    // the program: the stand-in drops them.
+    write_executable(
+        &bin.join("srun"),
+        "#!/bin/sh\nwhile [ \"${1#-}\" != \"$1\" ]; do shift; done\nexec \"$@\"\n",
+    );
     // The told command, its folders moved into this test's own.
     let told = told
         .replace(" sbatch ", " bash ")

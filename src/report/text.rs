@@ -413,6 +413,37 @@ mod tests {
     }
 
     #[test]
+    fn a_device_halo_path_and_the_emulated_host_traffic_are_said_staged_unchanged() {
+        let dev = "GPU 0: Emulated (sm_90, 1 GiB)";
+        let staged = render(&gpu_record(dev, Some("emu")));
+        assert!(
+            staged.contains("GPU halo staging: pinned, overlap: false\n"),
+            "{staged}"
+        );
+        assert!(!staged.contains("Host traffic"), "{staged}");
+        let mut r = gpu_record(dev, Some("emu"));
+        r.halo_path = Some(crate::config::HaloPath::Peer);
+        r.per_rank[0].host_waits_per_iteration = Some(1);
+        r.per_rank[0].host_device_bytes_per_iteration = Some(8);
+        let text = render(&r);
+        assert!(
+            text.contains("GPU halo staging: pinned, overlap: false, halo path: peer\n")
+                && text.contains(
+                    "Host traffic per iteration (EMULATED device's count, most of any rank): 1 \
+                     host wait(s), 8 host<->device bytes\n"
+                ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["halo_path"], "peer");
+        assert_eq!(json["per_rank"][0]["host_waits_per_iteration"], 1);
+        // Records before them read back without them.
+        let old = serde_json::to_value(gpu_record(dev, None)).unwrap();
+        assert!(old.get("halo_path").is_none());
+        assert!(old["per_rank"][0].get("host_waits_per_iteration").is_none());
+    }
+
+    #[test]
     fn an_emulated_device_is_said_so_on_its_line_and_by_the_rates() {
         let dev = "GPU 0: Emulated (sm_90, 1 GiB)";
         let emu = "himeno CUDA emulator (host CPU, seed 7, lazy streams)";

@@ -45,7 +45,33 @@ pub fn render(r: &Record) -> String {
         r.provenance.hosts.join(",")
     );
     if let Some(st) = r.staging {
-        let _ = writeln!(s, "GPU halo staging: {}, overlap: {}", st.name(), r.overlap);
+        // A device-direct path is named after the staging it replaces;
+        // staged runs keep the line they always had.
+        let path = r
+            .halo_path
+            .filter(|h| h.device_direct())
+            .map_or(String::new(), |h| format!(", halo path: {}", h.name()));
+        let _ = writeln!(
+            s,
+            "GPU halo staging: {}, overlap: {}{path}",
+            st.name(),
+            r.overlap
+        );
+    }
+    // An emulated device counts what the host waited for and copied: the
+    // most of any rank, per steady-state iteration.
+    let counted = |f: fn(&crate::report::record::RankRecord) -> Option<u64>| {
+        r.per_rank.iter().filter_map(f).max()
+    };
+    if let (Some(w), Some(b)) = (
+        counted(|x| x.host_waits_per_iteration),
+        counted(|x| x.host_device_bytes_per_iteration),
+    ) {
+        let _ = writeln!(
+            s,
+            "Host traffic per iteration (EMULATED device's count, most of any rank): {w} host \
+             wait(s), {b} host<->device bytes"
+        );
     }
     if r.temporal > 1 {
         let _ = writeln!(
@@ -384,6 +410,37 @@ mod tests {
         // Records before it was recorded read back without it.
         let old = serde_json::to_value(gpu_record(dev, None)).unwrap();
         assert!(old["per_rank"][0].get("gpu_sweep").is_none());
+    }
+
+    #[test]
+    fn a_device_halo_path_and_the_emulated_host_traffic_are_said_staged_unchanged() {
+        let dev = "GPU 0: Emulated (sm_90, 1 GiB)";
+        let staged = render(&gpu_record(dev, Some("emu")));
+        assert!(
+            staged.contains("GPU halo staging: pinned, overlap: false\n"),
+            "{staged}"
+        );
+        assert!(!staged.contains("Host traffic"), "{staged}");
+        let mut r = gpu_record(dev, Some("emu"));
+        r.halo_path = Some(crate::config::HaloPath::Peer);
+        r.per_rank[0].host_waits_per_iteration = Some(1);
+        r.per_rank[0].host_device_bytes_per_iteration = Some(8);
+        let text = render(&r);
+        assert!(
+            text.contains("GPU halo staging: pinned, overlap: false, halo path: peer\n")
+                && text.contains(
+                    "Host traffic per iteration (EMULATED device's count, most of any rank): 1 \
+                     host wait(s), 8 host<->device bytes\n"
+                ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["halo_path"], "peer");
+        assert_eq!(json["per_rank"][0]["host_waits_per_iteration"], 1);
+        // Records before them read back without them.
+        let old = serde_json::to_value(gpu_record(dev, None)).unwrap();
+        assert!(old.get("halo_path").is_none());
+        assert!(old["per_rank"][0].get("host_waits_per_iteration").is_none());
     }
 
     #[test]

@@ -6,6 +6,14 @@
 // with the HIMENO_EMU_EAGER percentage any other, as a device runs streams
 // side by side. Stream order and event waits are always kept. After a
 // fault the context's error is sticky and queued work is dropped.
+//
+// A stream may wait for an event of another device (a peer copy waiting
+// for the neighbour's pack): a thread that finds nothing ready on its own
+// device while such a wait is pending runs the other device's work until
+// the record it waits for has run, and a record wakes every device.
+//
+// It also counts, per host thread, what the host waited for and copied
+// (himeno_emu_host_counts): the GPU backend reports both per iteration.
 #include "emu.h"
 
 #include <pthread.h>
@@ -13,12 +21,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace emu {
 namespace {
 
 thread_local Context *tls_current = nullptr;
+thread_local uint64_t tls_waits = 0;
+thread_local uint64_t tls_bytes = 0;
+
+// How long a thread with nothing to run sleeps before looking again: a
+// record on another device wakes it sooner (wake_all_devices), and the
+// timeout covers a wake-up that came between its look and its sleep.
+constexpr auto NAP = std::chrono::milliseconds(2);
 
 // Whether the head of s may run now.
 bool ready(Stream *s) {
@@ -60,9 +76,11 @@ void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
         CUresult none = OK;
         ctx->sticky.compare_exchange_strong(none, r);
     }
+    bool recorded = false;
     if (op->record) {
         op->record->ns = t;
         op->record->done = true;
+        recorded = true;
     }
     s->queue.pop_front();
     s->busy = false;
@@ -71,7 +89,25 @@ void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
         d->streams.erase(std::remove(d->streams.begin(), d->streams.end(), s), d->streams.end());
     }
     d->changed.notify_all();
+    if (recorded && device_count() > 1) {
+        lk.unlock();
+        wake_all_devices();
+        lk.lock();
+    }
 }
+
+// A record of another device that the head of a stream of d waits for
+// and that has not run, or nullptr (lock of d held).
+std::shared_ptr<Mark> foreign_wait(Device *d) {
+    for (Stream *s : d->streams) {
+        if (s->busy || s->queue.empty()) continue;
+        const Op &op = *s->queue.front();
+        if (op.wait && !op.wait->done && op.wait->dev && op.wait->dev != d) return op.wait;
+    }
+    return nullptr;
+}
+
+CUresult run_until(const std::shared_ptr<Mark> &m);
 
 // Runs work of d until done() (lock held), helping the other threads.
 template <class Done, class Useful>
@@ -79,8 +115,14 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
     while (!done()) {
         if (Stream *s = pick(d, useful)) {
             step(d, lk, s);
+        } else if (std::shared_ptr<Mark> m = foreign_wait(d)) {
+            // Its own device cannot go on before the other one records.
+            lk.unlock();
+            CUresult r = run_until(m);
+            lk.lock();
+            if (r != OK) return r;
         } else if (d->running > 0 || d->workers_started) {
-            d->changed.wait(lk);
+            d->changed.wait_for(lk, NAP);
         } else {
             say("queued work waits for an event record that can never run");
             return UNKNOWN;
@@ -89,13 +131,21 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
     return OK;
 }
 
+// Runs the work of the device that records m until m has run (no lock
+// held on entry).
+CUresult run_until(const std::shared_ptr<Mark> &m) {
+    Device *o = m->dev;
+    std::unique_lock<std::mutex> lk(o->mu);
+    return drive(o, lk, [&] { return m->done.load(); }, [](Stream *) { return true; });
+}
+
 void worker(Device *d, unsigned id) {
     uint64_t r = mix(config().seed ^ (static_cast<uint64_t>(d->index) << 32) ^ id);
     std::unique_lock<std::mutex> lk(d->mu);
     for (;;) {
         Stream *s = pick(d, [](Stream *) { return true; });
         if (!s) {
-            d->changed.wait(lk);
+            d->changed.wait_for(lk, NAP);
             continue;
         }
         step(d, lk, s);
@@ -116,6 +166,18 @@ double now_ns() {
 }
 
 Context *&current() { return tls_current; }
+
+void count_wait() { ++tls_waits; }
+
+bool idle(Context *ctx, Stream *s) {
+    std::lock_guard<std::mutex> g(ctx->dev->mu);
+    auto quiet = [](Stream *x) { return x->queue.empty() && !x->busy; };
+    if (s) return quiet(s);
+    return std::all_of(ctx->streams.begin(), ctx->streams.end(), quiet) && quiet(ctx->null_stream);
+}
+void count_bytes(size_t n) { tls_bytes += n; }
+uint64_t thread_waits() { return tls_waits; }
+uint64_t thread_bytes() { return tls_bytes; }
 
 CUresult usable(Context **out) {
     Context *c = tls_current;
@@ -138,6 +200,7 @@ CUresult resolve(Context *ctx, CUstream s, Stream **out) {
 
 CUresult enqueue(Context *ctx, Stream *s, std::unique_ptr<Op> op) {
     Device *d = ctx->dev;
+    if (op->record) op->record->dev = d;
     std::lock_guard<std::mutex> g(d->mu);
     if (!d->workers_started && config().workers > 0) {
         d->workers_started = true;
@@ -175,7 +238,7 @@ CUresult drain(Context *ctx, Stream *s) {
 CUresult wait_mark(Context *ctx, const std::shared_ptr<Mark> &m) {
     Device *d = ctx->dev;
     std::unique_lock<std::mutex> lk(d->mu);
-    CUresult r = drive(d, lk, [&] { return m->done; }, [&](Stream *x) { return x->ctx == ctx; });
+    CUresult r = drive(d, lk, [&] { return m->done.load(); }, [&](Stream *x) { return x->ctx == ctx; });
     return r != OK ? r : ctx->sticky.load();
 }
 

@@ -31,6 +31,10 @@
 //!   `cuMemAlloc` where a driver refuses it;
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
+//! - `transport`: the seam of the device-direct halo paths (`--halo`),
+//!   `halo_path`, which opens the path's transport, and `peer`, the
+//!   in-process ranks' peer copies;
+//! - `host_counts`: the emulated driver's counts of host waits and bytes;
 //! - `device_trace`: the streams' device events behind `--trace`;
 //! - `transfer`: host<->device copy measurements, returned as [`sample`]s;
 //! - `nvtx`: NVTX ranges named after the trace's phases, for `nsys`
@@ -62,6 +66,10 @@ pub mod driver;
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
+pub mod halo_path;
+#[cfg(feature = "cuda")]
+pub mod host_counts;
+#[cfg(feature = "cuda")]
 pub mod locate;
 #[cfg(feature = "cuda")]
 pub mod memcheck;
@@ -72,9 +80,13 @@ pub mod nvrtc;
 #[cfg(feature = "cuda")]
 pub mod nvtx;
 #[cfg(feature = "cuda")]
+pub mod peer;
+#[cfg(feature = "cuda")]
 pub mod staging;
 #[cfg(feature = "cuda")]
 pub mod transfer;
+#[cfg(feature = "cuda")]
+pub mod transport;
 
 #[cfg(feature = "cuda")]
 pub use enabled::{available, create};

@@ -6,6 +6,13 @@
 // with the HIMENO_EMU_EAGER percentage any other, as a device runs streams
 // side by side. Stream order and event waits are always kept. After a
 // fault the context's error is sticky and queued work is dropped.
+//
+// Work that waits for something outside the device (an NCCL receive whose
+// peer has not sent yet, nccl.cpp) has a poll: it starts once the poll says
+// so, and those waiting for it look again every few microseconds. While
+// NCCL work is queued, a background thread also runs ready work every
+// millisecond, as a real device moves on while its host sits in MPI: a
+// peer's receive never waits for this host to synchronise.
 #include "emu.h"
 
 #include <pthread.h>
@@ -13,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace emu {
@@ -24,7 +32,25 @@ thread_local Context *tls_current = nullptr;
 bool ready(Stream *s) {
     if (s->busy || s->queue.empty()) return false;
     const Op &op = *s->queue.front();
-    return !op.wait || op.wait->done;
+    return (!op.wait || op.wait->done) && (!op.poll || op.poll());
+}
+
+// Whether the head of some stream of d waits on a poll (lock held).
+bool polling(Device *d) {
+    for (Stream *s : d->streams) {
+        if (!s->busy && !s->queue.empty() && s->queue.front()->poll) return true;
+    }
+    return false;
+}
+
+// Waits for a change on d, or a little while when a poll may turn true
+// without one (lock held).
+void await_change(Device *d, std::unique_lock<std::mutex> &lk) {
+    if (polling(d)) {
+        d->changed.wait_for(lk, std::chrono::microseconds(100));
+    } else {
+        d->changed.wait(lk);
+    }
 }
 
 // The next stream to run, among those `useful` says the caller waits for,
@@ -64,6 +90,7 @@ void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
         op->record->ns = t;
         op->record->done = true;
     }
+    if (op->nccl) --d->nccl_queued;
     s->queue.pop_front();
     s->busy = false;
     --d->running;
@@ -79,8 +106,8 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
     while (!done()) {
         if (Stream *s = pick(d, useful)) {
             step(d, lk, s);
-        } else if (d->running > 0 || d->workers_started) {
-            d->changed.wait(lk);
+        } else if (d->running > 0 || d->workers_started || polling(d)) {
+            await_change(d, lk);
         } else {
             say("queued work waits for an event record that can never run");
             return UNKNOWN;
@@ -95,7 +122,7 @@ void worker(Device *d, unsigned id) {
     for (;;) {
         Stream *s = pick(d, [](Stream *) { return true; });
         if (!s) {
-            d->changed.wait(lk);
+            await_change(d, lk);
             continue;
         }
         step(d, lk, s);
@@ -103,6 +130,22 @@ void worker(Device *d, unsigned id) {
         r = mix(r);
         lk.unlock();
         usleep(static_cast<useconds_t>(r % 200));
+        lk.lock();
+    }
+}
+
+// The background thread of a device with NCCL work: while any is queued,
+// it runs one ready op a millisecond, whichever the seeded choice picks.
+void progress(Device *d) {
+    std::unique_lock<std::mutex> lk(d->mu);
+    for (;;) {
+        if (d->nccl_queued == 0) {
+            d->changed.wait(lk);
+            continue;
+        }
+        if (Stream *s = pick(d, [](Stream *) { return true; })) step(d, lk, s);
+        lk.unlock();
+        usleep(1000);
         lk.lock();
     }
 }
@@ -142,6 +185,13 @@ CUresult enqueue(Context *ctx, Stream *s, std::unique_ptr<Op> op) {
     if (!d->workers_started && config().workers > 0) {
         d->workers_started = true;
         for (int i = 0; i < config().workers; ++i) std::thread(worker, d, static_cast<unsigned>(i)).detach();
+    }
+    if (op->nccl) {
+        ++d->nccl_queued;
+        if (!d->progress_started) {
+            d->progress_started = true;
+            std::thread(progress, d).detach();
+        }
     }
     s->queue.push_back(std::move(op));
     d->changed.notify_all();

@@ -29,6 +29,7 @@
 //!   that time-slice one without it;
 //! - `alloc`: device buffers from the stream-ordered allocator, or from
 //!   `cuMemAlloc` where a driver refuses it;
+//! - `nccl`: NCCL loaded at run time, for `--halo nccl`;
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
 //! - `device_trace`: the streams' device events behind `--trace`;
@@ -67,6 +68,8 @@ pub mod locate;
 pub mod memcheck;
 #[cfg(feature = "cuda")]
 pub mod mps;
+#[cfg(feature = "cuda")]
+pub mod nccl;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 #[cfg(feature = "cuda")]

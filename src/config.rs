@@ -113,6 +113,42 @@ impl Staging {
     }
 }
 
+/// How GPU ranks move halo faces (`--halo`): through host staging
+/// buffers, or device to device (`crate::halo` keeps one schedule for
+/// all; the device paths are the GPU backend's transports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HaloPath {
+    /// Device -> host staging buffer -> MPI or the in-process mailbox ->
+    /// host -> device (what a cluster without GPU-aware MPI has).
+    #[default]
+    Staged,
+    /// In-process ranks (`--local-ranks`) copy faces device to device
+    /// (peer copies between GPUs, a device copy on one GPU).
+    Peer,
+    /// NCCL send/recv of the faces on the halo stream.
+    Nccl,
+    /// Device buffers handed to a CUDA-aware MPI.
+    MpiDevice,
+}
+
+impl HaloPath {
+    /// The name as typed and reported.
+    pub fn name(self) -> &'static str {
+        match self {
+            HaloPath::Staged => "staged",
+            HaloPath::Peer => "peer",
+            HaloPath::Nccl => "nccl",
+            HaloPath::MpiDevice => "mpi-device",
+        }
+    }
+
+    /// Whether faces move device to device, the host never staging them.
+    pub fn device_direct(self) -> bool {
+        self != HaloPath::Staged
+    }
+}
+
 /// What kind of study a run belongs to (`--scaling`), as the run
 /// declares it and the record states it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -352,6 +388,9 @@ pub struct RunConfig {
     /// same for every one).
     #[serde(rename = "gpu sweep")]
     pub gpu_sweep: SweepVariant,
+    /// How GPU ranks move halo faces (`--halo`).
+    #[serde(rename = "halo path")]
+    pub halo: HaloPath,
 }
 
 /// Where a run restarts from.
@@ -437,6 +476,7 @@ mod tests {
             scaling: Scaling::Single,
             checkpoint: None,
             gpu_sweep: SweepVariant::Classic,
+            halo: HaloPath::Staged,
         }
     }
 
@@ -473,6 +513,7 @@ mod tests {
                 "scaling",
                 "checkpoints",
                 "gpu sweep",
+                "halo path",
             ]
         );
     }

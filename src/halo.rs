@@ -11,8 +11,14 @@
 //! dimension by dimension fills the edges and corners of the whole
 //! dependency cone of `T` sweeps, at any depth. The solver decides when to
 //! exchange; this module only moves the layers.
+//!
+//! How a step's faces travel is the backend's: through host staging
+//! buffers and the communicator (the default, `--halo staged`), or device
+//! to device when the backend has a [`DeviceHalo`] (`--halo peer`, `nccl`,
+//! `mpi-device`), which queues pack, transfer and unpack on the device
+//! without host waits. Either way the steps run here, in this order.
 
-use crate::backend::{Backend, HostBuffer};
+use crate::backend::{Backend, DeviceHalo, HaloStep, HostBuffer};
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::grid::decomp::{Block, Face};
@@ -24,8 +30,11 @@ use std::ops::Range;
 struct Step {
     dim: usize,
     peers: [Option<usize>; 2],
+    /// Host buffers of the staged path (empty on the device paths).
     send: [Box<dyn HostBuffer>; 2],
     recv: [Box<dyn HostBuffer>; 2],
+    /// Bytes this rank sends in the step, whatever the path.
+    bytes: usize,
 }
 
 impl Step {
@@ -48,10 +57,17 @@ pub struct Halo {
 impl Halo {
     /// Prepares the exchange for `block` (faces `block.depth` layers deep),
     /// taking staging buffers from the backend (page-locked on GPUs when
-    /// asked).
+    /// asked; none when the backend moves faces device to device).
     pub fn new(block: &Block, backend: &mut dyn Backend) -> Result<Halo> {
         let dims = block.local_dims();
-        let layers = |face: Face| face.len(dims) * block.depth;
+        let staged = backend.device_halo().is_none();
+        let layers = |face: Face| {
+            if staged {
+                face.len(dims) * block.depth
+            } else {
+                0
+            }
+        };
         let mut steps: Vec<Step> = Vec::new();
         for (face, peer) in block.halo_faces() {
             if steps.last().is_none_or(|s| s.dim != face.dim) {
@@ -60,10 +76,12 @@ impl Halo {
                     peers: [None, None],
                     send: [backend.staging(0)?, backend.staging(0)?],
                     recv: [backend.staging(0)?, backend.staging(0)?],
+                    bytes: 0,
                 });
             }
             let step = steps.last_mut().expect("pushed above");
             step.peers[face.side] = Some(peer);
+            step.bytes += face.len(dims) * block.depth * 4;
             step.send[face.side] = backend.staging(layers(face))?;
             step.recv[face.side] = backend.staging(layers(face))?;
         }
@@ -72,11 +90,7 @@ impl Halo {
 
     /// Bytes sent per exchange by this rank.
     pub fn bytes_per_exchange(&self) -> usize {
-        self.steps
-            .iter()
-            .flat_map(|s| s.send.iter())
-            .map(|b| b.as_slice().len() * 4)
-            .sum()
+        self.steps.iter().map(|s| s.bytes).sum()
     }
 
     /// Messages sent per exchange by this rank (one per face with a
@@ -96,6 +110,9 @@ impl Halo {
         comm: &dyn Comm,
         times: &mut PhaseTimes,
     ) -> Result<()> {
+        if let Some(device) = backend.device_halo() {
+            return self.exchange_on_device(device, comm, times);
+        }
         let mut clock = Lap::start();
         for step in &mut self.steps {
             let sides = step.sides();
@@ -127,6 +144,35 @@ impl Halo {
                 [(face(0), r0.as_ref()), (face(1), r1.as_ref())];
             let transfer = backend.unpack(&recv[sides])?;
             timeline::lap_split(&mut clock, Phase::Unpack, Phase::Transfer, transfer, times);
+        }
+        Ok(())
+    }
+
+    /// The same steps, in the same order, moved device to device by
+    /// `device`: the host queues each part and goes on, so the times are
+    /// those of queuing, the transfer's (`comm`) of the handshake with the
+    /// neighbours too.
+    fn exchange_on_device(
+        &self,
+        device: &mut dyn DeviceHalo,
+        comm: &dyn Comm,
+        times: &mut PhaseTimes,
+    ) -> Result<()> {
+        let mut clock = Lap::start();
+        for step in &self.steps {
+            let step = HaloStep {
+                dim: step.dim,
+                peers: step.peers,
+            };
+            device.pack_step(step)?;
+            timeline::lap(&mut clock, Phase::Pack, times);
+            {
+                let _nvtx = crate::backend::gpu::nvtx::range(Phase::Comm.name());
+                device.transfer_step(step, comm)?;
+            }
+            timeline::lap(&mut clock, Phase::Comm, times);
+            device.unpack_step(step)?;
+            timeline::lap(&mut clock, Phase::Unpack, times);
         }
         Ok(())
     }

@@ -39,6 +39,7 @@ impl Backend for PatternBackend {
             gpu_software: None,
             emulated: None,
             gpu_sweep: None,
+            host_traffic: None,
         }
     }
     fn reset(&mut self) -> Result<()> {

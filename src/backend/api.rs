@@ -5,6 +5,7 @@
 //! backend's.
 
 use super::kernel_variant::KernelVariant;
+use crate::comm::Comm;
 use crate::config::BackendKind;
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Face, MAX_DEPTH};
@@ -95,6 +96,21 @@ pub struct BackendInfo {
     /// backends and in records written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_sweep: Option<String>,
+    /// What an emulated device counted of the timed loop's host traffic
+    /// per steady-state iteration; absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_traffic: Option<HostTraffic>,
+}
+
+/// Host traffic of one iteration: the host's waits for the device and the
+/// bytes copied between them (an emulated device counts both; a real
+/// driver has no such counter).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostTraffic {
+    /// Stream, event and context synchronisations and blocking copies.
+    pub waits: u64,
+    /// Host->device and device->host bytes.
+    pub bytes: u64,
 }
 
 /// Versions of the GPU software a rank ran with, for the record.
@@ -193,6 +209,43 @@ impl Capabilities {
     }
 }
 
+/// One dimension step of the halo schedule (`crate::halo`), as a backend
+/// that moves the faces itself ([`DeviceHalo`]) is handed it: the
+/// dimension and the neighbour below and above, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HaloStep {
+    /// The dimension normal to the step's faces (0 = i, 1 = j, 2 = k).
+    pub dim: usize,
+    /// The neighbour on each side (below, above); `None`: no face there.
+    pub peers: [Option<usize>; 2],
+}
+
+/// A backend that moves halo faces device to device (`--halo peer`,
+/// `nccl`, `mpi-device`) instead of through host staging buffers.
+///
+/// The seam: `crate::halo` keeps the one schedule (dimensions k, j, i in
+/// order, full-extent faces that forward the edges) and calls the three
+/// parts of each step in order; the backend queues them on its device's
+/// streams, ordered by stream order and events, so that none needs a host
+/// wait. Packing and unpacking are the backend's kernels; the transfer is
+/// its transport (peer copies, NCCL send/recv, or a CUDA-aware MPI), the
+/// one part that differs between the paths. Unlike [`Backend::pack`],
+/// these calls may return before the device has done the work: the next
+/// sweep and the gosa copy are ordered after it on the device.
+pub trait DeviceHalo {
+    /// Queues the packing of the step's faces into the device buffers
+    /// they are sent from, after the sweep and the earlier steps' unpacks.
+    fn pack_step(&mut self, step: HaloStep) -> Result<()>;
+    /// Moves the packed faces to the neighbours and the neighbours' faces
+    /// into this rank's receive buffers; collective with the step's
+    /// neighbours, which make the same call. Work queued after it sees
+    /// the received faces, and may overwrite what was sent.
+    fn transfer_step(&mut self, step: HaloStep, comm: &dyn Comm) -> Result<()>;
+    /// Queues the writing of the received faces into the ghost planes of
+    /// `next`, after the transfer.
+    fn unpack_step(&mut self, step: HaloStep) -> Result<()>;
+}
+
 /// Local work of one rank. Calls block until their work is complete, so the
 /// driver's host clock measures them.
 pub trait Backend {
@@ -247,6 +300,13 @@ pub trait Backend {
     /// [`Backend::pack`], the faces of one dimension step at once. Returns
     /// the seconds spent in host<->device transfer within the call.
     fn unpack(&mut self, faces: &[(Face, &dyn HostBuffer)]) -> Result<f64>;
+    /// The device-side halo transport, when this backend moves faces device
+    /// to device (`--halo` other than `staged`); `None` (the default): the
+    /// exchange stages faces through host buffers ([`Backend::pack`],
+    /// [`Backend::unpack`]).
+    fn device_halo(&mut self) -> Option<&mut dyn DeviceHalo> {
+        None
+    }
     /// Makes `next` the current field (after the halo exchange).
     fn swap(&mut self);
     /// Replaces `next` with `field` (the block's local extents, ghosts

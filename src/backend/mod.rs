@@ -21,7 +21,8 @@ pub mod gpu;
 pub mod kernel_variant;
 
 pub use api::{
-    Backend, BackendInfo, Capabilities, GpuSoftware, HostBuffer, pack_plane, unpack_plane,
+    Backend, BackendInfo, Capabilities, DeviceHalo, GpuSoftware, HaloStep, HostBuffer, HostTraffic,
+    pack_plane, unpack_plane,
 };
 
 use crate::comm::{Comm, decide};
@@ -65,6 +66,7 @@ fn gpu_options(cfg: &RunConfig) -> gpu::GpuOptions {
         overlap: cfg.overlap,
         occupancy: cfg.gpu_occupancy,
         sweep: cfg.gpu_sweep,
+        halo: cfg.halo,
     }
 }
 

@@ -100,6 +100,8 @@ impl Record {
                 emulated: r.backend.emulated.is_some(),
                 emulator: r.backend.emulated.clone(),
                 gpu_sweep: r.backend.gpu_sweep.clone(),
+                host_waits_per_iteration: r.backend.host_traffic.map(|t| t.waits),
+                host_device_bytes_per_iteration: r.backend.host_traffic.map(|t| t.bytes),
             })
             .collect();
         Record {
@@ -158,6 +160,7 @@ impl Record {
             warnings: inp.warnings,
             energy: None,
             slurm: SlurmStep::from_env(),
+            halo_path: (cfg.backend == BackendKind::Gpu).then_some(cfg.halo),
         }
     }
 }

@@ -76,6 +76,16 @@ pub struct RankRecord {
     /// ranks and in records written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_sweep: Option<String>,
+    /// Host waits for the device (stream, event and context
+    /// synchronisations, blocking copies) in one steady-state iteration of
+    /// the timed loop, as an emulated device counts them; absent on real
+    /// devices, CPU ranks and in records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_waits_per_iteration: Option<u64>,
+    /// Bytes copied between host and device in one steady-state iteration
+    /// (gosa's 8 included), counted like `host_waits_per_iteration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_device_bytes_per_iteration: Option<u64>,
 }
 
 /// One run's result: what JSON lines in results files hold.
@@ -253,6 +263,11 @@ pub struct Record {
     /// Slurm and in records written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<super::provenance::SlurmStep>,
+    /// How the GPU ranks moved halo faces (`--halo`: `staged`, `peer`,
+    /// `nccl`, `mpi-device`); absent for CPU runs and in records written
+    /// before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halo_path: Option<crate::config::HaloPath>,
 }
 
 /// The default of counts that records written before them did not have:

@@ -45,7 +45,33 @@ pub fn render(r: &Record) -> String {
         r.provenance.hosts.join(",")
     );
     if let Some(st) = r.staging {
-        let _ = writeln!(s, "GPU halo staging: {}, overlap: {}", st.name(), r.overlap);
+        // A device-direct path is named after the staging it replaces;
+        // staged runs keep the line they always had.
+        let path = r
+            .halo_path
+            .filter(|h| h.device_direct())
+            .map_or(String::new(), |h| format!(", halo path: {}", h.name()));
+        let _ = writeln!(
+            s,
+            "GPU halo staging: {}, overlap: {}{path}",
+            st.name(),
+            r.overlap
+        );
+    }
+    // An emulated device counts what the host waited for and copied: the
+    // most of any rank, per steady-state iteration.
+    let counted = |f: fn(&crate::report::record::RankRecord) -> Option<u64>| {
+        r.per_rank.iter().filter_map(f).max()
+    };
+    if let (Some(w), Some(b)) = (
+        counted(|x| x.host_waits_per_iteration),
+        counted(|x| x.host_device_bytes_per_iteration),
+    ) {
+        let _ = writeln!(
+            s,
+            "Host traffic per iteration (EMULATED device's count, most of any rank): {w} host \
+             wait(s), {b} host<->device bytes"
+        );
     }
     if r.temporal > 1 {
         let _ = writeln!(

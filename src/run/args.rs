@@ -175,6 +175,12 @@ pub struct RunArgs {
     /// says in one line when none applies; `off` reads none.
     #[arg(long, value_enum, default_value_t = crate::energy::Mode::Auto)]
     pub energy: crate::energy::Mode,
+    /// How GPU ranks move halo faces: staged (through host buffers, the
+    /// default), peer (in-process ranks copy device to device), nccl
+    /// (NCCL send/recv on the device) or mpi-device (device buffers
+    /// handed to a CUDA-aware MPI). Results are identical.
+    #[arg(long, value_enum)]
+    pub halo: Option<crate::config::HaloPath>,
 }
 
 /// Checkpoint and restart options of a benchmark run.

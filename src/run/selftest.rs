@@ -40,6 +40,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
                     overlap: false,
                     occupancy: Occupancy::Auto,
                     sweep: SweepVariant::Classic,
+                    halo: crate::config::HaloPath::Staged,
                 };
                 let mut gpu = backend::gpu::create(&opts, &problem.grid, &block, comm)?;
                 selftest::halo_self_test(comm, &problem, args.temporal, Some(gpu.as_mut()))?

@@ -10,8 +10,8 @@ use super::args::{BackendChoice, CheckpointArgs, RunArgs, SelftestArgs, Temporal
 use crate::backend::{self, Capabilities};
 use crate::comm::Comm;
 use crate::config::{
-    BackendKind, CheckpointConfig, MAX_ITERATIONS, Occupancy, Prefetch, Restart, RunConfig,
-    RunLength, Staging, Stores,
+    BackendKind, CheckpointConfig, HaloPath, MAX_ITERATIONS, Occupancy, Prefetch, Restart,
+    RunConfig, RunLength, Staging, Stores,
 };
 use crate::error::{Error, Result};
 use crate::fault::Fault;
@@ -224,6 +224,7 @@ impl RunArgs {
             return Err(Error::usage("--tile-rows must be at least 1"));
         }
         self.check_backend_options()?;
+        self.check_halo(backend)?;
         if self.tile_rows.is_some() && self.temporal == Temporal::Sweeps(1) {
             // Accepted, it would be ignored: the run would not be the
             // experiment asked for.
@@ -294,7 +295,31 @@ impl RunArgs {
             scaling: self.scaling,
             checkpoint: self.checkpoint.validate(length, temporal)?,
             gpu_sweep: self.gpu_sweep.unwrap_or_default(),
+            halo: self.halo.unwrap_or_default(),
         })
+    }
+
+    /// Refuses a device-direct `--halo` path where it cannot run: on CPU
+    /// ranks (there is no device), and `peer` without in-process ranks
+    /// (it copies between the GPUs of one process's ranks).
+    fn check_halo(&self, backend: BackendKind) -> Result<()> {
+        let Some(path) = self.halo.filter(|h| h.device_direct()) else {
+            return Ok(());
+        };
+        let name = path.name();
+        if backend == BackendKind::Cpu {
+            return Err(Error::usage(format!(
+                "--halo {name} moves halo faces between GPUs, and this run is on the CPU: add \
+                 --backend gpu, or drop --halo {name}"
+            )));
+        }
+        if path == HaloPath::Peer && self.launch.local_ranks.is_none() {
+            return Err(Error::usage(
+                "--halo peer copies faces between the GPUs of in-process ranks: add \
+                 --local-ranks N, or use --halo staged (or nccl, mpi-device) with MPI ranks",
+            ));
+        }
+        Ok(())
     }
 }
 

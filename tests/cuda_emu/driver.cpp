@@ -64,6 +64,7 @@ const char *error_name(CUresult e) {
         case INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
         case NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
         case NOT_READY: return "CUDA_ERROR_NOT_READY";
+        case PEER_ACCESS_ALREADY_ENABLED: return "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
         case ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
         case LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
         case LAUNCH_FAILED: return "CUDA_ERROR_LAUNCH_FAILED";
@@ -89,6 +90,7 @@ const char *error_string(CUresult e) {
         case INVALID_HANDLE: return "invalid resource handle";
         case NOT_FOUND: return "named symbol not found";
         case NOT_READY: return "device not ready";
+        case PEER_ACCESS_ALREADY_ENABLED: return "peer access is already enabled";
         case ILLEGAL_ADDRESS: return "an illegal memory access was encountered";
         case LAUNCH_OUT_OF_RESOURCES: return "too many resources requested for launch";
         case LAUNCH_FAILED: return "unspecified launch failure";
@@ -187,7 +189,22 @@ CUresult queue_copy(Context *ctx, Stream *s, const char *what, char *dst, const 
 Device *emu::device(int ordinal) { return dev_of(ordinal); }
 int emu::device_count() { return static_cast<int>(devices().size()); }
 
+void emu::wake_all_devices() {
+    for (Device *d : devices()) d->changed.notify_all();
+}
+
 EXPORT const char *himeno_emu_describe(void) { return describe(); }
+
+// The calling thread's host waits for the device (stream, event and
+// context synchronisations that find work to wait for, blocking copies
+// and frees) and the bytes it
+// copied between host and device, since the thread started: the GPU
+// backend reads them around its iterations (a real driver has no such
+// symbol, and then nothing is reported).
+EXPORT void himeno_emu_host_counts(uint64_t *waits, uint64_t *bytes) {
+    if (waits) *waits = thread_waits();
+    if (bytes) *bytes = thread_bytes();
+}
 
 EXPORT CUresult cuGetErrorString(CUresult e, const char **out) {
     if (!out) return INVALID_VALUE;
@@ -384,6 +401,7 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
 
 EXPORT CUresult cuCtxSynchronize(void) {
     NEED_CTX(ctx);
+    if (!idle(ctx, nullptr)) count_wait();
     return drain(ctx, nullptr);
 }
 
@@ -411,6 +429,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
     NEED_CTX(ctx);
     // Synchronous: waits for the work that may still use it.
+    count_wait();
     CUresult r = drain(ctx, nullptr);
     if (r != OK) return r;
     return device_free(ctx, p);
@@ -450,6 +469,7 @@ EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes) { return cuMemHostAllo
 
 EXPORT CUresult cuMemFreeHost(void *p) {
     NEED_CTX(ctx);
+    count_wait();
     CUresult r = drain(ctx, nullptr);
     if (r != OK) return r;
     return pinned_free(p);
@@ -474,6 +494,7 @@ EXPORT CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstre
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
     NEED_CTX(ctx);
     CUresult r = cuMemsetD8Async(p, v, n, nullptr);
+    count_wait();
     return r != OK ? r : drain(ctx, ctx->null_stream);
 }
 
@@ -483,6 +504,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
     if (CUresult r = resolve(ctx, hs, &s)) return r;
     char *d = device_range(ctx, dst, n);
     if (!d || (!src && n)) return INVALID_VALUE;
+    count_bytes(n);
     if (is_pinned(src, n)) {
         // Page-locked: the device reads host memory when the copy runs.
         const char *from = static_cast<const char *>(src);
@@ -507,6 +529,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
     char *from = device_range(ctx, src, n);
     if (!from || (!dst && n)) return INVALID_VALUE;
     char *to = static_cast<char *>(dst);
+    count_bytes(n);
     auto copy = [to, from, n] {
         std::memcpy(to, from, n);
         return OK;
@@ -518,7 +541,9 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
     // Pageable: returns once the copy is complete, as CUDA documents.
     auto done = std::make_shared<Mark>();
     CUresult r = queue_copy(ctx, s, "cuMemcpyDtoHAsync (pageable)", to, from, n, false, copy, done);
-    return r != OK ? r : wait_mark(ctx, done);
+    if (r != OK) return r;
+    count_wait();
+    return wait_mark(ctx, done);
 }
 
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hs) {
@@ -537,19 +562,75 @@ EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     NEED_CTX(ctx);
     CUresult r = cuMemcpyHtoDAsync_v2(dst, src, n, nullptr);
+    count_wait();
     return r != OK ? r : drain(ctx, ctx->null_stream);
 }
 
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     NEED_CTX(ctx);
+    // One wait, though a pageable copy waited for itself already.
+    uint64_t before = thread_waits();
     CUresult r = cuMemcpyDtoHAsync_v2(dst, src, n, nullptr);
+    if (thread_waits() == before) count_wait();
     return r != OK ? r : drain(ctx, ctx->null_stream);
 }
 
 EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
     NEED_CTX(ctx);
     CUresult r = cuMemcpyDtoDAsync_v2(dst, src, n, nullptr);
+    count_wait();
     return r != OK ? r : drain(ctx, ctx->null_stream);
+}
+
+// A copy between the memory of two contexts (two devices, or one), queued
+// on a stream of the current context; the destination is poisoned until
+// it runs, as for any copy, unless work of its device still uses it.
+EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                                  CUstream hs) {
+    NEED_CTX(ctx);
+    Stream *s;
+    if (CUresult r = resolve(ctx, hs, &s)) return r;
+    if (!dctx || !sctx || !dctx->alive || !sctx->alive) return INVALID_CONTEXT;
+    char *to = device_range(dctx, dst, n);
+    char *from = device_range(sctx, src, n);
+    if (!to || !from) return INVALID_VALUE;
+    auto op = std::make_unique<Op>();
+    op->what = "cuMemcpyPeerAsync";
+    op->touches = {{to, n}, {from, n}};
+    op->run = [to, from, n] {
+        std::memmove(to, from, n);
+        return OK;
+    };
+    {
+        std::lock_guard<std::mutex> g(dctx->dev->mu);
+        if (n && !pending_touch(dctx->dev, to, n)) poison(to, n, POISON_PENDING);
+    }
+    return enqueue(ctx, s, std::move(op));
+}
+
+EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer) {
+    NEED_INIT();
+    if (!dev_of(d) || !dev_of(peer)) return INVALID_DEVICE;
+    if (!can) return INVALID_VALUE;
+    // Every pair of distinct emulated devices, as GPUs behind one NVLink
+    // switch; a device is not its own peer.
+    *can = d != peer;
+    return OK;
+}
+
+// Peer access of the current context to `peer`'s memory: granted once
+// (again: PEER_ACCESS_ALREADY_ENABLED, as CUDA answers).
+EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+    NEED_CTX(ctx);
+    if (flags != 0) return INVALID_VALUE;
+    if (!peer || !peer->alive) return INVALID_CONTEXT;
+    if (peer->dev == ctx->dev) return INVALID_DEVICE;
+    std::lock_guard<std::mutex> g(ctx->dev->mu);
+    if (std::find(ctx->peers.begin(), ctx->peers.end(), peer) != ctx->peers.end()) {
+        return PEER_ACCESS_ALREADY_ENABLED;
+    }
+    ctx->peers.push_back(peer);
+    return OK;
 }
 
 EXPORT CUresult cuStreamCreateWithPriority(CUstream *out, unsigned flags, int priority) {
@@ -587,6 +668,7 @@ EXPORT CUresult cuStreamSynchronize(CUstream hs) {
     NEED_CTX(ctx);
     Stream *s;
     if (CUresult r = resolve(ctx, hs, &s)) return r;
+    if (!idle(ctx, s)) count_wait();
     return drain(ctx, s);
 }
 
@@ -603,10 +685,12 @@ EXPORT CUresult cuStreamWaitEvent(CUstream hs, CUevent e, unsigned flags) {
     (void)flags;
     Stream *s;
     if (CUresult r = resolve(ctx, hs, &s)) return r;
-    if (!e || e->ctx != ctx) return INVALID_HANDLE;
+    // An event of another context (another device) may be waited for, as
+    // CUDA allows: the peer copies wait for the neighbour's pack.
+    if (!e || !e->ctx || !e->ctx->alive) return INVALID_HANDLE;
     std::shared_ptr<Mark> last;
     {
-        std::lock_guard<std::mutex> g(ctx->dev->mu);
+        std::lock_guard<std::mutex> g(e->ctx->dev->mu);
         last = e->last;
     }
     if (!last) return OK;  // never recorded: nothing to wait for
@@ -657,6 +741,7 @@ EXPORT CUresult cuEventSynchronize(CUevent e) {
         std::lock_guard<std::mutex> g(ctx->dev->mu);
         m = e->last;
     }
+    if (m && !m->done) count_wait();
     return m ? wait_mark(ctx, m) : OK;
 }
 

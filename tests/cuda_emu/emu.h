@@ -183,15 +183,21 @@ struct Device {
 };
 // The device of visible ordinal `ordinal`, or nullptr.
 Device *device(int ordinal);
+// Wakes the threads waiting on every device: a record that a stream of
+// another device may wait for has run.
+void wake_all_devices();
 int device_count();
 
 // ---- streams and queued work (sched.cpp) ------------------------------
 
 // When an event's record ran: shared by the event and the waits that
 // captured that record.
+// Atomic: a stream of another device may wait for it (a peer copy's
+// wait for the neighbour's pack), reading it under its own device's lock.
 struct Mark {
-    bool done = false;
+    std::atomic<bool> done{false};
     double ns = 0;
+    Device *dev = nullptr;  // the device whose stream records it
 };
 
 // One piece of queued work.
@@ -219,6 +225,18 @@ CUresult enqueue(Context *ctx, Stream *s, std::unique_ptr<Op> op);
 CUresult drain(Context *ctx, Stream *s);
 // Runs queued work until the record m has run.
 CUresult wait_mark(Context *ctx, const std::shared_ptr<Mark> &m);
+// The calling thread's host waits for the device (stream, event and
+// context synchronisations, blocking copies) and host<->device bytes so
+// far, which himeno_emu_host_counts reports; counted by the entry points,
+// a synchronisation only when it has work to wait for (an event already
+// recorded, an idle stream: nothing is waited for).
+void count_wait();
+// Whether s (nullptr: every stream of ctx) has nothing queued or running:
+// a synchronisation then has nothing to wait for and is not counted.
+bool idle(Context *ctx, Stream *s);
+void count_bytes(size_t n);
+uint64_t thread_waits();
+uint64_t thread_bytes();
 // Whether queued work of d touches [p, p + n). Called with d->mu held.
 bool pending_touch(Device *d, const char *p, size_t n);
 // Destroys a context's streams (called with d->mu held, nothing queued).
@@ -259,6 +277,7 @@ struct EmuContext {
     std::atomic<CUresult> sticky{0};
     std::vector<EmuStream *> streams;
     EmuStream *null_stream = nullptr;
+    std::vector<EmuContext *> peers;  // cuCtxEnablePeerAccess granted
 };
 
 struct EmuStream {

@@ -13,6 +13,14 @@
 // NCCL work is queued, a background thread also runs ready work every
 // millisecond, as a real device moves on while its host sits in MPI: a
 // peer's receive never waits for this host to synchronise.
+//
+// A stream may wait for an event of another device (a peer copy waiting
+// for the neighbour's pack): a thread that finds nothing ready on its own
+// device while such a wait is pending runs the other device's work until
+// the record it waits for has run, and a record wakes every device.
+//
+// It also counts, per host thread, what the host waited for and copied
+// (himeno_emu_host_counts): the GPU backend reports both per iteration.
 #include "emu.h"
 
 #include <pthread.h>
@@ -27,6 +35,15 @@ namespace emu {
 namespace {
 
 thread_local Context *tls_current = nullptr;
+thread_local uint64_t tls_waits = 0;
+thread_local uint64_t tls_bytes = 0;
+
+// How long a thread with nothing to run sleeps before looking again: a
+// record on another device wakes it sooner (wake_all_devices), and the
+// timeout covers a wake-up that came between its look and its sleep.
+constexpr auto NAP = std::chrono::milliseconds(2);
+// The same while a poll (an NCCL receive) may turn true: nothing wakes it.
+constexpr auto POLL_NAP = std::chrono::microseconds(100);
 
 // Whether the head of s may run now.
 bool ready(Stream *s) {
@@ -43,15 +60,6 @@ bool polling(Device *d) {
     return false;
 }
 
-// Waits for a change on d, or a little while when a poll may turn true
-// without one (lock held).
-void await_change(Device *d, std::unique_lock<std::mutex> &lk) {
-    if (polling(d)) {
-        d->changed.wait_for(lk, std::chrono::microseconds(100));
-    } else {
-        d->changed.wait(lk);
-    }
-}
 
 // The next stream to run, among those `useful` says the caller waits for,
 // or (eagerly, or when none of those is ready) any ready one; nullptr
@@ -86,9 +94,11 @@ void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
         CUresult none = OK;
         ctx->sticky.compare_exchange_strong(none, r);
     }
+    bool recorded = false;
     if (op->record) {
         op->record->ns = t;
         op->record->done = true;
+        recorded = true;
     }
     if (op->nccl) --d->nccl_queued;
     s->queue.pop_front();
@@ -98,7 +108,25 @@ void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
         d->streams.erase(std::remove(d->streams.begin(), d->streams.end(), s), d->streams.end());
     }
     d->changed.notify_all();
+    if (recorded && device_count() > 1) {
+        lk.unlock();
+        wake_all_devices();
+        lk.lock();
+    }
 }
+
+// A record of another device that the head of a stream of d waits for
+// and that has not run, or nullptr (lock of d held).
+std::shared_ptr<Mark> foreign_wait(Device *d) {
+    for (Stream *s : d->streams) {
+        if (s->busy || s->queue.empty()) continue;
+        const Op &op = *s->queue.front();
+        if (op.wait && !op.wait->done && op.wait->dev && op.wait->dev != d) return op.wait;
+    }
+    return nullptr;
+}
+
+CUresult run_until(const std::shared_ptr<Mark> &m);
 
 // Runs work of d until done() (lock held), helping the other threads.
 template <class Done, class Useful>
@@ -106,8 +134,14 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
     while (!done()) {
         if (Stream *s = pick(d, useful)) {
             step(d, lk, s);
+        } else if (std::shared_ptr<Mark> m = foreign_wait(d)) {
+            // Its own device cannot go on before the other one records.
+            lk.unlock();
+            CUresult r = run_until(m);
+            lk.lock();
+            if (r != OK) return r;
         } else if (d->running > 0 || d->workers_started || polling(d)) {
-            await_change(d, lk);
+            d->changed.wait_for(lk, polling(d) ? POLL_NAP : NAP);
         } else {
             say("queued work waits for an event record that can never run");
             return UNKNOWN;
@@ -116,13 +150,21 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
     return OK;
 }
 
+// Runs the work of the device that records m until m has run (no lock
+// held on entry).
+CUresult run_until(const std::shared_ptr<Mark> &m) {
+    Device *o = m->dev;
+    std::unique_lock<std::mutex> lk(o->mu);
+    return drive(o, lk, [&] { return m->done.load(); }, [](Stream *) { return true; });
+}
+
 void worker(Device *d, unsigned id) {
     uint64_t r = mix(config().seed ^ (static_cast<uint64_t>(d->index) << 32) ^ id);
     std::unique_lock<std::mutex> lk(d->mu);
     for (;;) {
         Stream *s = pick(d, [](Stream *) { return true; });
         if (!s) {
-            await_change(d, lk);
+            d->changed.wait_for(lk, polling(d) ? POLL_NAP : NAP);
             continue;
         }
         step(d, lk, s);
@@ -160,6 +202,18 @@ double now_ns() {
 
 Context *&current() { return tls_current; }
 
+void count_wait() { ++tls_waits; }
+
+bool idle(Context *ctx, Stream *s) {
+    std::lock_guard<std::mutex> g(ctx->dev->mu);
+    auto quiet = [](Stream *x) { return x->queue.empty() && !x->busy; };
+    if (s) return quiet(s);
+    return std::all_of(ctx->streams.begin(), ctx->streams.end(), quiet) && quiet(ctx->null_stream);
+}
+void count_bytes(size_t n) { tls_bytes += n; }
+uint64_t thread_waits() { return tls_waits; }
+uint64_t thread_bytes() { return tls_bytes; }
+
 CUresult usable(Context **out) {
     Context *c = tls_current;
     if (!c || !c->alive) return INVALID_CONTEXT;
@@ -181,6 +235,7 @@ CUresult resolve(Context *ctx, CUstream s, Stream **out) {
 
 CUresult enqueue(Context *ctx, Stream *s, std::unique_ptr<Op> op) {
     Device *d = ctx->dev;
+    if (op->record) op->record->dev = d;
     std::lock_guard<std::mutex> g(d->mu);
     if (!d->workers_started && config().workers > 0) {
         d->workers_started = true;
@@ -225,7 +280,7 @@ CUresult drain(Context *ctx, Stream *s) {
 CUresult wait_mark(Context *ctx, const std::shared_ptr<Mark> &m) {
     Device *d = ctx->dev;
     std::unique_lock<std::mutex> lk(d->mu);
-    CUresult r = drive(d, lk, [&] { return m->done; }, [&](Stream *x) { return x->ctx == ctx; });
+    CUresult r = drive(d, lk, [&] { return m->done.load(); }, [&](Stream *x) { return x->ctx == ctx; });
     return r != OK ? r : ctx->sticky.load();
 }
 

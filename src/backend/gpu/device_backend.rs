@@ -31,6 +31,18 @@
 //! Under `--trace`, `device_trace` records further events around the
 //! sweep and the face steps, whose spans become the streams' own tracks.
 //!
+//! Device-direct halos (`--halo peer|nccl|mpi-device`): the backend is
+//! then a [`DeviceHalo`]. Each step packs the faces normal to j or k into
+//! their send buffers (a face normal to i is sent from its plane of
+//! `next`), hands the step to its [`FaceTransport`], which moves the faces
+//! into receive buffers of their own (a face normal to i straight into
+//! its ghost plane), and unpacks, all on the halo stream and in stream
+//! order: the host waits neither after the sweep nor within the exchange.
+//! Events take the place of those waits: the gosa copy on `main` waits for
+//! the boundary slabs on `halo` (`boundary_done`), and the next sweep on
+//! `main`, and `field`, for the last unpack (`halo_done`). What is left is
+//! the one wait per iteration for the previous gosa.
+//!
 //! Every launch's shape and arguments come from `launch`. The tests run
 //! this backend on the emulated CUDA driver (`scripts/cuda-emu.sh`), which
 //! executes the real kernels and checks every launch's arguments against
@@ -41,6 +53,7 @@ use super::compile::Compiled;
 use super::connections;
 use super::device_trace::{self, DeviceTrace};
 use super::driver::{self, Device, Probe, cuda_err};
+use super::host_counts::{HostCounter, Steady};
 use super::launch::{
     self, Arg, FaceCopy, GOSA_WORDS, Shape, SweepBuffers, SweepLaunch, SweepPlan, SweepVariant,
     face_args, fill_args, fill_planes_args, sweep_args,
@@ -48,7 +61,11 @@ use super::launch::{
 use super::nvtx;
 use super::options::GpuOptions;
 use super::staging::{self, Pinned, PinnedBuffer};
-use crate::backend::api::{Backend, BackendInfo, Capabilities, GpuSoftware, HostBuffer};
+use super::transport::{DeviceFace, DeviceStep, FaceTransport};
+use crate::backend::api::{
+    Backend, BackendInfo, Capabilities, DeviceHalo, GpuSoftware, HaloStep, HostBuffer,
+};
+use crate::comm::Comm;
 use crate::config::BackendKind;
 use crate::config::Staging;
 use crate::error::{Error, Result};
@@ -152,6 +169,22 @@ pub struct GpuBackend {
     /// a timeline.
     trace: Option<DeviceTrace>,
     info: BackendInfo,
+    /// The device-direct halo transport (`None`: staged through the host).
+    transport: Option<Box<dyn FaceTransport>>,
+    /// Receive buffers of the faces normal to j and k with a neighbour,
+    /// by `[dim - 1][side]`, on the device paths (the staged path receives
+    /// into `faces`).
+    recv_faces: [[Option<DeviceBuf<f32>>; 2]; 2],
+    /// Recorded on the halo stream after the boundary slabs (device paths,
+    /// `--overlap`): the gosa copy on `main` waits for it.
+    boundary_done: CudaEvent,
+    /// Recorded on the halo stream after each step's unpacks (device
+    /// paths): `main` waits for it before the next sweep and `field`.
+    halo_done: CudaEvent,
+    /// The emulated driver's counts of host waits and bytes, if it has
+    /// them, and the most of any iteration since the last reset.
+    counter: Option<HostCounter>,
+    steady: Steady,
 }
 
 /// Raw device address of `s` (no cudarc event tracking: see `driver`).
@@ -204,6 +237,7 @@ impl GpuBackend {
         grid: &Grid,
         block: &Block,
         cfg: &GpuOptions,
+        comm: &dyn Comm,
     ) -> Result<GpuBackend> {
         let Opened {
             probe,
@@ -229,10 +263,15 @@ impl GpuBackend {
         let coef = (0..COEFFICIENTS)
             .map(|_| alloc(cells))
             .collect::<Result<Vec<_>>>()?;
+        let transport = super::transport::open(cfg.halo, &ctx, comm)?;
         let mut faces = [[None, None], [None, None]];
+        let mut recv_faces = [[None, None], [None, None]];
         for (face, _) in block.halo_faces() {
             if let Some(n) = launch::face_buffer_len(face, dims) {
                 faces[face.dim - 1][face.side] = Some(alloc(n)?);
+                if transport.is_some() {
+                    recv_faces[face.dim - 1][face.side] = Some(alloc(n)?);
+                }
             }
         }
         let planes: Vec<f32> = (0..dims[0])
@@ -252,6 +291,8 @@ impl GpuBackend {
         let order = || ctx.new_event(None).map_err(cuda_err("creating an event"));
         let gosa_copied = [order()?, order()?];
         let main_done = order()?;
+        let boundary_done = order()?;
+        let halo_done = order()?;
         if cfg.sweep.slab() {
             let mut fields: Vec<u64> = bufs.iter().map(|b| addr(b, &main)).collect();
             fields.extend(coef.iter().map(|c| addr(c, &main)));
@@ -269,21 +310,25 @@ impl GpuBackend {
             kind: BackendKind::Gpu,
             threads: 1,
             device: Some(dev.description.clone()),
-            detail: Some(format!(
-                "kernels {} by NVRTC {}{}, occupancy {}, sweep {}, staging {}, overlap {}, {}",
-                compiled.arch,
-                compiled.nvrtc_version,
-                sweep.map_or(String::new(), |r| format!(
-                    " (sweep {} registers{})",
-                    r.registers,
-                    if r.spills() { ", SPILLS" } else { "" }
-                )),
-                compiled.occupancy.name(),
-                cfg.sweep.name(),
-                cfg.staging.name(),
-                if cfg.overlap { "on" } else { "off" },
-                connections::describe()
-            )),
+            detail: Some(
+                format!(
+                    "kernels {} by NVRTC {}{}, occupancy {}, sweep {}, staging {}, overlap {}, {}",
+                    compiled.arch,
+                    compiled.nvrtc_version,
+                    sweep.map_or(String::new(), |r| format!(
+                        " (sweep {} registers{})",
+                        r.registers,
+                        if r.spills() { ", SPILLS" } else { "" }
+                    )),
+                    compiled.occupancy.name(),
+                    cfg.sweep.name(),
+                    cfg.staging.name(),
+                    if cfg.overlap { "on" } else { "off" },
+                    connections::describe()
+                ) + &transport
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(", halo {}", t.path().name())),
+            ),
             cpus: None,
             gpu_software: Some(GpuSoftware {
                 cuda_driver: format!("{}.{}", probe.driver.0, probe.driver.1),
@@ -293,6 +338,7 @@ impl GpuBackend {
             }),
             emulated: driver::emulator(),
             gpu_sweep: Some(cfg.sweep.name().to_string()),
+            host_traffic: None,
         };
         let mut gpu = GpuBackend {
             dev,
@@ -319,6 +365,12 @@ impl GpuBackend {
             ev,
             trace: None,
             info,
+            transport,
+            recv_faces,
+            boundary_done,
+            halo_done,
+            counter: HostCounter::find(),
+            steady: Steady::default(),
         };
         gpu.reset()?;
         Ok(gpu)
@@ -367,7 +419,12 @@ impl GpuBackend {
         let src = addr(&self.gosa, &st) + 8 * slot as u64;
         // The last block of the sweep wrote the slot: in a launch on
         // `main` (ordered before this copy), or on `halo`, which the host
-        // waited for in sweeps_start.
+        // waited for in sweeps_start, or on the device paths this copy
+        // waits for.
+        if self.transport.is_some() && self.overlap {
+            st.wait(&self.boundary_done)
+                .map_err(cuda_err("ordering the streams"))?;
+        }
         let dst = &mut self.gosa_host.values_mut()[slot..=slot];
         // SAFETY: `src` is one f64 of the gosa allocation and `dst` one of
         // the page-locked host slots; the host reads that slot only after
@@ -484,8 +541,20 @@ impl GpuBackend {
         if c.contiguous.is_some() {
             return Ok(());
         }
-        let next = addr(&self.bufs[1 - self.cur], st);
         let buf = self.face_device(st, face, c)?;
+        self.launch_face_at(st, func, c, buf)
+    }
+
+    /// Queues the face kernel `func` for the copy `c` between `next` and
+    /// the device face buffer at `buf`.
+    fn launch_face_at(
+        &self,
+        st: &CudaStream,
+        func: &CudaFunction,
+        c: &FaceCopy,
+        buf: u64,
+    ) -> Result<()> {
+        let next = addr(&self.bufs[1 - self.cur], st);
         launch(
             st,
             func,
@@ -620,19 +689,42 @@ impl GpuBackend {
 
 impl Backend for GpuBackend {
     fn info(&self) -> BackendInfo {
-        self.info.clone()
+        BackendInfo {
+            host_traffic: self.steady.most(),
+            ..self.info.clone()
+        }
+    }
+
+    fn device_halo(&mut self) -> Option<&mut dyn DeviceHalo> {
+        if self.transport.is_some() {
+            Some(self)
+        } else {
+            None
+        }
     }
 
     fn reset(&mut self) -> Result<()> {
         self.cur = 0;
         self.pending = None;
-        self.fill_all()
+        if self.transport.is_some() {
+            // The last exchange's unpacks may still be queued on `halo`.
+            self.halo
+                .synchronize()
+                .map_err(cuda_err("finishing the halo exchange"))?;
+        }
+        self.fill_all()?;
+        self.steady.restart();
+        Ok(())
     }
 
     fn sweeps_start(&mut self, sweeps: usize) -> Result<()> {
         let _nvtx = nvtx::range(Phase::Compute.name());
         Capabilities::of(BackendKind::Gpu).check_sweeps(sweeps)?;
+        if let Some(c) = &self.counter {
+            self.steady.sweep_starts(c.now());
+        }
         self.trace_sweep()?;
+        let direct = self.transport.is_some();
         if self.overlap {
             let halo = self.halo.clone();
             // The last sweep's interior (on `main`) may still run: the
@@ -642,9 +734,19 @@ impl Backend for GpuBackend {
             let boundary = !self.plan.boundary.is_empty();
             self.traced_sweeps(&halo, true, boundary, |b| &b.plan.boundary)?;
             let main = self.main.clone();
+            if direct {
+                // The device paths: the gosa copy waits for the boundary,
+                // the interior for the last exchange's unpacks, and the
+                // packs follow the boundary on `halo`; the host goes on.
+                self.boundary_done
+                    .record(&halo)
+                    .map_err(cuda_err("recording an event"))?;
+                main.wait(&self.halo_done)
+                    .map_err(cuda_err("ordering the streams"))?;
+            }
             self.traced_sweeps(&main, false, true, |b| &b.plan.interior)?;
             // The planes the exchange sends are final; the interior runs on.
-            if !self.plan.boundary.is_empty() {
+            if !self.plan.boundary.is_empty() && !direct {
                 halo.synchronize()
                     .map_err(cuda_err("sweeping the boundary"))?;
             }
@@ -653,8 +755,9 @@ impl Backend for GpuBackend {
             self.traced_sweeps(&main, false, true, |b| &b.plan.whole)?;
             // The exchange packs `next` next: wait here so that its time is
             // the sweep's, not the packing's. Without neighbours nothing
-            // waits before sweeps_finish reads gosa.
-            if self.neighbours {
+            // waits before sweeps_finish reads gosa. The device paths
+            // pack on `main` after the sweep, in stream order.
+            if self.neighbours && !direct {
                 main.synchronize().map_err(cuda_err("sweeping"))?;
             }
         }
@@ -776,6 +879,10 @@ impl Backend for GpuBackend {
 
     fn field(&mut self) -> Result<Array3<f32>> {
         let st = self.main.clone();
+        if self.transport.is_some() {
+            st.wait(&self.halo_done)
+                .map_err(cuda_err("ordering the streams"))?;
+        }
         let host = st
             .clone_dtoh(&*self.bufs[self.cur])
             .map_err(cuda_err("copying p to the host"))?;
@@ -784,6 +891,92 @@ impl Backend for GpuBackend {
         let [d0, d1, d2] = self.dims;
         Array3::from_shape_vec((d0, d1, d2), host)
             .map_err(|e| Error::runtime(format!("device field has the wrong shape: {e}")))
+    }
+}
+
+impl GpuBackend {
+    /// Where the face received from `face`'s neighbour goes on the device
+    /// paths: its ghost plane of `next` when contiguous, else its receive
+    /// buffer.
+    fn recv_device(&self, st: &CudaStream, face: Face, c: &FaceCopy) -> Result<u64> {
+        match c.contiguous {
+            Some(off) => Ok(addr(&self.bufs[1 - self.cur], st) + off as u64 * 4),
+            None => self.recv_faces[face.dim - 1][face.side]
+                .as_ref()
+                .map(|b| addr(b, st))
+                .ok_or_else(|| {
+                    Error::runtime(format!(
+                        "no device receive buffer for {face:?}, which has no neighbour"
+                    ))
+                }),
+        }
+    }
+
+    /// The faces of `step` with a neighbour.
+    fn step_faces(step: HaloStep) -> impl Iterator<Item = Face> {
+        (0..2)
+            .filter(move |&side| step.peers[side].is_some())
+            .map(move |side| Face {
+                dim: step.dim,
+                side,
+            })
+    }
+}
+
+impl DeviceHalo for GpuBackend {
+    fn pack_step(&mut self, step: HaloStep) -> Result<()> {
+        let _nvtx = nvtx::range(Phase::Pack.name());
+        let st = self.halo_stream();
+        for face in Self::step_faces(step) {
+            let c = FaceCopy::of(face, self.dims, true);
+            self.launch_face(&st, &self.k.pack, face, &c)?;
+        }
+        Ok(())
+    }
+
+    fn transfer_step(&mut self, step: HaloStep, comm: &dyn Comm) -> Result<()> {
+        let st = self.halo_stream();
+        let mut send = [None, None];
+        let mut recv = [None, None];
+        for face in Self::step_faces(step) {
+            let out = FaceCopy::of(face, self.dims, true);
+            let back = FaceCopy::of(face, self.dims, false);
+            send[face.side] = Some(DeviceFace {
+                addr: self.face_device(&st, face, &out)?,
+                len: out.len,
+            });
+            recv[face.side] = Some(DeviceFace {
+                addr: self.recv_device(&st, face, &back)?,
+                len: back.len,
+            });
+        }
+        let device_step = DeviceStep {
+            dim: step.dim,
+            peers: step.peers,
+            send,
+            recv,
+            stream: &st,
+        };
+        let transport = self
+            .transport
+            .as_mut()
+            .ok_or_else(|| Error::runtime("a device halo step without a device transport"))?;
+        transport.exchange(&device_step, comm)
+    }
+
+    fn unpack_step(&mut self, step: HaloStep) -> Result<()> {
+        let _nvtx = nvtx::range(Phase::Unpack.name());
+        let st = self.halo_stream();
+        for face in Self::step_faces(step) {
+            let c = FaceCopy::of(face, self.dims, false);
+            if c.contiguous.is_none() {
+                let buf = self.recv_device(&st, face, &c)?;
+                self.launch_face_at(&st, &self.k.unpack, &c, buf)?;
+            }
+        }
+        self.halo_done
+            .record(&st)
+            .map_err(cuda_err("recording an event"))
     }
 }
 

@@ -49,13 +49,19 @@ pub fn create(
         host: comm.host(),
         device: opened.dev.identity.clone(),
         description: opened.dev.description.clone(),
-        need: launch::device_bytes(dims, plan.partials, &faces),
+        // The device paths receive into face buffers of their own.
+        need: launch::device_bytes(dims, plan.partials, &faces)
+            + if cfg.halo.device_direct() {
+                launch::device_bytes(dims, 0, &faces) - launch::device_bytes(dims, 0, &[])
+            } else {
+                0
+            },
         free,
         pid: std::process::id(),
         mps: super::mps::active(),
     };
     memcheck::check(&mine, comm)?;
-    let gpu = same_outcome_everywhere(GpuBackend::new(opened, plan, grid, block, cfg), comm)?;
+    let gpu = same_outcome_everywhere(GpuBackend::new(opened, plan, grid, block, cfg, comm), comm)?;
     Ok(Box::new(gpu))
 }
 

@@ -32,6 +32,9 @@
 //! - `nccl`: NCCL loaded at run time, for `--halo nccl`;
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
+//! - `transport`: the seam of the device-direct halo paths (`--halo`),
+//!   and `peer`, the in-process ranks' peer copies;
+//! - `host_counts`: the emulated driver's counts of host waits and bytes;
 //! - `device_trace`: the streams' device events behind `--trace`;
 //! - `transfer`: host<->device copy measurements, returned as [`sample`]s;
 //! - `nvtx`: NVTX ranges named after the trace's phases, for `nsys`
@@ -63,6 +66,8 @@ pub mod driver;
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
+pub mod host_counts;
+#[cfg(feature = "cuda")]
 pub mod locate;
 #[cfg(feature = "cuda")]
 pub mod memcheck;
@@ -75,9 +80,13 @@ pub mod nvrtc;
 #[cfg(feature = "cuda")]
 pub mod nvtx;
 #[cfg(feature = "cuda")]
+pub mod peer;
+#[cfg(feature = "cuda")]
 pub mod staging;
 #[cfg(feature = "cuda")]
 pub mod transfer;
+#[cfg(feature = "cuda")]
+pub mod transport;
 
 #[cfg(feature = "cuda")]
 pub use enabled::{available, create};

@@ -13,6 +13,7 @@
 //! calling thread when it is made ([`Comm::init_rank`]); its work runs on
 //! the stream each call names, in that stream's order.
 
+use super::nvrtc::load_error;
 use crate::environment;
 use libloading::Library;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -140,7 +141,7 @@ impl Nccl {
     /// for) and resolves every entry point used.
     pub fn open(path: &Path) -> Result<Nccl, String> {
         // SAFETY: loading a library runs its initialisers; NCCL's are sound.
-        let lib = unsafe { Library::new(path) }.map_err(|e| short(&e.to_string()))?;
+        let lib = unsafe { Library::new(path) }.map_err(|e| short(&load_error(&e)))?;
         // SAFETY: each symbol is declared with NCCL's C signature.
         let fns = unsafe {
             Fns {
@@ -160,33 +161,26 @@ impl Nccl {
         let mut version = 0;
         // SAFETY: `version` is a valid out-pointer.
         let s = unsafe { (fns.version)(&mut version) };
-        let mut n = Nccl {
+        let n = Nccl {
             fns,
             path: path.display().to_string(),
             version,
             _lib: lib,
         };
         n.check(s, "ncclGetVersion")?;
-        if version < 20700 {
+        // 2.7.0 is 2700 in the code before 2.9 (then 20900 and up).
+        if version < 2700 {
             return Err(format!(
                 "NCCL {} is older than 2.7, which added point-to-point sends",
                 n.version_string()
             ));
         }
-        n.version = version;
         Ok(n)
     }
 
     /// `2.23.4`.
     pub fn version_string(&self) -> String {
-        // Since 2.9 the code is major*10000 + minor*100 + patch; before,
-        // major*1000 + minor*100 + patch.
-        let v = self.version;
-        if v >= 20900 {
-            format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
-        } else {
-            format!("{}.{}.{}", v / 1000, v / 100 % 10, v % 100)
-        }
+        format_version(self.version)
     }
 
     /// Whether this library is the emulator's stand-in (it exports the
@@ -403,6 +397,16 @@ impl Drop for Comm {
     }
 }
 
+/// NCCL's version code as `2.23.4`: since 2.9 the code is
+/// major*10000 + minor*100 + patch; before, major*1000 + minor*100 + patch.
+fn format_version(v: i32) -> String {
+    if v >= 20900 {
+        format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
+    } else {
+        format!("{}.{}.{}", v / 1000, v / 100 % 10, v % 100)
+    }
+}
+
 /// `v` as a C int, or an error when it does not fit.
 fn int(v: usize) -> Result<c_int, String> {
     c_int::try_from(v).map_err(|_| format!("{v} ranks are more than NCCL counts"))
@@ -418,12 +422,44 @@ unsafe fn sym<'l, T>(lib: &'l Library, name: &[u8]) -> Result<libloading::Symbol
         format!(
             "it has no {} ({})",
             String::from_utf8_lossy(&name[..name.len() - 1]),
-            short(&e.to_string())
+            short(&load_error(&e))
         )
     })
 }
 
-/// The loader's message without the file name it repeats.
+/// The first line of a loader error, without the file name it repeats.
 fn short(e: &str) -> String {
-    e.rsplit(": ").next().unwrap_or(e).to_string()
+    let line = e.lines().next().unwrap_or(e);
+    match line.rsplit_once(": ") {
+        Some((_, why)) if !why.is_empty() => why.to_string(),
+        _ => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_an_error_naming_why() {
+        let e = Nccl::open(Path::new("/nonexistent/libnccl.so.2"))
+            .err()
+            .expect("no such file");
+        assert!(e.contains("No such file"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_library_without_nccl_is_refused_by_symbol() {
+        // libc loads, and has no NCCL entry point.
+        let e = Nccl::open(Path::new("libc.so.6")).err().expect("not NCCL");
+        assert!(e.contains("ncclGetVersion"), "{e}");
+    }
+
+    #[test]
+    fn versions_read_as_nccl_encodes_them() {
+        let v = |version| format_version(version);
+        assert_eq!(v(22304), "2.23.4");
+        assert_eq!(v(2708), "2.7.8");
+    }
 }

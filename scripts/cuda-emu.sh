@@ -116,7 +116,8 @@ case ${1:-} in
             -L "$dir" -Wl,-rpath,"$dir" -l:libcuda.so.1
         # Work runs only when the host synchronises: the poisoning checks
         # look at a copy before it ran.
-        HIMENO_EMU_WORKERS=0 "$dir/selftest"
+        # Two devices: the peer copy checks.
+        HIMENO_EMU_WORKERS=0 HIMENO_EMU_DEVICES=2 "$dir/selftest"
         ;;
     -h|--help|help)
         usage

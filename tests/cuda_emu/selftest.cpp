@@ -37,6 +37,11 @@ CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         CUstream, void **, void **);
 const char *himeno_emu_describe(void);
+CUresult cuDeviceGetCount(int *);
+CUresult cuDeviceCanAccessPeer(int *, CUdevice, CUdevice);
+CUresult cuCtxEnablePeerAccess(CUcontext, unsigned);
+CUresult cuMemcpyPeerAsync(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+void himeno_emu_host_counts(uint64_t *, uint64_t *);
 }
 
 namespace {
@@ -289,6 +294,64 @@ int main() {
         cuDevicePrimaryCtxRelease_v2(s.dev);
         CUdeviceptr d;
         check(again == s.ctx && cuMemAlloc_v2(&d, 64) == 0, "the primary context is reference-counted");
+    }
+    int devices = 0;
+    cuDeviceGetCount(&devices);
+    if (devices >= 2) {
+        // Peer copies: a stream of device 1 that waits for an event of
+        // device 0 sees device 0's work before it, in a copy between them.
+        CUdevice d0, d1;
+        cuDeviceGet(&d0, 0);
+        cuDeviceGet(&d1, 1);
+        CUcontext c0, c1;
+        cuDevicePrimaryCtxRetain(&c0, d0);
+        cuDevicePrimaryCtxRetain(&c1, d1);
+        int can = 0;
+        check(cuDeviceCanAccessPeer(&can, d0, d1) == 0 && can == 1, "two devices can access each other");
+        cuCtxSetCurrent(c0);
+        CUstream s0;
+        cuStreamCreate(&s0, 1);
+        CUdeviceptr a;
+        cuMemAlloc_v2(&a, 64);
+        void *pin;
+        cuMemHostAlloc(&pin, 64, 0);
+        for (int i = 0; i < 16; ++i) static_cast<float *>(pin)[i] = 7.0f;
+        cuMemcpyHtoDAsync_v2(a, pin, 64, s0);
+        CUevent e0;
+        cuEventCreate(&e0, 0);
+        cuEventRecord(e0, s0);
+        cuCtxSetCurrent(c1);
+        check(cuCtxEnablePeerAccess(c0, 0) == 0 &&
+                  cuCtxEnablePeerAccess(c0, 0) == emu::PEER_ACCESS_ALREADY_ENABLED,
+              "peer access is granted once");
+        CUstream s1;
+        cuStreamCreate(&s1, 1);
+        CUdeviceptr b;
+        cuMemAlloc_v2(&b, 64);
+        check(cuStreamWaitEvent(s1, e0, 0) == 0, "a stream may wait for an event of another device");
+        cuMemcpyPeerAsync(b, c1, a, c0, 64, s1);
+        float back[16] = {0};
+        // Pageable: returns complete, running device 0's work on the way.
+        cuMemcpyDtoHAsync_v2(back, b, 64, s1);
+        check(back[0] == 7.0f && back[15] == 7.0f,
+              "a peer copy after a wait for the other device's event sees its work");
+        // Counts: a synchronisation with nothing to wait for is not a
+        // host wait; one with a copy queued is, and the copy's bytes count.
+        uint64_t w0, b0, w1, b1, w2, b2;
+        himeno_emu_host_counts(&w0, &b0);
+        cuStreamSynchronize(s1);
+        himeno_emu_host_counts(&w1, &b1);
+        cuMemcpyHtoDAsync_v2(b, pin, 64, s1);
+        cuStreamSynchronize(s1);
+        himeno_emu_host_counts(&w2, &b2);
+        check(w1 == w0 && b1 == b0 && w2 == w1 + 1 && b2 == b1 + 64,
+              "host waits count synchronisations with work to wait for, and bytes the copies");
+        cuCtxSetCurrent(c0);
+        cuMemFreeHost(pin);
+        cuDevicePrimaryCtxRelease_v2(d1);
+        cuDevicePrimaryCtxRelease_v2(d0);
+    } else {
+        check(false, "the peer checks need HIMENO_EMU_DEVICES=2 or more");
     }
     if (g_failed) {
         std::printf("selftest: %d check(s) failed\n", g_failed);

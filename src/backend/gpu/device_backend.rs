@@ -270,7 +270,7 @@ impl GpuBackend {
         let coef = (0..COEFFICIENTS)
             .map(|_| alloc(cells))
             .collect::<Result<Vec<_>>>()?;
-        let transport = super::transport::open(cfg.halo, &ctx, comm)?;
+        let transport = super::halo_path::open(cfg.halo, &ctx, comm)?;
         let mut faces = [[None, None], [None, None]];
         let mut recv_faces = [[None, None], [None, None]];
         for (face, _) in block.halo_faces() {

@@ -36,7 +36,8 @@
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
 //! - `transport`: the seam of the device-direct halo paths (`--halo`),
-//!   and `peer`, the in-process ranks' peer copies;
+//!   `halo_path`, which opens the path's transport, and `peer`, the
+//!   in-process ranks' peer copies;
 //! - `host_counts`: the emulated driver's counts of host waits and bytes;
 //! - `device_trace`: the streams' device events behind `--trace`;
 //! - `transfer`: host<->device copy measurements, returned as [`sample`]s;
@@ -68,6 +69,8 @@ pub mod disk_cache;
 pub mod driver;
 #[cfg(feature = "cuda")]
 mod enabled;
+#[cfg(feature = "cuda")]
+pub mod halo_path;
 #[cfg(feature = "cuda")]
 pub mod host_counts;
 #[cfg(feature = "cuda")]

@@ -15,6 +15,8 @@
 //! should not wait for the device on the host: that is the point of the
 //! device paths.
 //!
+//! [`super::halo_path::open`] gives a rank the transport of its
+//! `--halo` path (or refuses it with one line):
 //! - `peer` ([`super::peer`]): in-process ranks pull their neighbours'
 //!   faces with `cuMemcpyPeerAsync` (a device copy when both share one
 //!   GPU), after waiting on the stream for the neighbour's pack event.
@@ -30,7 +32,7 @@ use super::driver::cuda_err;
 use crate::comm::Comm;
 use crate::config::HaloPath;
 use crate::error::Result;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
 /// One face on the device: its address and its values (f32).
@@ -63,26 +65,6 @@ pub trait FaceTransport {
     /// Queues the step's transfers on `step.stream`; collective with the
     /// step's neighbours, which make the same call for the same step.
     fn exchange(&mut self, step: &DeviceStep<'_>, comm: &dyn Comm) -> Result<()>;
-}
-
-/// The transport of `path` for a rank whose device context is `ctx`;
-/// `None` for the staged path (the host buffers of `crate::halo`). A path
-/// this machine cannot run is refused with one line (exit 2).
-pub fn open(
-    path: HaloPath,
-    ctx: &Arc<CudaContext>,
-    comm: &dyn Comm,
-) -> Result<Option<Box<dyn FaceTransport>>> {
-    match path {
-        HaloPath::Staged => Ok(None),
-        HaloPath::Peer => Ok(Some(Box::new(super::peer::PeerTransport::new(ctx, comm)?))),
-        HaloPath::Nccl => Ok(Some(Box::new(super::nccl_transport::NcclTransport::new(
-            ctx, comm,
-        )?))),
-        HaloPath::MpiDevice => Ok(Some(Box::new(super::mpi_device::MpiDeviceTransport::new(
-            comm,
-        )?))),
-    }
 }
 
 /// Queues on `stream` a wait for the last record of `event`, which may

@@ -1,0 +1,152 @@
+//! The halo paths of `--halo` on the emulated GPU: `staged` (device ->
+//! host -> mailbox -> host -> device) and `peer` (in-process ranks copy
+//! faces device to device) give the CPU's field bitwise on the process
+//! grids of 1 to 4 ranks, with and without `--overlap`, under a seed that
+//! runs stream work only when the host synchronises and one with worker
+//! threads; each record names its path. The emulator's counts of host waits
+//! and host<->device bytes per iteration are checked at 2x2x1: the staged
+//! path waits after the sweep and twice per dimension step, the peer path
+//! once (gosa) and copies nothing but gosa's 8 bytes.
+
+use crate::common::*;
+use crate::emulated_gpu::{GOSA_TOLERANCE, cpu_reference, emulator, gpu_args};
+use std::process::Output;
+
+/// A seed that runs stream work only when the host synchronises, and one
+/// with two worker threads per device (`Emulator::wrap`).
+const SYNC_ONLY: u64 = 1;
+const WORKERS: u64 = 2;
+
+/// Asserts that the emulated run `o` is VALID with the CPU's fingerprint
+/// and gosa, that its record names `path`, and that every rank reports the
+/// emulator's counts; returns the record.
+fn assert_path_like_cpu(
+    o: &Output,
+    cpu: &serde_json::Value,
+    path: &str,
+    what: &str,
+) -> serde_json::Value {
+    let r = json_ok(o);
+    assert_eq!(r["backend"], "gpu", "{what}: {r}");
+    assert_eq!(r["verified"], true, "{what}: {}", r["verification"]);
+    assert_eq!(r["p_fingerprint"], cpu["p_fingerprint"], "{what}");
+    let (a, b) = (cpu["gosa"].as_f64().unwrap(), r["gosa"].as_f64().unwrap());
+    assert!(
+        (a - b).abs() <= GOSA_TOLERANCE * a.abs(),
+        "{what}: gosa {b} vs the CPU's {a}"
+    );
+    assert_eq!(r["halo_path"], path, "{what}");
+    for rank in r["per_rank"].as_array().expect("per_rank") {
+        assert_eq!(rank["emulated"], true, "{what}: {rank}");
+        assert!(
+            rank["host_waits_per_iteration"].is_u64()
+                && rank["host_device_bytes_per_iteration"].is_u64(),
+            "{what}: no host traffic counted: {rank}"
+        );
+    }
+    r
+}
+
+/// The counts of every rank of `r`: (waits, bytes) per iteration.
+fn counts(r: &serde_json::Value) -> Vec<(u64, u64)> {
+    r["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["host_waits_per_iteration"].as_u64().unwrap(),
+                p["host_device_bytes_per_iteration"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn gpu_halo_staged_and_peer_on_every_grid_of_up_to_four_ranks_are_bitwise_the_cpu() {
+    let Some(emu) =
+        emulator("gpu_halo_staged_and_peer_on_every_grid_of_up_to_four_ranks_are_bitwise_the_cpu")
+    else {
+        return;
+    };
+    let (grid, iters) = ("23x19x29", "3");
+    let cpu = cpu_reference(grid, iters);
+    let grids = PROCESS_GRIDS.into_iter().filter(|(np, _)| *np <= 4);
+    for (g, (np, procs)) in grids.enumerate() {
+        // Most grids on a device per rank (peer copies between devices),
+        // every third on one shared device (device copies within it).
+        let devices = if g % 3 == 2 { "1" } else { "4" };
+        let n = np.to_string();
+        // Peer with and without overlap, one under each kind of seed
+        // (which one, in turn over the grids); staged (which
+        // `emulated_gpu` runs on every grid) on every other grid, its
+        // overlap and seed in turn.
+        let runs = [
+            ("peer", false, [SYNC_ONLY, WORKERS][g % 2]),
+            ("peer", true, [WORKERS, SYNC_ONLY][g % 2]),
+            ("staged", g % 4 == 2, [SYNC_ONLY, WORKERS][g / 2 % 2]),
+        ];
+        let staged_here = g % 2 == 0;
+        for (path, overlap, seed) in runs.into_iter().filter(|r| r.0 == "peer" || staged_here) {
+            let mut args = [
+                gpu_args(grid, iters),
+                vec!["--local-ranks", &n, "--procs", procs, "--halo", path],
+            ]
+            .concat();
+            if overlap {
+                args.push("--overlap");
+            }
+            let what = format!(
+                "--halo {path} on {procs}, overlap {overlap}, {devices} device(s), seed {seed}"
+            );
+            let o = emu.himeno(seed, &[("HIMENO_EMU_DEVICES", devices)], &args);
+            assert_path_like_cpu(&o, &cpu, path, &what);
+        }
+    }
+}
+
+#[test]
+fn gpu_halo_peer_waits_once_per_iteration_and_copies_only_gosa_to_the_host() {
+    let Some(emu) =
+        emulator("gpu_halo_peer_waits_once_per_iteration_and_copies_only_gosa_to_the_host")
+    else {
+        return;
+    };
+    let (grid, iters) = ("23x19x29", "4");
+    let cpu = cpu_reference(grid, iters);
+    for overlap in [false, true] {
+        let run = |path: &str| {
+            let mut args = [
+                gpu_args(grid, iters),
+                vec!["--local-ranks", "4", "--procs", "2x2x1", "--halo", path],
+            ]
+            .concat();
+            if overlap {
+                args.push("--overlap");
+            }
+            let o = emu.himeno(SYNC_ONLY, &[("HIMENO_EMU_DEVICES", "4")], &args);
+            let what = format!("--halo {path} on 2x2x1, overlap {overlap}");
+            let r = assert_path_like_cpu(&o, &cpu, path, &what);
+            (r, what)
+        };
+        // Staged, as before the device paths: a wait after the sweep and
+        // two per dimension step (each rank of 2x2x1 has one neighbour in
+        // i and one in j; gosa's copy was done by the sweep's wait), and
+        // every face down and back up besides gosa's 8 bytes.
+        let (staged, what) = run("staged");
+        let c = counts(&staged);
+        assert!(c.iter().all(|&(w, _)| w == 1 + 2 * 2), "{what}: {c:?}");
+        let faces: u64 = c.iter().map(|&(_, b)| b - 8).sum();
+        let sent = staged["halo_bytes_per_iteration"].as_u64().unwrap();
+        assert_eq!(faces, 2 * sent, "{what}: {c:?}");
+        // Peer: at most one wait (gosa, read an iteration late) and no
+        // host<->device bytes but gosa's.
+        let (peer, what) = run("peer");
+        let c = counts(&peer);
+        assert!(c.iter().all(|&(w, b)| w <= 1 && b == 8), "{what}: {c:?}");
+        assert_eq!(
+            peer["halo_bytes_per_iteration"], staged["halo_bytes_per_iteration"],
+            "{what}: the same faces move"
+        );
+    }
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The emulated CUDA driver: test infrastructure, never linked into or
 # shipped with himeno. It builds a stand-in libcuda.so.1 (also reached as
-# libnvidia-ml.so.1, whose energy counter it emulates) from
+# libnvidia-ml.so.1, whose energy counter it emulates, and as libnccl.so.2,
+# a stand-in NCCL on the emulated streams) from
 # tests/cuda_emu/ and the real src/backend/gpu/kernels.cu compiled for the
 # host, so that an unchanged `--features cuda` himeno runs --backend gpu on
 # a machine without a GPU (docs/testing.md: "The emulated GPU"). Its times are the
@@ -72,7 +73,7 @@ build() {
         -DHIMENO_KERNELS_CU="\"$kernels\"" -DEMU_KERNELS="$list" \
         -Wl,-soname,libcuda.so.1 -Wl,--version-script="$src/exports.map" -Wl,-Bsymbolic -o "$tmp" \
         "$src"/config.cpp "$src"/memory.cpp "$src"/image.cpp "$src"/launch.cpp "$src"/fiber.cpp \
-        "$src"/sched.cpp "$src"/driver.cpp "$src"/kernels_host.cpp "$src"/nvml.cpp
+        "$src"/sched.cpp "$src"/driver.cpp "$src"/kernels_host.cpp "$src"/nvml.cpp "$src"/nccl.cpp
     mv -f "$tmp" "$lib"
     # Both names cudarc asks for, so a real driver elsewhere on the search
     # path is never picked up instead.
@@ -80,6 +81,9 @@ build() {
     # NVML's name for the same file: the loader maps it once, so the NVML
     # calls it exports (nvml.cpp) see the devices the driver runs work on.
     ln -sf libcuda.so.1 "$out/libnvidia-ml.so.1"
+    # NCCL's name for it too (nccl.cpp): NCCL work runs on the same
+    # emulated streams; HIMENO_NCCL_LIB may point at this link.
+    ln -sf libcuda.so.1 "$out/libnccl.so.2"
     echo "$out"
 }
 

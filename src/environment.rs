@@ -46,6 +46,14 @@ pub const NVTX_LIB: &str = "HIMENO_NVTX_LIB";
 /// The CUDA MPS pipe folder: set (or its default pipe present) means an
 /// MPS daemon serves the GPUs.
 pub const MPS_PIPE: &str = "CUDA_MPS_PIPE_DIRECTORY";
+/// The NCCL library file `--halo nccl` opens instead of `libnccl.so.2`.
+pub const NCCL_LIB: &str = "HIMENO_NCCL_LIB";
+/// `1`: hand device buffers to MPI (`--halo mpi-device`) even where the
+/// library does not say it is CUDA-aware.
+pub const MPI_CUDA_AWARE: &str = "HIMENO_MPI_CUDA_AWARE";
+/// The switches that make Cray MPICH and MVAPICH2 accept device buffers:
+/// what a library without a query says about itself.
+pub const MPI_GPU_SWITCHES: [&str; 2] = ["MPICH_GPU_SUPPORT_ENABLED", "MV2_USE_CUDA"];
 
 /// A folder laid out like `/sys` whose energy counters a run reads
 /// instead (tests).
@@ -178,6 +186,21 @@ pub const VARIABLES: &[Variable] = &[
         name: MPS_PIPE,
         meaning: "the CUDA MPS daemon's pipe folder: its `control` pipe (default \
                   `/tmp/nvidia-mps`) tells a GPU run that MPS serves the device",
+    },
+    Variable {
+        name: NCCL_LIB,
+        meaning: "the NCCL library file (`libnccl.so.2`) `--halo nccl` opens instead of the \
+                  loader's search",
+    },
+    Variable {
+        name: MPI_CUDA_AWARE,
+        meaning: "`1`: `--halo mpi-device` hands device buffers to MPI even where the library \
+                  does not say it is CUDA-aware (at your risk: a library that is not crashes)",
+    },
+    Variable {
+        name: "MPICH_GPU_SUPPORT_ENABLED, MV2_USE_CUDA",
+        meaning: "`1` tells `--halo mpi-device` that Cray MPICH or MVAPICH2 takes device \
+                  buffers, where the library has no `MPIX_Query_cuda_support` to ask",
     },
 ];
 

@@ -1,6 +1,7 @@
 //! Communication between ranks: the [`Comm`] trait, a single-rank
 //! implementation, in-process ranks over shared memory (`--local-ranks`),
-//! and an MPI implementation behind the `mpi` feature.
+//! and an MPI implementation behind the `mpi` feature; `cuda_aware` asks
+//! the MPI library whether it takes device buffers (`--halo mpi-device`).
 //!
 //! The driver talks only to `dyn Comm`; whether MPI is compiled in is decided
 //! once, in [`init`], so no other module needs `#[cfg]`. [`with_comm`] runs
@@ -9,6 +10,7 @@
 
 pub mod agree;
 pub mod api;
+pub mod cuda_aware;
 pub mod decide;
 pub mod launcher;
 pub mod local;

@@ -133,6 +133,13 @@ Config load() {
     nth("HIMENO_EMU_FAIL_LAUNCH", &c.fail_launch, &c.fail_launch_device);
     integer("CUDA_DEVICE_MAX_CONNECTIONS", 1, 32, &c.connections);
     if (const char *v = get("HIMENO_EMU_STATE_DIR")) c.state_dir = v;
+    if (const char *v = get("HIMENO_EMU_HOST_ADDRESSABLE")) {
+        if (!std::strcmp(v, "1")) {
+            c.host_addressable = true;
+        } else if (std::strcmp(v, "0")) {
+            bad("HIMENO_EMU_HOST_ADDRESSABLE", v, "0 or 1");
+        }
+    }
     // CUDA_VISIBLE_DEVICES: a comma-separated list of indices; an index
     // out of range ends the list, as with the real driver.
     for (int i = 0; i < c.devices; ++i) c.visible.push_back(i);

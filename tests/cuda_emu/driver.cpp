@@ -423,7 +423,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
     NEED_CTX(ctx);
     if (!p || bytes == 0) return INVALID_VALUE;
-    return device_alloc(ctx, bytes, p);
+    return device_alloc(ctx, bytes, p, config().host_addressable);
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {

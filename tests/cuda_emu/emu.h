@@ -43,6 +43,7 @@ struct Config {
     int fail_launch_device = -1;
     int connections = 8;                      // CUDA_DEVICE_MAX_CONNECTIONS
     std::string state_dir;                    // HIMENO_EMU_STATE_DIR
+    bool host_addressable = false;            // HIMENO_EMU_HOST_ADDRESSABLE
 };
 
 // The configuration. `why` is empty, or says which variable is malformed
@@ -82,8 +83,10 @@ constexpr uint32_t POISON_PENDING = 0xFFF0DEADu;
 void poison(void *p, size_t bytes, uint32_t pattern);
 
 // Allocates device memory on ctx's device (counted, poisoned); counts
-// toward HIMENO_EMU_FAIL_ALLOC.
-CUresult device_alloc(Context *ctx, size_t bytes, CUdeviceptr *out);
+// toward HIMENO_EMU_FAIL_ALLOC. An `addressable` allocation has no bias:
+// its device address is its host address, as with a CUDA-aware MPI that
+// reads device memory itself (HIMENO_EMU_HOST_ADDRESSABLE, cuMemAlloc only).
+CUresult device_alloc(Context *ctx, size_t bytes, CUdeviceptr *out, bool addressable = false);
 // Frees the allocation whose base is p.
 CUresult device_free(Context *ctx, CUdeviceptr p);
 // The host address of device range [p, p + bytes) when it lies inside one
@@ -173,6 +176,10 @@ struct Device {
     // Microjoules the emulated NVML counter reports: one per kernel
     // thread run (nvml.cpp).
     std::atomic<uint64_t> energy_uj{0};
+    // NCCL work queued and not yet run, and whether the background thread
+    // that runs ready work while there is any has started (sched.cpp).
+    int nccl_queued = 0;
+    bool progress_started = false;
 };
 // The device of visible ordinal `ordinal`, or nullptr.
 Device *device(int ordinal);
@@ -200,6 +207,10 @@ struct Op {
     std::shared_ptr<Mark> record;                      // an event record
     std::shared_ptr<Mark> wait;                        // waits for this record
     std::vector<std::pair<const char *, size_t>> touches;  // memory it uses
+    // When set, the op may start only once this says so: work that waits
+    // for something outside the device (an NCCL peer's data, nccl.cpp).
+    std::function<bool()> poll;
+    bool nccl = false;  // NCCL work: the device progresses while it is queued
 };
 
 // The calling thread's current context (reference).

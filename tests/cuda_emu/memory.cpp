@@ -3,7 +3,9 @@
 // abuts an inaccessible guard page: a kernel that reads or writes past an
 // allocation faults, and the fault becomes CUDA_ERROR_ILLEGAL_ADDRESS.
 // Fresh device memory is filled with a NaN pattern, as a real device's is
-// with whatever the previous user left.
+// with whatever the previous user left. With HIMENO_EMU_HOST_ADDRESSABLE=1
+// memory from cuMemAlloc has no bias (host code, such as a CUDA-aware MPI,
+// may read it), while pool memory keeps it: pool memory cannot be shared.
 #include "emu.h"
 
 #include <sys/mman.h>
@@ -23,6 +25,7 @@ struct Allocation {
     char *map;
     size_t map_bytes;
     unsigned long long counted;
+    bool addressable;  // device address == host address
 };
 
 std::mutex g_mu;
@@ -49,6 +52,16 @@ Allocation *holding(char *h) {
     return h <= a.host + a.bytes ? &a : nullptr;
 }
 
+// The allocation that device address p lies in (or at the end of), with
+// p's host address in *h; null when none, or when p's bias is not the
+// allocation's. Called with g_mu held.
+Allocation *translate(CUdeviceptr p, char **h) {
+    bool biased = p >= DEVICE_BIAS;
+    *h = reinterpret_cast<char *>(biased ? p - DEVICE_BIAS : p);
+    Allocation *a = holding(*h);
+    return a && a->addressable != biased ? a : nullptr;
+}
+
 }  // namespace
 
 void poison(void *p, size_t bytes, uint32_t pattern) {
@@ -56,7 +69,7 @@ void poison(void *p, size_t bytes, uint32_t pattern) {
     for (size_t i = 0; i < bytes; ++i) w[i] = static_cast<unsigned char>(pattern >> (8 * (i % 4)));
 }
 
-CUresult device_alloc(Context *ctx, size_t bytes, CUdeviceptr *out) {
+CUresult device_alloc(Context *ctx, size_t bytes, CUdeviceptr *out, bool addressable) {
     const Config &c = config();
     int dev = ctx->dev->index;
     // Counted as the pool allocates: in granules of 2 MiB.
@@ -92,16 +105,17 @@ CUresult device_alloc(Context *ctx, size_t bytes, CUdeviceptr *out) {
     char *host = map + page() + body - usable;
     poison(host, usable, POISON_FRESH);
     std::lock_guard<std::mutex> g(g_mu);
-    g_device[host] = Allocation{ctx, dev, host, bytes, map, map_bytes, counted};
-    *out = reinterpret_cast<CUdeviceptr>(host) + DEVICE_BIAS;
+    g_device[host] = Allocation{ctx, dev, host, bytes, map, map_bytes, counted, addressable};
+    *out = reinterpret_cast<CUdeviceptr>(host) + (addressable ? 0 : DEVICE_BIAS);
     return OK;
 }
 
 CUresult device_free(Context *ctx, CUdeviceptr p) {
-    char *host = reinterpret_cast<char *>(p - DEVICE_BIAS);
     Allocation a;
     {
         std::lock_guard<std::mutex> g(g_mu);
+        char *host;
+        if (!translate(p, &host)) return INVALID_VALUE;
         auto it = g_device.find(host);
         if (it == g_device.end() || it->second.ctx != ctx) return INVALID_VALUE;
         a = it->second;
@@ -113,10 +127,9 @@ CUresult device_free(Context *ctx, CUdeviceptr p) {
 }
 
 char *device_range(Context *ctx, CUdeviceptr p, size_t bytes) {
-    if (p < DEVICE_BIAS) return nullptr;
-    char *h = reinterpret_cast<char *>(p - DEVICE_BIAS);
+    char *h;
     std::lock_guard<std::mutex> g(g_mu);
-    Allocation *a = holding(h);
+    Allocation *a = translate(p, &h);
     if (!a || a->ctx != ctx || h + bytes > a->host + a->bytes) return nullptr;
     return h;
 }
@@ -124,9 +137,9 @@ char *device_range(Context *ctx, CUdeviceptr p, size_t bytes) {
 char *device_pointer(Context *ctx, CUdeviceptr p) { return device_range(ctx, p, 0); }
 
 bool device_extent(Context *ctx, CUdeviceptr p, char **base, size_t *bytes) {
-    if (p < DEVICE_BIAS) return false;
+    char *h;
     std::lock_guard<std::mutex> g(g_mu);
-    Allocation *a = holding(reinterpret_cast<char *>(p - DEVICE_BIAS));
+    Allocation *a = translate(p, &h);
     if (!a || a->ctx != ctx) return false;
     *base = a->host;
     *bytes = a->bytes;

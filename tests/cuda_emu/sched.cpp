@@ -7,6 +7,13 @@
 // side by side. Stream order and event waits are always kept. After a
 // fault the context's error is sticky and queued work is dropped.
 //
+// Work that waits for something outside the device (an NCCL receive whose
+// peer has not sent yet, nccl.cpp) has a poll: it starts once the poll says
+// so, and those waiting for it look again every few microseconds. While
+// NCCL work is queued, a background thread also runs ready work every
+// millisecond, as a real device moves on while its host sits in MPI: a
+// peer's receive never waits for this host to synchronise.
+//
 // A stream may wait for an event of another device (a peer copy waiting
 // for the neighbour's pack): a thread that finds nothing ready on its own
 // device while such a wait is pending runs the other device's work until
@@ -35,13 +42,24 @@ thread_local uint64_t tls_bytes = 0;
 // record on another device wakes it sooner (wake_all_devices), and the
 // timeout covers a wake-up that came between its look and its sleep.
 constexpr auto NAP = std::chrono::milliseconds(2);
+// The same while a poll (an NCCL receive) may turn true: nothing wakes it.
+constexpr auto POLL_NAP = std::chrono::microseconds(100);
 
 // Whether the head of s may run now.
 bool ready(Stream *s) {
     if (s->busy || s->queue.empty()) return false;
     const Op &op = *s->queue.front();
-    return !op.wait || op.wait->done;
+    return (!op.wait || op.wait->done) && (!op.poll || op.poll());
 }
+
+// Whether the head of some stream of d waits on a poll (lock held).
+bool polling(Device *d) {
+    for (Stream *s : d->streams) {
+        if (!s->busy && !s->queue.empty() && s->queue.front()->poll) return true;
+    }
+    return false;
+}
+
 
 // The next stream to run, among those `useful` says the caller waits for,
 // or (eagerly, or when none of those is ready) any ready one; nullptr
@@ -82,6 +100,7 @@ void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
         op->record->done = true;
         recorded = true;
     }
+    if (op->nccl) --d->nccl_queued;
     s->queue.pop_front();
     s->busy = false;
     --d->running;
@@ -121,8 +140,8 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
             CUresult r = run_until(m);
             lk.lock();
             if (r != OK) return r;
-        } else if (d->running > 0 || d->workers_started) {
-            d->changed.wait_for(lk, NAP);
+        } else if (d->running > 0 || d->workers_started || polling(d)) {
+            d->changed.wait_for(lk, polling(d) ? POLL_NAP : NAP);
         } else {
             say("queued work waits for an event record that can never run");
             return UNKNOWN;
@@ -145,7 +164,7 @@ void worker(Device *d, unsigned id) {
     for (;;) {
         Stream *s = pick(d, [](Stream *) { return true; });
         if (!s) {
-            d->changed.wait_for(lk, NAP);
+            d->changed.wait_for(lk, polling(d) ? POLL_NAP : NAP);
             continue;
         }
         step(d, lk, s);
@@ -153,6 +172,22 @@ void worker(Device *d, unsigned id) {
         r = mix(r);
         lk.unlock();
         usleep(static_cast<useconds_t>(r % 200));
+        lk.lock();
+    }
+}
+
+// The background thread of a device with NCCL work: while any is queued,
+// it runs one ready op a millisecond, whichever the seeded choice picks.
+void progress(Device *d) {
+    std::unique_lock<std::mutex> lk(d->mu);
+    for (;;) {
+        if (d->nccl_queued == 0) {
+            d->changed.wait(lk);
+            continue;
+        }
+        if (Stream *s = pick(d, [](Stream *) { return true; })) step(d, lk, s);
+        lk.unlock();
+        usleep(1000);
         lk.lock();
     }
 }
@@ -205,6 +240,13 @@ CUresult enqueue(Context *ctx, Stream *s, std::unique_ptr<Op> op) {
     if (!d->workers_started && config().workers > 0) {
         d->workers_started = true;
         for (int i = 0; i < config().workers; ++i) std::thread(worker, d, static_cast<unsigned>(i)).detach();
+    }
+    if (op->nccl) {
+        ++d->nccl_queued;
+        if (!d->progress_started) {
+            d->progress_started = true;
+            std::thread(progress, d).detach();
+        }
     }
     s->queue.push_back(std::move(op));
     d->changed.notify_all();

@@ -28,6 +28,7 @@ mod gpu_emu_driver;
 mod gpu_emu_variants;
 mod gpu_first_run;
 mod gpu_halo;
+mod gpu_nccl;
 mod html_browser;
 mod inputs;
 mod known_answers;

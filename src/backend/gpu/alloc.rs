@@ -36,6 +36,10 @@ pub enum Allocator {
     /// `cuMemAlloc`, because the driver reports memory pools but refuses
     /// `cuMemAllocAsync`: buffers bypass cudarc's allocation and release.
     Refused,
+    /// `cuMemAlloc`, because MPI reads and writes the buffers itself
+    /// (`--halo mpi-device`): pool memory cannot go through CUDA IPC.
+    /// Released as under `Refused`.
+    Shareable,
 }
 
 impl Allocator {
@@ -65,7 +69,7 @@ impl Allocator {
     pub fn name(self) -> &'static str {
         match self {
             Allocator::StreamOrdered => "cuMemAllocAsync",
-            Allocator::NoPools | Allocator::Refused => "cuMemAlloc",
+            Allocator::NoPools | Allocator::Refused | Allocator::Shareable => "cuMemAlloc",
         }
     }
 
@@ -83,6 +87,10 @@ impl Allocator {
                 "{device}: device memory from cuMemAlloc: the driver reports memory pools but \
                  refuses cuMemAllocAsync (a sandboxed or virtual GPU?); the run goes on with \
                  the plain allocator"
+            ),
+            Allocator::Shareable => format!(
+                "{device}: device memory from cuMemAlloc, which a CUDA-aware MPI can share \
+                 (--halo mpi-device)"
             ),
         }
     }
@@ -107,7 +115,7 @@ impl Allocator {
 }
 
 /// A device buffer of `len` values of `T`, usable as the `CudaSlice` it
-/// wraps; under [`Allocator::Refused`] it was allocated with `cuMemAlloc`
+/// wraps; under [`Allocator::Refused`] (and `Shareable`) it was allocated with `cuMemAlloc`
 /// and is released with `cuMemFree` (cudarc would call the refused
 /// `cuMemFreeAsync`).
 pub struct DeviceBuf<T> {
@@ -118,7 +126,7 @@ pub struct DeviceBuf<T> {
 impl<T: DeviceRepr + ValidAsZeroBits> DeviceBuf<T> {
     /// `len` zeroed values on `stream`'s device, by `allocator`.
     pub fn zeros(stream: &Arc<CudaStream>, len: usize, allocator: Allocator) -> Result<Self> {
-        if allocator != Allocator::Refused {
+        if !matches!(allocator, Allocator::Refused | Allocator::Shareable) {
             let slice = stream
                 .alloc_zeros::<T>(len)
                 .map_err(cuda_err("allocating device memory"))?;
@@ -202,6 +210,7 @@ mod tests {
             Allocator::StreamOrdered,
             Allocator::NoPools,
             Allocator::Refused,
+            Allocator::Shareable,
         ] {
             let line = a.line("GPU 0 (X)");
             assert!(!line.contains('\n'), "{line}");

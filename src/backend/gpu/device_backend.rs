@@ -48,7 +48,7 @@
 //! executes the real kernels and checks every launch's arguments against
 //! the kernel's declaration.
 
-use super::alloc::DeviceBuf;
+use super::alloc::{Allocator, DeviceBuf};
 use super::compile::Compiled;
 use super::connections;
 use super::device_trace::{self, DeviceTrace};
@@ -66,8 +66,8 @@ use crate::backend::api::{
     Backend, BackendInfo, Capabilities, DeviceHalo, GpuSoftware, HaloStep, HostBuffer,
 };
 use crate::comm::Comm;
-use crate::config::BackendKind;
 use crate::config::Staging;
+use crate::config::{BackendKind, HaloPath};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
@@ -258,7 +258,14 @@ impl GpuBackend {
             .new_stream_with_priority(greatest)
             .map_err(cuda_err("creating a stream"))?;
         let cells: usize = dims.iter().product();
-        let alloc = |n: usize| DeviceBuf::<f32>::zeros(&main, n, dev.allocator);
+        // MPI reads the fields' planes and the faces itself on the
+        // mpi-device path: memory it can share, not pool memory.
+        let allocator = if cfg.halo == HaloPath::MpiDevice {
+            Allocator::Shareable
+        } else {
+            dev.allocator
+        };
+        let alloc = |n: usize| DeviceBuf::<f32>::zeros(&main, n, allocator);
         let bufs = [alloc(cells)?, alloc(cells)?];
         let coef = (0..COEFFICIENTS)
             .map(|_| alloc(cells))
@@ -334,7 +341,7 @@ impl GpuBackend {
                 cuda_driver: format!("{}.{}", probe.driver.0, probe.driver.1),
                 nvrtc: probe.nvrtc.version_string(),
                 nvrtc_library: probe.nvrtc.path.clone(),
-                allocator: Some(dev.allocator.name().into()),
+                allocator: Some(allocator.name().into()),
             }),
             emulated: driver::emulator(),
             gpu_sweep: Some(cfg.sweep.name().to_string()),

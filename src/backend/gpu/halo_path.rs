@@ -4,7 +4,7 @@
 use super::transport::FaceTransport;
 use crate::comm::Comm;
 use crate::config::HaloPath;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use cudarc::driver::CudaContext;
 use std::sync::Arc;
 
@@ -19,13 +19,11 @@ pub fn open(
     match path {
         HaloPath::Staged => Ok(None),
         HaloPath::Peer => Ok(Some(Box::new(super::peer::PeerTransport::new(ctx, comm)?))),
-        HaloPath::Nccl => Err(Error::usage(
-            "--halo nccl needs the NCCL library (libnccl.so.2), and none could be loaded on \
-             this rank: install NCCL, or use --halo staged",
-        )),
-        HaloPath::MpiDevice => Err(Error::usage(
-            "--halo mpi-device hands device buffers to MPI, and this run's MPI is not \
-             CUDA-aware: use an MPI built with CUDA support, or --halo staged",
-        )),
+        HaloPath::Nccl => Ok(Some(Box::new(super::nccl_transport::NcclTransport::new(
+            ctx, comm,
+        )?))),
+        HaloPath::MpiDevice => Ok(Some(Box::new(super::mpi_device::MpiDeviceTransport::new(
+            comm,
+        )?))),
     }
 }

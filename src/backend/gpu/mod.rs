@@ -29,6 +29,10 @@
 //!   that time-slice one without it;
 //! - `alloc`: device buffers from the stream-ordered allocator, or from
 //!   `cuMemAlloc` where a driver refuses it;
+//! - `nccl`, `nccl_transport`: NCCL loaded at run time, and the
+//!   `--halo nccl` transport on it;
+//! - `mpi_device`: the `--halo mpi-device` transport (device buffers to a
+//!   CUDA-aware MPI);
 //! - `staging`: page-locked host buffers;
 //! - `device_backend`: the `Backend` itself;
 //! - `transport`: the seam of the device-direct halo paths (`--halo`),
@@ -74,7 +78,13 @@ pub mod locate;
 #[cfg(feature = "cuda")]
 pub mod memcheck;
 #[cfg(feature = "cuda")]
+pub mod mpi_device;
+#[cfg(feature = "cuda")]
 pub mod mps;
+#[cfg(feature = "cuda")]
+pub mod nccl;
+#[cfg(feature = "cuda")]
+pub mod nccl_transport;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 #[cfg(feature = "cuda")]

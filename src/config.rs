@@ -252,6 +252,38 @@ impl SweepVariant {
     }
 }
 
+/// How the GPU backend lays a field out in device memory (`--gpu-layout`):
+/// the values and results are the same in both (docs/gpu.md, "Padded
+/// rows").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum GpuLayout {
+    /// Rows of exactly the block's local k extent, back to back, as on
+    /// the host.
+    #[default]
+    #[value(name = "exact")]
+    #[serde(rename = "exact")]
+    Exact,
+    /// Rows padded to a pitch that puts the first owned k of every row on
+    /// a 128-byte boundary, an odd number of 128-byte lines long (so no
+    /// row, plane or field size is a power of two).
+    #[value(name = "padded")]
+    #[serde(rename = "padded")]
+    Padded,
+}
+
+impl GpuLayout {
+    /// Both layouts, the default first, for gpu-check's timing.
+    pub const ALL: &'static [GpuLayout] = &[GpuLayout::Exact, GpuLayout::Padded];
+
+    /// The name as on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GpuLayout::Exact => "exact",
+            GpuLayout::Padded => "padded",
+        }
+    }
+}
+
 /// Whether a run measures the stream bandwidths itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -352,6 +384,10 @@ pub struct RunConfig {
     /// same for every one).
     #[serde(rename = "gpu sweep")]
     pub gpu_sweep: SweepVariant,
+    /// GPU field layout (`--gpu-layout`; results are bitwise the same
+    /// for both).
+    #[serde(rename = "gpu layout")]
+    pub gpu_layout: GpuLayout,
 }
 
 /// Where a run restarts from.
@@ -437,6 +473,7 @@ mod tests {
             scaling: Scaling::Single,
             checkpoint: None,
             gpu_sweep: SweepVariant::Classic,
+            gpu_layout: GpuLayout::Exact,
         }
     }
 
@@ -473,6 +510,7 @@ mod tests {
                 "scaling",
                 "checkpoints",
                 "gpu sweep",
+                "gpu layout",
             ]
         );
     }

@@ -39,6 +39,7 @@ impl Backend for PatternBackend {
             gpu_software: None,
             emulated: None,
             gpu_sweep: None,
+            gpu_layout: None,
         }
     }
     fn reset(&mut self) -> Result<()> {

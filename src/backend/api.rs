@@ -95,6 +95,10 @@ pub struct BackendInfo {
     /// backends and in records written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_sweep: Option<String>,
+    /// The GPU field layout (`--gpu-layout`); absent for CPU backends
+    /// and in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_layout: Option<String>,
 }
 
 /// Versions of the GPU software a rank ran with, for the record.

@@ -65,6 +65,7 @@ fn gpu_options(cfg: &RunConfig) -> gpu::GpuOptions {
         overlap: cfg.overlap,
         occupancy: cfg.gpu_occupancy,
         sweep: cfg.gpu_sweep,
+        layout: cfg.gpu_layout,
     }
 }
 

@@ -100,6 +100,7 @@ impl Record {
                 emulated: r.backend.emulated.is_some(),
                 emulator: r.backend.emulated.clone(),
                 gpu_sweep: r.backend.gpu_sweep.clone(),
+                gpu_layout: r.backend.gpu_layout.clone(),
             })
             .collect();
         Record {

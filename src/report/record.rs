@@ -76,6 +76,10 @@ pub struct RankRecord {
     /// ranks and in records written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_sweep: Option<String>,
+    /// The GPU field layout (`--gpu-layout`); absent for CPU ranks and
+    /// in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_layout: Option<String>,
 }
 
 /// One run's result: what JSON lines in results files hold.

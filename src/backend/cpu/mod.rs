@@ -679,6 +679,7 @@ impl Backend for CpuBackend {
             gpu_software: None,
             emulated: None,
             gpu_sweep: None,
+            gpu_layout: None,
         }
     }
 

@@ -5,6 +5,7 @@ use super::compile;
 use super::device_backend::{GpuBackend, Kernels, Opened};
 use super::driver::{self, Device, cuda_err};
 use super::launch::{self, SweepPlan};
+use super::layout::FieldLayout;
 use super::memcheck::{self, Report};
 use super::options::GpuOptions;
 use crate::backend::api::Backend;
@@ -49,7 +50,7 @@ pub fn create(
         host: comm.host(),
         device: opened.dev.identity.clone(),
         description: opened.dev.description.clone(),
-        need: launch::device_bytes(dims, plan.partials, &faces),
+        need: launch::device_bytes(&FieldLayout::of(cfg.layout, dims), plan.partials, &faces),
         free,
         pid: std::process::id(),
         mps: super::mps::active(),

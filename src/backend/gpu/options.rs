@@ -1,7 +1,7 @@
 //! What the GPU backend is asked for, in every build: the run's options
 //! that concern a rank's device.
 
-use crate::config::{Occupancy, Staging, SweepVariant};
+use crate::config::{GpuLayout, Occupancy, Staging, SweepVariant};
 
 /// What the GPU backend is asked for (as narrow as the CPU backend's
 /// options): the run's options that concern a rank's device.
@@ -18,4 +18,6 @@ pub struct GpuOptions {
     pub occupancy: Occupancy,
     /// The sweep kernel's variant.
     pub sweep: SweepVariant,
+    /// How the fields lie in device memory.
+    pub layout: GpuLayout,
 }

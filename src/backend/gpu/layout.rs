@@ -193,7 +193,9 @@ mod tests {
         assert_eq!(padded_pitch(97), 160);
         assert_eq!(padded_pitch(130), 160);
         assert_eq!(padded_pitch(258), 288);
-        // XL's 1026-value rows: 33 lines, 3 % more than the row.
+        // One rank of XL: rows of 1024 values (4 KiB, a power of two)
+        // become 33 lines, 3 % more.
+        assert_eq!(padded_pitch(1024), 1056);
         assert_eq!(padded_pitch(1026), 1056);
         assert_eq!(padded_pitch(514), 544);
     }

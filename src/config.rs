@@ -288,6 +288,38 @@ impl SweepVariant {
     }
 }
 
+/// How the GPU backend lays a field out in device memory (`--gpu-layout`):
+/// the values and results are the same in both (docs/gpu.md, "Padded
+/// rows").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum GpuLayout {
+    /// Rows of exactly the block's local k extent, back to back, as on
+    /// the host.
+    #[default]
+    #[value(name = "exact")]
+    #[serde(rename = "exact")]
+    Exact,
+    /// Rows padded to a pitch that puts the first owned k of every row on
+    /// a 128-byte boundary, an odd number of 128-byte lines long (so no
+    /// row, plane or field size is a power of two).
+    #[value(name = "padded")]
+    #[serde(rename = "padded")]
+    Padded,
+}
+
+impl GpuLayout {
+    /// Both layouts, the default first, for gpu-check's timing.
+    pub const ALL: &'static [GpuLayout] = &[GpuLayout::Exact, GpuLayout::Padded];
+
+    /// The name as on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GpuLayout::Exact => "exact",
+            GpuLayout::Padded => "padded",
+        }
+    }
+}
+
 /// Whether a run measures the stream bandwidths itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -391,6 +423,10 @@ pub struct RunConfig {
     /// How GPU ranks move halo faces (`--halo`).
     #[serde(rename = "halo path")]
     pub halo: HaloPath,
+    /// GPU field layout (`--gpu-layout`; results are bitwise the same
+    /// for both).
+    #[serde(rename = "gpu layout")]
+    pub gpu_layout: GpuLayout,
 }
 
 /// Where a run restarts from.
@@ -477,6 +513,7 @@ mod tests {
             checkpoint: None,
             gpu_sweep: SweepVariant::Classic,
             halo: HaloPath::Staged,
+            gpu_layout: GpuLayout::Exact,
         }
     }
 
@@ -514,6 +551,7 @@ mod tests {
                 "checkpoints",
                 "gpu sweep",
                 "halo path",
+                "gpu layout",
             ]
         );
     }

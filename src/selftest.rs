@@ -40,6 +40,7 @@ impl Backend for PatternBackend {
             emulated: None,
             gpu_sweep: None,
             host_traffic: None,
+            gpu_layout: None,
         }
     }
     fn reset(&mut self) -> Result<()> {

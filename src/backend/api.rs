@@ -100,6 +100,10 @@ pub struct BackendInfo {
     /// per steady-state iteration; absent elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_traffic: Option<HostTraffic>,
+    /// The GPU field layout (`--gpu-layout`); absent for CPU backends
+    /// and in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_layout: Option<String>,
 }
 
 /// Host traffic of one iteration: the host's waits for the device and the

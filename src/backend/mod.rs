@@ -67,6 +67,7 @@ fn gpu_options(cfg: &RunConfig) -> gpu::GpuOptions {
         occupancy: cfg.gpu_occupancy,
         sweep: cfg.gpu_sweep,
         halo: cfg.halo,
+        layout: cfg.gpu_layout,
     }
 }
 

@@ -7,7 +7,7 @@
 //! Plain data and arithmetic, so the unit tests below can read the whole
 //! matrix without running anything.
 
-use crate::config::{Occupancy, SweepVariant};
+use crate::config::{GpuLayout, Occupancy, SweepVariant};
 use crate::report::Record;
 use crate::verify::gosa_agrees;
 
@@ -349,42 +349,66 @@ fn timing_warmup(quick: bool) -> &'static str {
     if quick { "1" } else { "5" }
 }
 
-/// The timing run of sweep variant `sweep` with occupancy `occ` at
-/// `size`.
+/// The timing run of sweep variant `sweep` with occupancy `occ` and
+/// field layout `layout` at `size`.
 pub fn variant(
     size: TimedSize,
-    sweep: SweepVariant,
-    occ: Occupancy,
+    (sweep, occ, layout): (SweepVariant, Occupancy, GpuLayout),
     iterations: u64,
     quick: bool,
 ) -> Run {
+    let padded = layout == GpuLayout::Padded;
+    let mut args = strings(&[
+        "--backend",
+        "gpu",
+        size.how,
+        size.grid,
+        "--iterations",
+        &iterations.to_string(),
+        "--warmup",
+        timing_warmup(quick),
+        "--gpu-sweep",
+        sweep.name(),
+        "--gpu-occupancy",
+        occ.name(),
+    ]);
+    // The exact layout is the default: its runs name no layout.
+    if padded {
+        args.extend(strings(&["--gpu-layout", layout.name()]));
+    }
     Run {
-        name: format!("time-{}-{}-occ{}", size.label, sweep.name(), occ.name()),
-        args: strings(&[
-            "--backend",
-            "gpu",
-            size.how,
-            size.grid,
-            "--iterations",
-            &iterations.to_string(),
-            "--warmup",
-            timing_warmup(quick),
-            "--gpu-sweep",
+        name: format!(
+            "time-{}-{}-occ{}{}",
+            size.label,
             sweep.name(),
-            "--gpu-occupancy",
             occ.name(),
-        ]),
+            if padded { "-padded" } else { "" }
+        ),
+        args,
     }
 }
 
-/// Every (sweep, occupancy) pair gpu-check times, sweep variants outer:
-/// those a run accepts (a pipelined sweep would spill at occupancy 5).
-pub fn variants() -> Vec<(SweepVariant, Occupancy)> {
-    SweepVariant::ALL
+/// The occupancy the padded layout is timed at, beside every sweep
+/// variant: 4 blocks per multiprocessor, which every variant fits and
+/// where the model expects each to come nearest the copy bandwidth
+/// (docs/gpu.md), so that the table shows what padding adds there.
+pub const PADDED_OCCUPANCY: Occupancy = Occupancy::Blocks4;
+
+/// Every (sweep, occupancy, layout) gpu-check times: in the exact
+/// layout, every pair a run accepts, sweep variants outer (a pipelined
+/// sweep would spill at occupancy 5); then, padded, every sweep variant
+/// at [`PADDED_OCCUPANCY`], so that the budget cuts the padded rows
+/// first.
+pub fn variants() -> Vec<(SweepVariant, Occupancy, GpuLayout)> {
+    let exact = SweepVariant::ALL
         .iter()
         .flat_map(|&s| Occupancy::ALL.iter().map(move |&o| (s, o)))
         .filter(|&(s, o)| s.fits(o))
-        .collect()
+        .map(|(s, o)| (s, o, GpuLayout::Exact));
+    let padded = SweepVariant::ALL
+        .iter()
+        .map(|&s| (s, PADDED_OCCUPANCY, GpuLayout::Padded));
+    exact.chain(padded).collect()
 }
 
 /// The options of the one Nsight Compute pass: a short L run (a small
@@ -566,7 +590,29 @@ mod tests {
         let pipelined = SweepVariant::ALL.iter().filter(|s| s.pipelined()).count();
         assert_eq!(
             variants().len(),
-            SweepVariant::ALL.len() * Occupancy::ALL.len() - pipelined
+            SweepVariant::ALL.len() * Occupancy::ALL.len() - pipelined + SweepVariant::ALL.len()
+        );
+        // Every padded run fits its occupancy and comes after every exact one.
+        let v = variants();
+        let first_padded = v.iter().position(|x| x.2 == GpuLayout::Padded).unwrap();
+        assert!(
+            v[first_padded..]
+                .iter()
+                .all(|x| x.2 == GpuLayout::Padded && x.0.fits(x.1))
+        );
+        let padded = variant(
+            timed_sizes(true)[1],
+            (SweepVariant::Slab, Occupancy::Blocks4, GpuLayout::Padded),
+            3,
+            true,
+        );
+        assert_eq!(padded.name, "time-L-slab-occ4-padded");
+        assert!(
+            padded
+                .args
+                .windows(2)
+                .any(|w| w == ["--gpu-layout", "padded"]),
+            "{padded:?}"
         );
         // Every run a quick check times has a stored answer or a small grid.
         for r in known_answers(true).iter().chain(&known_answers(false)) {
@@ -574,11 +620,11 @@ mod tests {
         }
         let v = variant(
             timed_sizes(true)[0],
-            SweepVariant::Classic,
-            Occupancy::Blocks4,
+            (SweepVariant::Classic, Occupancy::Blocks4, GpuLayout::Exact),
             3,
             true,
         );
+        assert!(!v.args.iter().any(|a| a == "--gpu-layout"), "{v:?}");
         assert_eq!(v.name, "time-XL-classic-occ4");
         assert!(
             v.args.windows(2).any(|w| w == ["--grid", "21x21x41"]),

@@ -723,11 +723,11 @@ impl Check<'_> {
             self.report.line(l);
         }
         let mut first: Option<String> = None;
-        for (sweep, occ) in matrix::variants() {
+        for (sweep, occ, layout) in matrix::variants() {
             if self.stopped() || self.left().is_zero() {
                 return false;
             }
-            let run = matrix::variant(size, sweep, occ, iterations, s.quick);
+            let run = matrix::variant(size, (sweep, occ, layout), iterations, s.quick);
             let r = match self.record(&run, true) {
                 Ok(r) => r,
                 Err(Failed::Budget) => return false,
@@ -736,12 +736,14 @@ impl Check<'_> {
                     continue;
                 }
             };
-            self.report.line(tables::variant_row(sweep, occ, &r, d2d));
+            self.report
+                .line(tables::variant_row((sweep, occ, layout), &r, d2d));
             rows.push(tables::VariantRow {
                 size: size.label,
                 sweep,
                 occ,
                 gflops: r.mflops / 1000.0,
+                layout,
             });
             self.mark(size.part, Outcome::Ok);
             let Some(fp) = self.fingerprint(&r, &run.name, Part::Occupancy) else {

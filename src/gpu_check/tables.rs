@@ -5,7 +5,7 @@
 
 use super::matrix::TimedSize;
 use crate::bench::transfer::TransferReport;
-use crate::config::{Occupancy, SweepVariant};
+use crate::config::{GpuLayout, Occupancy, SweepVariant};
 use crate::report::Record;
 use crate::timing::Phase;
 
@@ -94,20 +94,32 @@ pub fn variants_head(size: TimedSize, iterations: u64, emulated: bool) -> [Strin
     [
         format!(
             "{} on one rank, {iterations} iterations, per --gpu-sweep and --gpu-occupancy \
-             variant:{}",
+             variant, exact rows, and padded rows (--gpu-layout) at occupancy {}:{}",
             size_title(size),
+            crate::gpu_check::matrix::PADDED_OCCUPANCY.name(),
             emulated_note(emulated)
         ),
         format!(
-            "  {:<14} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
-            "sweep", "occupancy", "iters", "GFLOPS", "eff. GB/s", "% of d2d copy", "compute share"
+            "  {:<14} {:<9} {:<6} {:>8} {:>10} {:>12} {:>14} {:>14}",
+            "sweep",
+            "occupancy",
+            "layout",
+            "iters",
+            "GFLOPS",
+            "eff. GB/s",
+            "% of d2d copy",
+            "compute share"
         ),
     ]
 }
 
-/// A variants table's row of sweep `sweep` with occupancy `occ`, against
-/// the device copy bandwidth `d2d`.
-pub fn variant_row(sweep: SweepVariant, occ: Occupancy, r: &Record, d2d: Option<f64>) -> String {
+/// A variants table's row of sweep `sweep` with occupancy `occ` and
+/// layout `layout`, against the device copy bandwidth `d2d`.
+pub fn variant_row(
+    (sweep, occ, layout): (SweepVariant, Occupancy, GpuLayout),
+    r: &Record,
+    d2d: Option<f64>,
+) -> String {
     let gb = r.gbytes_per_s;
     let of_copy = match d2d {
         Some(d) if d > 0.0 => format!("{:.1}%", 100.0 * gb / d),
@@ -115,9 +127,10 @@ pub fn variant_row(sweep: SweepVariant, occ: Occupancy, r: &Record, d2d: Option<
     };
     // 14: the longest variant name, `pipelined-slab`.
     format!(
-        "  {:<14} {:<9} {:>8} {:>10} {:>12} {:>14} {:>14}",
+        "  {:<14} {:<9} {:<6} {:>8} {:>10} {:>12} {:>14} {:>14}",
         sweep.name(),
         occ.name(),
+        layout.name(),
         r.iterations,
         fixed(Some(r.mflops / 1000.0), 1),
         fixed(Some(gb), 1),
@@ -137,6 +150,23 @@ pub struct VariantRow {
     pub occ: Occupancy,
     /// Its rate.
     pub gflops: f64,
+    /// The field layout.
+    pub layout: GpuLayout,
+}
+
+/// The options that select `r`'s variant: its sweep and occupancy, and its
+/// layout when not the default.
+fn options(r: &VariantRow) -> String {
+    let layout = if r.layout == GpuLayout::default() {
+        String::new()
+    } else {
+        format!(" --gpu-layout {}", r.layout.name())
+    };
+    format!(
+        "--gpu-sweep {} --gpu-occupancy {}{layout}",
+        r.sweep.name(),
+        r.occ.name()
+    )
 }
 
 /// The lines that say which variant should be the default on this
@@ -159,25 +189,23 @@ pub fn recommendation(rows: &[VariantRow], emulated: bool) -> Vec<String> {
         return vec!["recommended default: none (no variant was timed)".into()];
     };
     let default = rows.iter().find(|r| {
-        r.size == size && r.sweep == SweepVariant::default() && r.occ == Occupancy::default()
+        r.size == size
+            && r.sweep == SweepVariant::default()
+            && r.occ == Occupancy::default()
+            && r.layout == GpuLayout::default()
     });
     let lead = default
         .filter(|d| d.gflops > 0.0)
         .map_or(String::new(), |d| {
             format!(
-                ", {:+.1}% against --gpu-sweep {} --gpu-occupancy {}",
+                ", {:+.1}% against {}",
                 100.0 * (best.gflops / d.gflops - 1.0),
-                d.sweep.name(),
-                d.occ.name()
+                options(d)
             )
         });
     let at_l = if size == "XL" {
         best_of("L").map_or(String::new(), |l| {
-            format!(
-                "; at L the fastest is --gpu-sweep {} --gpu-occupancy {}",
-                l.sweep.name(),
-                l.occ.name()
-            )
+            format!("; at L the fastest is {}", options(l))
         })
     } else {
         String::new()
@@ -188,9 +216,8 @@ pub fn recommendation(rows: &[VariantRow], emulated: bool) -> Vec<String> {
         "recommended default on this device"
     };
     vec![format!(
-        "{head}: --gpu-sweep {} --gpu-occupancy {} ({:.1} GFLOPS at {size}{lead}){at_l}",
-        best.sweep.name(),
-        best.occ.name(),
+        "{head}: {} ({:.1} GFLOPS at {size}{lead}){at_l}",
+        options(best),
         best.gflops
     )]
 }
@@ -279,8 +306,15 @@ mod tests {
                "per_rank":[{"rank":0},{"rank":1,"phases_s":{"compute":0.5,"pack":0.01,
                "transfer":0.02,"comm":0.03,"unpack":0.01,"allreduce":0.001}}]"#,
         );
-        let row = variant_row(SweepVariant::Classic, Occupancy::Auto, &r, Some(4200.0));
-        assert!(row.starts_with("  classic        auto "), "{row}");
+        let row = variant_row(
+            (SweepVariant::Classic, Occupancy::Auto, GpuLayout::Exact),
+            &r,
+            Some(4200.0),
+        );
+        assert!(
+            row.starts_with("  classic        auto      exact "),
+            "{row}"
+        );
         assert!(
             row.contains("1500.0") && row.contains("50.0%") && row.contains("95.0%"),
             "{row}"
@@ -314,6 +348,7 @@ mod tests {
             sweep: SweepVariant::Classic,
             occ,
             gflops,
+            layout: GpuLayout::Exact,
         };
         let rows = [
             row("XL", Occupancy::Auto, 1000.0),
@@ -345,5 +380,19 @@ mod tests {
         ];
         let said = recommendation(&tied, false).join("\n");
         assert!(said.contains("--gpu-occupancy auto (1000.0"), "{said}");
+        // A padded winner is named with its layout, against the exact
+        // default.
+        let padded = VariantRow {
+            layout: GpuLayout::Padded,
+            ..row("XL", Occupancy::Blocks4, 1050.0)
+        };
+        let said = recommendation(&[tied[0], padded], false).join("\n");
+        assert!(
+            said.contains(
+                "--gpu-occupancy 4 --gpu-layout padded (1050.0 GFLOPS at XL, +5.0% against \
+                 --gpu-sweep classic --gpu-occupancy auto)"
+            ),
+            "{said}"
+        );
     }
 }

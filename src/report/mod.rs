@@ -102,6 +102,7 @@ impl Record {
                 gpu_sweep: r.backend.gpu_sweep.clone(),
                 host_waits_per_iteration: r.backend.host_traffic.map(|t| t.waits),
                 host_device_bytes_per_iteration: r.backend.host_traffic.map(|t| t.bytes),
+                gpu_layout: r.backend.gpu_layout.clone(),
             })
             .collect();
         Record {

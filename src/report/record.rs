@@ -86,6 +86,10 @@ pub struct RankRecord {
     /// (gosa's 8 included), counted like `host_waits_per_iteration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_device_bytes_per_iteration: Option<u64>,
+    /// The GPU field layout (`--gpu-layout`); absent for CPU ranks and
+    /// in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_layout: Option<String>,
 }
 
 /// One run's result: what JSON lines in results files hold.

@@ -108,13 +108,27 @@ pub fn render(r: &Record) -> String {
         // where a reader looks for the hardware.
         let on = |x: &&crate::report::record::RankRecord| x.placement.device.as_ref() == Some(d);
         let emulated = r.per_rank.iter().filter(on).find(|x| x.emulated);
-        // The sweep variant its ranks ran (`--gpu-sweep`), where recorded.
-        let sweep = r
-            .per_rank
-            .iter()
-            .filter(on)
-            .find_map(|x| x.gpu_sweep.as_deref())
-            .map_or(String::new(), |v| format!(" (sweep {v})"));
+        // The sweep variant its ranks ran (`--gpu-sweep`) and their field
+        // layout (`--gpu-layout`), where recorded.
+        let said = |f: fn(&crate::report::record::RankRecord) -> Option<&str>, what: &str| {
+            r.per_rank
+                .iter()
+                .filter(on)
+                .find_map(f)
+                .map(|v| format!("{what} {v}"))
+        };
+        let terms: Vec<String> = [
+            said(|x| x.gpu_sweep.as_deref(), "sweep"),
+            said(|x| x.gpu_layout.as_deref(), "layout"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let sweep = if terms.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", terms.join(", "))
+        };
         match emulated {
             Some(x) => {
                 let _ = writeln!(
@@ -441,6 +455,26 @@ mod tests {
         let old = serde_json::to_value(gpu_record(dev, None)).unwrap();
         assert!(old.get("halo_path").is_none());
         assert!(old["per_rank"][0].get("host_waits_per_iteration").is_none());
+    }
+
+    #[test]
+    fn the_device_line_names_the_field_layout_where_recorded() {
+        let dev = "GPU 0: H100 (sm_90, 80 GiB)";
+        let mut r = gpu_record(dev, None);
+        r.per_rank[0].gpu_sweep = Some("slab".into());
+        r.per_rank[0].gpu_layout = Some("padded".into());
+        let text = render(&r);
+        assert!(
+            text.contains(&format!("Device: {dev} (sweep slab, layout padded)\n")),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["per_rank"][0]["gpu_layout"], "padded");
+        let back: crate::report::record::Record = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        // Records before it was recorded read back without it.
+        let old = serde_json::to_value(gpu_record(dev, None)).unwrap();
+        assert!(old["per_rank"][0].get("gpu_layout").is_none());
     }
 
     #[test]

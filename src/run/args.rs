@@ -170,6 +170,12 @@ pub struct RunArgs {
     /// classic.
     #[arg(long, value_enum)]
     pub gpu_sweep: Option<crate::config::SweepVariant>,
+    /// GPU field layout: exact (rows of the block's k extent, as on the
+    /// host) or padded (each row's first owned k on a 128-byte boundary,
+    /// pitches of an odd number of 128-byte lines). Results are
+    /// identical. Default exact.
+    #[arg(long, value_enum)]
+    pub gpu_layout: Option<crate::config::GpuLayout>,
     /// Energy of the timed loop from the node's counters (RAPL, Cray
     /// pm_counters, NVML): `auto` reads every one the node offers and
     /// says in one line when none applies; `off` reads none.

@@ -6,7 +6,7 @@ use super::args::SelftestArgs;
 use super::validate;
 use crate::backend;
 use crate::comm;
-use crate::config::{BackendKind, Occupancy, Staging, SweepVariant};
+use crate::config::{BackendKind, GpuLayout, Occupancy, Staging, SweepVariant};
 use crate::error::Outcome;
 use crate::grid::decomp::Block;
 use crate::output;
@@ -41,6 +41,7 @@ pub fn selftest(args: &SelftestArgs) -> ExitCode {
                     occupancy: Occupancy::Auto,
                     sweep: SweepVariant::Classic,
                     halo: crate::config::HaloPath::Staged,
+                    layout: GpuLayout::Exact,
                 };
                 let mut gpu = backend::gpu::create(&opts, &problem.grid, &block, comm)?;
                 selftest::halo_self_test(comm, &problem, args.temporal, Some(gpu.as_mut()))?

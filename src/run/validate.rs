@@ -110,6 +110,7 @@ impl RunArgs {
             given(self.staging.is_some(), "--staging"),
             given(self.gpu_occupancy.is_some(), "--gpu-occupancy"),
             given(self.gpu_sweep.is_some(), "--gpu-sweep"),
+            given(self.gpu_layout.is_some(), "--gpu-layout"),
         ];
         let cpu_only = [
             given(self.stores.is_some(), "--stores"),
@@ -296,6 +297,7 @@ impl RunArgs {
             checkpoint: self.checkpoint.validate(length, temporal)?,
             gpu_sweep: self.gpu_sweep.unwrap_or_default(),
             halo: self.halo.unwrap_or_default(),
+            gpu_layout: self.gpu_layout.unwrap_or_default(),
         })
     }
 
@@ -542,6 +544,7 @@ mod tests {
             &["--gpu-occupancy", "4"],
             &["--gpu-sweep", "classic", "--backend", "cpu"],
             &["--gpu-sweep", "slab"],
+            &["--gpu-layout", "padded", "--backend", "cpu"],
             &[
                 "--gpu-sweep",
                 "pipelined",

@@ -22,6 +22,7 @@
 pub mod cells;
 pub mod compare;
 pub mod export;
+pub mod gpu_model;
 pub mod group;
 pub mod html;
 pub mod model;
@@ -416,6 +417,96 @@ pub struct ModelArgs {
     /// Report format on standard output.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// The GPU sweep's model instead (needs no rate or network): one
+    /// rank of the grid per --gpu-sweep and --gpu-occupancy on an H100
+    /// and an H200, predicted TFLOPS beside the device copy bandwidth's
+    /// ceiling, and the sectors per load request of each --gpu-layout
+    /// (predictions: docs/gpu.md).
+    #[arg(long, conflicts_with_all = ["rate_mflops", "seconds_per_iteration", "results",
+                                      "pingpong", "latency_us", "bandwidth_gbs"])]
+    pub gpu: bool,
+}
+
+/// The GPU sweep model's report of one rank of `grid` (size `size`) in
+/// `format` (see [`gpu_model`]).
+fn gpu_model_report(grid: &Grid, size: &str, format: Format) -> Result<String> {
+    use crate::config::GpuLayout;
+    let rows = gpu_model::predict_all(grid);
+    let d2 = grid.n[2];
+    let sectors: Vec<(&str, f64)> = GpuLayout::ALL
+        .iter()
+        .map(|l| (l.name(), gpu_model::sectors_per_request(*l, d2)))
+        .collect();
+    Ok(match format {
+        Format::Json => output::json(&serde_json::json!({
+            "grid": grid.n, "size": size, "ranks": 1, "predictions": rows,
+            "sectors_per_request": sectors.iter().map(|(l, s)| (l.to_string(), *s))
+                .collect::<std::collections::BTreeMap<String, f64>>(),
+        }))?,
+        Format::Csv => {
+            let mut s = String::from(
+                "device,sweep,occupancy,registers,blocks_per_sm,in_flight_bytes,tflops,\
+                 ceiling_tflops\n",
+            );
+            for r in &rows {
+                s.push_str(&format!(
+                    "{},{},{},{},{},{},{},{}\n",
+                    output::csv_field(r.device),
+                    r.sweep,
+                    r.occupancy,
+                    r.registers,
+                    r.blocks_per_sm,
+                    r.in_flight_bytes,
+                    r.tflops,
+                    r.ceiling_tflops
+                ));
+            }
+            s
+        }
+        Format::Text => {
+            let mut s = format!(
+                "GPU sweep model (predictions, not measurements: docs/gpu.md): one rank of grid \
+                 {grid} ({size})\n  {:<9} {:<14} {:<9} {:>9} {:>6} {:>12} {:>7} {:>9}\n",
+                "device",
+                "sweep",
+                "occupancy",
+                "registers",
+                "blocks",
+                "KB in flight",
+                "TFLOPS",
+                "% of copy"
+            );
+            for r in &rows {
+                s.push_str(&format!(
+                    "  {:<9} {:<14} {:<9} {:>9} {:>6} {:>12.1} {:>7.2} {:>8.0}%\n",
+                    r.device,
+                    r.sweep,
+                    r.occupancy,
+                    r.registers,
+                    r.blocks_per_sm,
+                    r.in_flight_bytes / 1e3,
+                    r.tflops,
+                    100.0 * r.tflops / r.ceiling_tflops
+                ));
+            }
+            for d in gpu_model::DEVICES {
+                s.push_str(&format!(
+                    "copy-bandwidth ceiling on the {}: {:.2} TFLOPS ({:.2} TB/s device copy, \
+                     {:.1} KB in flight per SM needed)\n",
+                    d.name,
+                    d.ceiling_tflops(),
+                    d.copy / 1e12,
+                    d.needed_in_flight() / 1e3
+                ));
+            }
+            let said: Vec<String> = sectors.iter().map(|(l, v)| format!("{l} {v:.2}")).collect();
+            s.push_str(&format!(
+                "sectors per load request (the same HBM bytes; --gpu-layout): {}\n",
+                said.join(", ")
+            ));
+            s
+        }
+    })
 }
 
 /// Runs `himeno model`.
@@ -427,6 +518,10 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
     problem.check_temporal(args.temporal)?;
     let (grid, procs) = (problem.grid, problem.procs);
     let size = problem.size.to_string();
+    if args.gpu {
+        output::print_report(&gpu_model_report(&grid, &size, args.format)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (rate, rate_from) = match (args.rate_mflops, args.seconds_per_iteration, &args.results) {
         (Some(r), _, _) => (
             model::check_rate(r, "--rate-mflops")?,

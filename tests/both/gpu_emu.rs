@@ -5,6 +5,7 @@
 //! tier.
 
 use himeno::backend::gpu::launch::{self, Arg, Shape, SweepBuffers, SweepLaunch, SweepPlan, Value};
+use himeno::backend::gpu::layout::FieldLayout;
 use himeno::grid::Grid;
 use himeno::grid::decomp::{Block, ProcGrid};
 use himeno::grid::fields::COEFFICIENTS;
@@ -141,7 +142,7 @@ pub(crate) fn coverage(block: &Block, ls: &[SweepLaunch], partials: usize) -> Ar
     let mut hits = Array3::<u8>::zeros((dims[0], dims[1], dims[2]));
     let mut slots = Vec::new();
     for l in ls {
-        let args = launch::sweep_args(&b, dims, l, partials);
+        let args = launch::sweep_args(&b, &FieldLayout::exact(dims), l, partials);
         let shape = l.shape();
         assert_eq!(
             shape.block[0] * shape.block[1],

@@ -284,7 +284,8 @@ fn gpu_check_passes_only_when_every_part_ran() {
             "driver's CUDA version: 13.0",
             "GPU: NVIDIA H200 (stub)",
             "XL (512x512x1024) on one rank, 200 iterations",
-            "auto 200 1500.0 2500.0 59.5% 95.0%",
+            "auto exact 200 1500.0 2500.0 59.5% 95.0%",
+            "slab 4 padded 200 1500.0 2500.0 59.5% 95.0%",
             "2 2x1x1 pinned off 5.000 0.100 0.200 0.300 0.100 0.010 1500.0",
         ],
     );
@@ -490,7 +491,8 @@ fn gpu_check_quick_on_an_emulated_device_says_so_and_times_small_grids() {
             "== 2. timing (EMULATED device: host times, not GPU performance)",
             "bench transfer (peak GB/s): device copy 4200",
             "21x21x41 standing in for XL (--quick) on one rank, 3 iterations",
-            "  classic   5                3     1500.0",
+            "  classic   5         exact         3     1500.0",
+            "  pipelined-slab 4         padded        3     1500.0",
             "fastest on this EMULATED device (host times: no recommendation for a GPU): \
              --gpu-sweep classic",
             "known_answers          ok",

@@ -11,6 +11,7 @@
 
 use crate::both::gpu_emu::*;
 use himeno::backend::gpu::launch::{self, SOURCE, SweepPlan};
+use himeno::backend::gpu::layout::FieldLayout;
 use himeno::grid::Grid;
 use himeno::grid::decomp::{Block, ProcGrid};
 
@@ -24,7 +25,12 @@ fn gpu_emu_thin_slabs_keep_lanes_busy() {
     let plan = SweepPlan::of(&block).unwrap();
     for l in &plan.boundary {
         let b = buffers();
-        let args = launch::sweep_args(&b, block.local_dims(), l, plan.used(true));
+        let args = launch::sweep_args(
+            &b,
+            &FieldLayout::exact(block.local_dims()),
+            l,
+            plan.used(true),
+        );
         let shape = l.shape();
         let mut active = 0usize;
         for blk in 0..shape.grid[0] {

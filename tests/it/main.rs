@@ -25,6 +25,7 @@ mod fuzz;
 mod gpu;
 mod gpu_check;
 mod gpu_emu;
+mod gpu_model;
 mod halo_path;
 mod inputs;
 mod layers;

@@ -552,15 +552,23 @@ fn assert_budgeted_check(text: &str, out: &Path) {
     ] {
         assert!(text.contains(part), "{part}:\n{text}");
     }
-    // Every pair a run accepts has a row at both sizes; a pipelined sweep
-    // at occupancy 5 (it would spill) has none.
+    // Every pair a run accepts has an exact row at both sizes; a
+    // pipelined sweep at occupancy 5 (it would spill) has none. Every
+    // sweep has a padded row at occupancy 4 at both sizes.
     let mut variants = 0;
     for sweep in himeno::config::SweepVariant::ALL {
         for occ in himeno::config::Occupancy::ALL {
-            let row = format!("  {:<14} {:<9} ", sweep.name(), occ.name());
+            let row = format!("  {:<14} {:<9} exact  ", sweep.name(), occ.name());
             let want = if sweep.fits(occ) { 2 } else { 0 };
             assert_eq!(text.matches(&row).count(), want, "{row}:\n{text}");
             variants += usize::from(sweep.fits(occ));
+            let row = format!("  {:<14} {:<9} padded ", sweep.name(), occ.name());
+            let want = if occ == himeno::config::Occupancy::Blocks4 {
+                2
+            } else {
+                0
+            };
+            assert_eq!(text.matches(&row).count(), want, "{row}:\n{text}");
         }
     }
     assert!(

@@ -25,6 +25,7 @@ mod energy;
 mod gpu;
 mod gpu_emu;
 mod gpu_emu_driver;
+mod gpu_emu_layout;
 mod gpu_emu_variants;
 mod gpu_first_run;
 mod gpu_halo;

@@ -680,6 +680,7 @@ impl Backend for CpuBackend {
             emulated: None,
             gpu_sweep: None,
             host_traffic: None,
+            gpu_layout: None,
         }
     }
 

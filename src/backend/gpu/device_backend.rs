@@ -19,11 +19,17 @@
 //! both faces and copying them to the host, once after copying both
 //! received faces to the device and unpacking them.
 //!
-//! Faces: a face normal to i is contiguous and copied in place; a face
-//! normal to j or k is gathered by the pack kernel into its own device
-//! face buffer (one per face with a neighbour, sized by
-//! `launch::face_buffer_len`), so that the two faces of a step are in
-//! flight together. Two timing events around the copies of a step give
+//! Layout (`--gpu-layout`, `layout`): every field is addressed from its
+//! origin with the row pitch of its layout, which the kernels take as
+//! their `d2`; exact, a field is the host's array value for value and is
+//! copied whole; padded, it is copied an i-plane at a time through the
+//! pack/unpack kernels and a plane buffer.
+//!
+//! Faces: a face normal to i is contiguous in the exact layout and copied
+//! in place; any other face (normal to j or k, or to i when padded) is
+//! gathered by the pack kernel into its own device face buffer (one per
+//! face with a neighbour, sized by `launch::face_buffer_len`), so that the
+//! two faces of a step are in flight together. Two timing events around the copies of a step give
 //! its transfer time. The GPU backend keeps one ghost layer (its
 //! `Capabilities`, which the command line's validation reads), so a face's
 //! message is one layer.
@@ -58,6 +64,7 @@ use super::launch::{
     self, Arg, FaceCopy, GOSA_WORDS, Shape, SweepBuffers, SweepLaunch, SweepPlan, SweepVariant,
     face_args, fill_args, fill_planes_args, sweep_args,
 };
+use super::layout::FieldLayout;
 use super::nvtx;
 use super::options::GpuOptions;
 use super::staging::{self, Pinned, PinnedBuffer};
@@ -71,7 +78,7 @@ use crate::config::{BackendKind, HaloPath};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::grid::decomp::{Block, Face};
-use crate::grid::fields::{COEFFICIENTS, coefficient_values, p_initial};
+use crate::grid::fields::{COEFFICIENTS, NAMES, coefficient_values, p_initial};
 use crate::timeline;
 use crate::timing::Phase;
 use cudarc::driver::{
@@ -131,10 +138,18 @@ pub struct GpuBackend {
     halo: Arc<CudaStream>,
     k: Kernels,
     dims: [usize; 3],
+    /// How the fields lie in their allocations.
+    layout: FieldLayout,
+    /// Values from each field's allocation to its origin, in
+    /// `grid::fields::NAMES` order (`bufs[0]`, `bufs[1]`, then `coef`).
+    fronts: [usize; NAMES.len()],
     /// `p` and `next`: `bufs[cur]` is `p`.
     bufs: [DeviceBuf<f32>; 2],
     cur: usize,
     coef: Vec<DeviceBuf<f32>>,
+    /// A padded layout's buffer of one i-plane, which fields are loaded
+    /// and read back through.
+    plane_buf: Option<DeviceBuf<f32>>,
     /// Initial `p` per local i-plane, for resets.
     plane_values: DeviceBuf<f32>,
     partial: DeviceBuf<f64>,
@@ -154,9 +169,9 @@ pub struct GpuBackend {
     /// next boundary sweep (on `halo`) waits for it, since the host no
     /// longer waits for `main` between iterations.
     main_done: CudaEvent,
-    /// Device face buffers of the faces normal to j and k with a
-    /// neighbour, by `[dim - 1][side]`.
-    faces: [[Option<DeviceBuf<f32>>; 2]; 2],
+    /// Device face buffers of the faces with a neighbour that need one
+    /// (`launch::face_buffer_len`), by `[dim][side]`.
+    faces: [[Option<DeviceBuf<f32>>; 2]; 3],
     plan: SweepPlan,
     overlap: bool,
     /// Whether the block exchanges any face (else nothing waits for the
@@ -171,10 +186,10 @@ pub struct GpuBackend {
     info: BackendInfo,
     /// The device-direct halo transport (`None`: staged through the host).
     transport: Option<Box<dyn FaceTransport>>,
-    /// Receive buffers of the faces normal to j and k with a neighbour,
-    /// by `[dim - 1][side]`, on the device paths (the staged path receives
-    /// into `faces`).
-    recv_faces: [[Option<DeviceBuf<f32>>; 2]; 2],
+    /// Receive buffers of the faces with a neighbour that are not one
+    /// contiguous plane of the field, by `[dim][side]`, on the device
+    /// paths (the staged path receives into `faces`).
+    recv_faces: [[Option<DeviceBuf<f32>>; 2]; 3],
     /// Recorded on the halo stream after the boundary slabs (device paths,
     /// `--overlap`): the gosa copy on `main` waits for it.
     boundary_done: CudaEvent,
@@ -257,7 +272,7 @@ impl GpuBackend {
         let halo = ctx
             .new_stream_with_priority(greatest)
             .map_err(cuda_err("creating a stream"))?;
-        let cells: usize = dims.iter().product();
+        let layout = FieldLayout::of(cfg.layout, dims);
         // MPI reads the fields' planes and the faces itself on the
         // mpi-device path: memory it can share, not pool memory.
         let allocator = if cfg.halo == HaloPath::MpiDevice {
@@ -266,21 +281,26 @@ impl GpuBackend {
             dev.allocator
         };
         let alloc = |n: usize| DeviceBuf::<f32>::zeros(&main, n, allocator);
-        let bufs = [alloc(cells)?, alloc(cells)?];
+        let bufs = [alloc(layout.alloc_len(0))?, alloc(layout.alloc_len(1))?];
         let coef = (0..COEFFICIENTS)
-            .map(|_| alloc(cells))
+            .map(|c| alloc(layout.alloc_len(2 + c)))
             .collect::<Result<Vec<_>>>()?;
         let transport = super::halo_path::open(cfg.halo, &ctx, comm)?;
-        let mut faces = [[None, None], [None, None]];
-        let mut recv_faces = [[None, None], [None, None]];
+        let mut fronts = [0; NAMES.len()];
+        for (f, buf) in bufs.iter().chain(&coef).enumerate() {
+            fronts[f] = layout.front(addr(buf, &main), f);
+        }
+        let mut faces = [[None, None], [None, None], [None, None]];
+        let mut recv_faces = [[None, None], [None, None], [None, None]];
         for (face, _) in block.halo_faces() {
-            if let Some(n) = launch::face_buffer_len(face, dims) {
-                faces[face.dim - 1][face.side] = Some(alloc(n)?);
+            if let Some(n) = launch::face_buffer_len(face, &layout) {
+                faces[face.dim][face.side] = Some(alloc(n)?);
                 if transport.is_some() {
-                    recv_faces[face.dim - 1][face.side] = Some(alloc(n)?);
+                    recv_faces[face.dim][face.side] = Some(alloc(n)?);
                 }
             }
         }
+        let plane_buf = launch::plane_buffer_len(&layout).map(alloc).transpose()?;
         let planes: Vec<f32> = (0..dims[0])
             .map(|li| p_initial(grid, block.global(0, li)))
             .collect();
@@ -301,9 +321,13 @@ impl GpuBackend {
         let boundary_done = order()?;
         let halo_done = order()?;
         if cfg.sweep.slab() {
-            let mut fields: Vec<u64> = bufs.iter().map(|b| addr(b, &main)).collect();
-            fields.extend(coef.iter().map(|c| addr(c, &main)));
-            if !launch::slab_fits(&fields, cells) {
+            let fields: Vec<u64> = bufs
+                .iter()
+                .chain(&coef)
+                .zip(fronts)
+                .map(|(b, front)| addr(b, &main) + 4 * front as u64)
+                .collect();
+            if !launch::slab_fits(&fields, layout.len()) {
                 return Err(Error::usage(format!(
                     "--gpu-sweep {} addresses the fields from one base with 32-bit offsets, and \
                      this device placed them more than 2^32 values apart: use --gpu-sweep \
@@ -319,7 +343,8 @@ impl GpuBackend {
             device: Some(dev.description.clone()),
             detail: Some(
                 format!(
-                    "kernels {} by NVRTC {}{}, occupancy {}, sweep {}, staging {}, overlap {}, {}",
+                    "kernels {} by NVRTC {}{}, occupancy {}, sweep {}, layout {} (pitch {}), \
+                     staging {}, overlap {}, {}",
                     compiled.arch,
                     compiled.nvrtc_version,
                     sweep.map_or(String::new(), |r| format!(
@@ -329,6 +354,8 @@ impl GpuBackend {
                     )),
                     compiled.occupancy.name(),
                     cfg.sweep.name(),
+                    cfg.layout.name(),
+                    layout.pitch,
                     cfg.staging.name(),
                     if cfg.overlap { "on" } else { "off" },
                     connections::describe()
@@ -346,6 +373,7 @@ impl GpuBackend {
             emulated: driver::emulator(),
             gpu_sweep: Some(cfg.sweep.name().to_string()),
             host_traffic: None,
+            gpu_layout: Some(cfg.layout.name().to_string()),
         };
         let mut gpu = GpuBackend {
             dev,
@@ -353,9 +381,12 @@ impl GpuBackend {
             halo,
             k: kernels,
             dims,
+            layout,
+            fronts,
             bufs,
             cur: 0,
             coef,
+            plane_buf,
             plane_values,
             partial,
             gosa,
@@ -383,16 +414,27 @@ impl GpuBackend {
         Ok(gpu)
     }
 
-    /// Device addresses of the sweep's fields, as seen from `st`.
+    /// The device address of field `f`'s origin (its number in
+    /// `grid::fields::NAMES`: 0 and 1 are `bufs`, then the coefficients),
+    /// as seen from `st`.
+    fn origin(&self, f: usize, st: &CudaStream) -> u64 {
+        let buf = match f {
+            0 | 1 => &self.bufs[f],
+            c => &self.coef[c - 2],
+        };
+        addr(buf, st) + 4 * self.fronts[f] as u64
+    }
+
+    /// Device addresses of the sweep's fields' origins, as seen from `st`.
     fn sweep_buffers(&self, st: &CudaStream) -> SweepBuffers {
         let mut coef = [0u64; COEFFICIENTS];
-        for (a, c) in coef.iter_mut().zip(&self.coef) {
-            *a = addr(c, st);
+        for (c, a) in coef.iter_mut().enumerate() {
+            *a = self.origin(2 + c, st);
         }
         let words = addr(&self.gosa, st);
         SweepBuffers {
-            p: addr(&self.bufs[self.cur], st),
-            out: addr(&self.bufs[1 - self.cur], st),
+            p: self.origin(self.cur, st),
+            out: self.origin(1 - self.cur, st),
             coef,
             partial: addr(&self.partial, st),
             ticket: words + 8 * 2,
@@ -410,7 +452,7 @@ impl GpuBackend {
                 st,
                 &self.k.sweep,
                 l.shape(),
-                &sweep_args(&b, self.dims, l, total),
+                &sweep_args(&b, &self.layout, l, total),
                 "launching the sweep",
             )?;
         }
@@ -507,7 +549,7 @@ impl GpuBackend {
     /// The copy of `face` (its sent plane when `send`) after checking that
     /// `len`, the host buffer's length, is one layer of it.
     fn face_copy(&self, face: Face, len: usize, send: bool) -> Result<FaceCopy> {
-        let c = FaceCopy::of(face, self.dims, send);
+        let c = FaceCopy::of(face, &self.layout, send);
         if len != c.len {
             return Err(Error::runtime(format!(
                 "halo buffer of {len} values for a face of {} (the GPU backend exchanges one \
@@ -523,8 +565,8 @@ impl GpuBackend {
     /// face's device buffer.
     fn face_device(&self, st: &CudaStream, face: Face, c: &FaceCopy) -> Result<u64> {
         match c.contiguous {
-            Some(off) => Ok(addr(&self.bufs[1 - self.cur], st) + off as u64 * 4),
-            None => self.faces[face.dim - 1][face.side]
+            Some(off) => Ok(self.origin(1 - self.cur, st) + off as u64 * 4),
+            None => self.faces[face.dim][face.side]
                 .as_ref()
                 .map(|b| addr(b, st))
                 .ok_or_else(|| {
@@ -561,12 +603,12 @@ impl GpuBackend {
         c: &FaceCopy,
         buf: u64,
     ) -> Result<()> {
-        let next = addr(&self.bufs[1 - self.cur], st);
+        let next = self.origin(1 - self.cur, st);
         launch(
             st,
             func,
             launch::flat(c.len),
-            &face_args(next, buf, c, self.dims),
+            &face_args(next, buf, c, &self.layout),
             "launching a face kernel",
         )
     }
@@ -635,7 +677,7 @@ impl GpuBackend {
     /// Whether any of `faces` needs a pack or unpack kernel (a face normal
     /// to j or k), so that a trace shows that kernel work.
     fn any_kernel(&self, mut faces: impl Iterator<Item = Face>) -> bool {
-        faces.any(|face| FaceCopy::of(face, self.dims, true).contiguous.is_none())
+        faces.any(|face| FaceCopy::of(face, &self.layout, true).contiguous.is_none())
     }
 
     /// Starts the device events of a trace once this thread records a
@@ -655,6 +697,69 @@ impl GpuBackend {
         Ok(())
     }
 
+    /// The plane buffer of a padded layout and its address from `st`.
+    fn plane_buffer(&self, st: &CudaStream) -> Result<u64> {
+        self.plane_buf
+            .as_ref()
+            .map(|b| addr(b, st))
+            .ok_or_else(|| Error::runtime("a padded field without its plane buffer"))
+    }
+
+    /// Queues the copy of the host's `values` (the exact layout's order)
+    /// into `next` of a padded layout on `st`, an i-plane at a time:
+    /// each plane to the plane buffer, then unpacked into its rows. The
+    /// caller waits for `st` before `values` may change.
+    fn planes_to_device(&self, st: &CudaStream, values: &[f32]) -> Result<()> {
+        let buf = self.plane_buffer(st)?;
+        let next = self.origin(1 - self.cur, st);
+        let len = self.dims[1] * self.dims[2];
+        for (i, plane) in values.chunks_exact(len).enumerate() {
+            // SAFETY: the plane buffer holds `len` values; the caller
+            // synchronises `st` before returning, so `values` outlives the
+            // copy, and the next plane's copy is ordered after this
+            // plane's unpack on the same stream.
+            unsafe { result::memcpy_htod_async(buf, plane, st.cu_stream()) }
+                .map_err(cuda_err("copying a field to the device"))?;
+            let c = FaceCopy::plane(i, self.dims);
+            launch(
+                st,
+                &self.k.unpack,
+                launch::flat(c.len),
+                &face_args(next, buf, &c, &self.layout),
+                "launching a face kernel",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Queues the copy of `p` of a padded layout into a host array in the
+    /// exact layout's order on `st`, an i-plane at a time (packed into the
+    /// plane buffer, then copied), and waits for it.
+    fn planes_to_host(&self, st: &CudaStream) -> Result<Vec<f32>> {
+        let buf = self.plane_buffer(st)?;
+        let p = self.origin(self.cur, st);
+        let len = self.dims[1] * self.dims[2];
+        let mut host = vec![0.0f32; self.dims[0] * len];
+        for (i, plane) in host.chunks_exact_mut(len).enumerate() {
+            let c = FaceCopy::plane(i, self.dims);
+            launch(
+                st,
+                &self.k.pack,
+                launch::flat(c.len),
+                &face_args(p, buf, &c, &self.layout),
+                "launching a face kernel",
+            )?;
+            // SAFETY: the plane buffer holds `len` values; `host` lives
+            // until the wait below, and the next plane's pack is ordered
+            // after this copy on the same stream.
+            unsafe { result::memcpy_dtoh_async(plane, buf, st.cu_stream()) }
+                .map_err(cuda_err("copying p to the host"))?;
+        }
+        st.synchronize()
+            .map_err(cuda_err("copying p to the host"))?;
+        Ok(host)
+    }
+
     /// Seconds between the two timing events (waits for the second).
     fn event_seconds(&self) -> Result<f64> {
         let ms = self.ev[0]
@@ -666,11 +771,12 @@ impl GpuBackend {
     /// Fills every field with its initial value on `main` and waits.
     fn fill_all(&self) -> Result<()> {
         let st = &self.main;
-        let cells: usize = self.dims.iter().product();
-        let plane_len = self.dims[1] * self.dims[2];
+        // Padding included: every value from the origin on is set.
+        let cells = self.layout.len();
+        let plane_len = self.layout.plane();
         let table = addr(&self.plane_values, st);
-        for buf in &self.bufs {
-            let args = fill_planes_args(addr(buf, st), table, plane_len, cells);
+        for f in 0..self.bufs.len() {
+            let args = fill_planes_args(self.origin(f, st), table, plane_len, cells);
             launch(
                 st,
                 &self.k.fill_planes,
@@ -679,8 +785,8 @@ impl GpuBackend {
                 "initialising p",
             )?;
         }
-        for (c, v) in self.coef.iter().zip(coefficient_values()) {
-            let args = fill_args(addr(c, st), cells, v);
+        for (c, v) in coefficient_values().into_iter().enumerate() {
+            let args = fill_args(self.origin(2 + c, st), cells, v);
             launch(
                 st,
                 &self.k.fill,
@@ -878,8 +984,12 @@ impl Backend for GpuBackend {
                     self.dims
                 ))
             })?;
-        st.memcpy_htod(values, &mut *self.bufs[1 - self.cur])
-            .map_err(cuda_err("copying a field to the device"))?;
+        if self.layout.padded() {
+            self.planes_to_device(&st, values)?;
+        } else {
+            st.memcpy_htod(values, &mut *self.bufs[1 - self.cur])
+                .map_err(cuda_err("copying a field to the device"))?;
+        }
         st.synchronize()
             .map_err(cuda_err("copying a field to the device"))
     }
@@ -890,9 +1000,12 @@ impl Backend for GpuBackend {
             st.wait(&self.halo_done)
                 .map_err(cuda_err("ordering the streams"))?;
         }
-        let host = st
-            .clone_dtoh(&*self.bufs[self.cur])
-            .map_err(cuda_err("copying p to the host"))?;
+        let host = if self.layout.padded() {
+            self.planes_to_host(&st)?
+        } else {
+            st.clone_dtoh(&*self.bufs[self.cur])
+                .map_err(cuda_err("copying p to the host"))?
+        };
         st.synchronize()
             .map_err(cuda_err("copying p to the host"))?;
         let [d0, d1, d2] = self.dims;
@@ -907,8 +1020,8 @@ impl GpuBackend {
     /// buffer.
     fn recv_device(&self, st: &CudaStream, face: Face, c: &FaceCopy) -> Result<u64> {
         match c.contiguous {
-            Some(off) => Ok(addr(&self.bufs[1 - self.cur], st) + off as u64 * 4),
-            None => self.recv_faces[face.dim - 1][face.side]
+            Some(off) => Ok(self.origin(1 - self.cur, st) + off as u64 * 4),
+            None => self.recv_faces[face.dim][face.side]
                 .as_ref()
                 .map(|b| addr(b, st))
                 .ok_or_else(|| {
@@ -935,7 +1048,7 @@ impl DeviceHalo for GpuBackend {
         let _nvtx = nvtx::range(Phase::Pack.name());
         let st = self.halo_stream();
         for face in Self::step_faces(step) {
-            let c = FaceCopy::of(face, self.dims, true);
+            let c = FaceCopy::of(face, &self.layout, true);
             self.launch_face(&st, &self.k.pack, face, &c)?;
         }
         Ok(())
@@ -946,8 +1059,8 @@ impl DeviceHalo for GpuBackend {
         let mut send = [None, None];
         let mut recv = [None, None];
         for face in Self::step_faces(step) {
-            let out = FaceCopy::of(face, self.dims, true);
-            let back = FaceCopy::of(face, self.dims, false);
+            let out = FaceCopy::of(face, &self.layout, true);
+            let back = FaceCopy::of(face, &self.layout, false);
             send[face.side] = Some(DeviceFace {
                 addr: self.face_device(&st, face, &out)?,
                 len: out.len,
@@ -975,7 +1088,7 @@ impl DeviceHalo for GpuBackend {
         let _nvtx = nvtx::range(Phase::Unpack.name());
         let st = self.halo_stream();
         for face in Self::step_faces(step) {
-            let c = FaceCopy::of(face, self.dims, false);
+            let c = FaceCopy::of(face, &self.layout, false);
             if c.contiguous.is_none() {
                 let buf = self.recv_device(&st, face, &c)?;
                 self.launch_face_at(&st, &self.k.unpack, &c, buf)?;

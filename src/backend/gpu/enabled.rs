@@ -5,6 +5,7 @@ use super::compile;
 use super::device_backend::{GpuBackend, Kernels, Opened};
 use super::driver::{self, Device, cuda_err};
 use super::launch::{self, SweepPlan};
+use super::layout::FieldLayout;
 use super::memcheck::{self, Report};
 use super::options::GpuOptions;
 use crate::backend::api::Backend;
@@ -45,14 +46,15 @@ pub fn create(
     let (free, _total) = same_outcome_everywhere(opened.dev.memory(), comm)?;
     let dims = block.local_dims();
     let faces: Vec<Face> = block.halo_faces().map(|(f, _)| f).collect();
+    let layout = FieldLayout::of(cfg.layout, dims);
     let mine = Report {
         host: comm.host(),
         device: opened.dev.identity.clone(),
         description: opened.dev.description.clone(),
         // The device paths receive into face buffers of their own.
-        need: launch::device_bytes(dims, plan.partials, &faces)
+        need: launch::device_bytes(&layout, plan.partials, &faces)
             + if cfg.halo.device_direct() {
-                launch::device_bytes(dims, 0, &faces) - launch::device_bytes(dims, 0, &[])
+                launch::device_bytes(&layout, 0, &faces) - launch::device_bytes(&layout, 0, &[])
             } else {
                 0
             },

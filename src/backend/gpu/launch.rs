@@ -8,6 +8,7 @@
 //! plan's coverage on the host in every build: the backend launches exactly
 //! the configurations and arguments these functions return.
 
+use super::layout::FieldLayout;
 use super::regions::{self, Region};
 use crate::error::{Error, Result};
 use crate::grid::decomp::{Block, Face};
@@ -231,16 +232,18 @@ pub struct FaceCopy {
     pub len: usize,
     /// Values along the faster of the two dimensions the face spans.
     pub nb: usize,
-    /// For faces normal to i, which are contiguous: the offset of their
-    /// first value in the field, copied directly; `None` for the others,
-    /// which go through the device face buffer and a pack/unpack kernel.
+    /// For faces normal to i in the exact layout, which are contiguous:
+    /// the offset of their first value from the field's origin, copied
+    /// directly; `None` for the others, which go through a device face
+    /// buffer and a pack/unpack kernel.
     pub contiguous: Option<usize>,
 }
 
 impl FaceCopy {
-    /// The copy of `face` of a field with local extents `dims`: its sent
-    /// plane when `send`, its ghost plane otherwise.
-    pub fn of(face: Face, dims: [usize; 3], send: bool) -> FaceCopy {
+    /// The copy of `face` of a field laid out as `layout`: its sent plane
+    /// when `send`, its ghost plane otherwise.
+    pub fn of(face: Face, layout: &FieldLayout, send: bool) -> FaceCopy {
+        let dims = layout.dims;
         let plane = if send {
             face.send_plane(dims)
         } else {
@@ -252,7 +255,20 @@ impl FaceCopy {
             plane,
             len: face.len(dims),
             nb,
-            contiguous: (face.dim == 0).then_some(plane * dims[1] * dims[2]),
+            contiguous: (face.dim == 0 && !layout.padded()).then_some(plane * layout.plane()),
+        }
+    }
+
+    /// The copy of local i-plane `i` whole (owned points and ghosts),
+    /// through a pack/unpack kernel: how a padded field is loaded and
+    /// read back, a plane at a time.
+    pub fn plane(i: usize, dims: [usize; 3]) -> FaceCopy {
+        FaceCopy {
+            dim: 0,
+            plane: i,
+            len: dims[1] * dims[2],
+            nb: dims[2],
+            contiguous: None,
         }
     }
 }
@@ -264,35 +280,48 @@ pub fn face_capacity(dims: [usize; 3]) -> usize {
 }
 
 /// Values of the device face buffer of `face` (one layer), or `None` for
-/// a face normal to i, which is contiguous and copied in place. The
-/// backend keeps one such buffer per face normal to j or k that has a
-/// neighbour, so that both faces of a dimension step are packed, copied
-/// and unpacked with one wait for the device.
-pub fn face_buffer_len(face: Face, dims: [usize; 3]) -> Option<usize> {
-    (face.dim != 0).then(|| face.len(dims))
+/// a face normal to i in the exact layout, which is contiguous and copied
+/// in place (padded, its rows are not). The backend keeps one such buffer
+/// per face with a neighbour that needs one, so that both faces of a
+/// dimension step are packed, copied and unpacked with one wait for the
+/// device.
+pub fn face_buffer_len(face: Face, layout: &FieldLayout) -> Option<usize> {
+    (face.dim != 0 || layout.padded()).then(|| face.len(layout.dims))
+}
+
+/// Values of the device buffer a padded field is loaded and read back
+/// through, one i-plane at a time ([`FaceCopy::plane`]); none for the
+/// exact layout, which is copied whole.
+pub fn plane_buffer_len(layout: &FieldLayout) -> Option<usize> {
+    layout.padded().then(|| layout.dims[1] * layout.dims[2])
 }
 
 /// Granularity of device allocations from the driver's memory pool:
 /// each allocation is counted rounded up to it.
 pub const ALLOCATION_GRANULE: u64 = 2 << 20;
 
-/// Device memory the backend allocates for a block with local extents
-/// `dims`, `partials` partial-sum slots and halo faces `faces`, in bytes:
-/// the fourteen fields, a face buffer per face normal to j or k
-/// ([`face_buffer_len`]), the initial value of each i-plane, the partial
-/// sums, and gosa's two slots with the reduction's ticket ([`GOSA_WORDS`]
-/// words of 8 bytes), each allocation rounded up to [`ALLOCATION_GRANULE`].
-/// The memory check of all ranks sharing a device relies on it being
-/// exact.
-pub fn device_bytes(dims: [usize; 3], partials: usize, faces: &[Face]) -> u64 {
-    let cells = dims.iter().map(|&d| d as u64).product::<u64>();
+/// Device memory the backend allocates for a block laid out as `layout`,
+/// `partials` partial-sum slots and halo faces `faces`, in bytes: the
+/// fourteen fields ([`FieldLayout::alloc_len`]), a face buffer per face
+/// that needs one ([`face_buffer_len`]), the plane buffer of a padded
+/// layout ([`plane_buffer_len`]), the initial value of each i-plane, the
+/// partial sums, and gosa's two slots with the reduction's ticket
+/// ([`GOSA_WORDS`] words of 8 bytes), each allocation rounded up to
+/// [`ALLOCATION_GRANULE`]. The memory check of all ranks sharing a device
+/// relies on it being exact.
+pub fn device_bytes(layout: &FieldLayout, partials: usize, faces: &[Face]) -> u64 {
+    let dims = layout.dims;
     let round = |b: u64| b.div_ceil(ALLOCATION_GRANULE) * ALLOCATION_GRANULE;
     let face_buffers: u64 = faces
         .iter()
-        .filter_map(|&f| face_buffer_len(f, dims))
+        .filter_map(|&f| face_buffer_len(f, layout))
+        .chain(plane_buffer_len(layout))
         .map(|n| round(n as u64 * 4))
         .sum();
-    NAMES.len() as u64 * round(cells * 4)
+    let fields: u64 = (0..NAMES.len())
+        .map(|f| round(layout.alloc_len(f) as u64 * 4))
+        .sum();
+    fields
         + face_buffers
         + round(dims[0] as u64 * 4)
         + round(partials as u64 * 8)
@@ -395,8 +424,8 @@ pub struct SweepBuffers {
     pub gosa: u64,
 }
 
-/// Whether the fields at `addrs` (device addresses of `cells` values
-/// each) lie within 2^32 values of the lowest of them, as the slab
+/// Whether the fields at `addrs` (device addresses of their origins,
+/// `cells` values from each: [`FieldLayout::len`]) lie within 2^32 values of the lowest of them, as the slab
 /// variants of the sweep need (one base and a 32-bit offset per field,
 /// 32-bit indices).
 pub fn slab_fits(addrs: &[u64], cells: usize) -> bool {
@@ -413,9 +442,16 @@ pub fn slab_fits(addrs: &[u64], cells: usize) -> bool {
 }
 
 /// The arguments of `sweep` (and of every variant, which share its
-/// parameters) for launch `l` of a block with local extents `dims`, one of
-/// the launches of a sweep that writes `total` partial sums in all.
-pub fn sweep_args(b: &SweepBuffers, dims: [usize; 3], l: &SweepLaunch, total: usize) -> Vec<Arg> {
+/// parameters) for launch `l` of a block laid out as `layout` (`b` holds
+/// the fields' origins), one of the launches of a sweep that writes
+/// `total` partial sums in all. The kernels' `d2` is the row pitch.
+pub fn sweep_args(
+    b: &SweepBuffers,
+    layout: &FieldLayout,
+    l: &SweepLaunch,
+    total: usize,
+) -> Vec<Arg> {
+    let dims = layout.dims;
     let r = &l.region;
     let mut a = vec![arg("p", Value::Ptr(b.p)), arg("out", Value::Ptr(b.out))];
     for (c, &addr) in b.coef.iter().enumerate() {
@@ -424,7 +460,7 @@ pub fn sweep_args(b: &SweepBuffers, dims: [usize; 3], l: &SweepLaunch, total: us
     a.extend([
         arg("omega", Value::F32(OMEGA)),
         arg("d1", Value::I64(i64_of(dims[1]))),
-        arg("d2", Value::I64(i64_of(dims[2]))),
+        arg("d2", Value::I64(i64_of(layout.pitch))),
         arg("i0", Value::I32(i32_of(r.lo[0]))),
         arg("j0", Value::I32(i32_of(r.lo[1]))),
         arg("k0", Value::I32(i32_of(r.lo[2]))),
@@ -446,9 +482,11 @@ pub fn sweep_args(b: &SweepBuffers, dims: [usize; 3], l: &SweepLaunch, total: us
     a
 }
 
-/// The arguments of `pack_face` (field `f` to buffer `buf`) or
-/// `unpack_face` (the reverse), which share their parameter list.
-pub fn face_args(f: u64, buf: u64, c: &FaceCopy, dims: [usize; 3]) -> Vec<Arg> {
+/// The arguments of `pack_face` (field `f`, its origin, to buffer `buf`)
+/// or `unpack_face` (the reverse), which share their parameter list, for
+/// a field laid out as `layout`: the kernels' `d2` is the row pitch.
+pub fn face_args(f: u64, buf: u64, c: &FaceCopy, layout: &FieldLayout) -> Vec<Arg> {
+    let dims = layout.dims;
     vec![
         arg("f", Value::Ptr(f)),
         arg("buf", Value::Ptr(buf)),
@@ -457,7 +495,7 @@ pub fn face_args(f: u64, buf: u64, c: &FaceCopy, dims: [usize; 3]) -> Vec<Arg> {
         arg("nb", Value::I64(i64_of(c.nb))),
         arg("n", Value::I64(i64_of(c.len))),
         arg("d1", Value::I64(i64_of(dims[1]))),
-        arg("d2", Value::I64(i64_of(dims[2]))),
+        arg("d2", Value::I64(i64_of(layout.pitch))),
     ]
 }
 
@@ -547,36 +585,77 @@ mod tests {
         // 18 allocations of at most one granule each.
         let k_high = Face { dim: 2, side: 1 };
         assert_eq!(
-            device_bytes([10, 10, 10], 5, &[k_high]),
+            device_bytes(&FieldLayout::exact([10, 10, 10]), 5, &[k_high]),
             18 * ALLOCATION_GRANULE
         );
         // Faces normal to i need no buffer; each other face has its own.
         let i_low = Face { dim: 0, side: 0 };
         assert_eq!(
-            device_bytes([10, 10, 10], 5, &[i_low]),
+            device_bytes(&FieldLayout::exact([10, 10, 10]), 5, &[i_low]),
             17 * ALLOCATION_GRANULE
         );
         let all: Vec<Face> = (0..3)
             .flat_map(|dim| (0..2).map(move |side| Face { dim, side }))
             .collect();
-        assert_eq!(device_bytes([10, 10, 10], 5, &all), 21 * ALLOCATION_GRANULE);
-        let xl = device_bytes([514, 514, 1026], 1, &[k_high]);
+        assert_eq!(
+            device_bytes(&FieldLayout::exact([10, 10, 10]), 5, &all),
+            21 * ALLOCATION_GRANULE
+        );
+        let xl = device_bytes(&FieldLayout::exact([514, 514, 1026]), 1, &[k_high]);
         let fields = 14 * 514 * 514 * 1026 * 4u64;
         assert!(xl > fields && xl < fields + 20 * ALLOCATION_GRANULE, "{xl}");
         // A face normal to j (514 x 1026 values, just over 2 MiB) takes
         // two granules, one normal to k (514 x 514) one.
-        let faces =
-            device_bytes([514, 514, 1026], 1, &all) - device_bytes([514, 514, 1026], 1, &[]);
+        let faces = device_bytes(&FieldLayout::exact([514, 514, 1026]), 1, &all)
+            - device_bytes(&FieldLayout::exact([514, 514, 1026]), 1, &[]);
         assert_eq!(faces, 2 * 2 * ALLOCATION_GRANULE + 2 * ALLOCATION_GRANULE);
     }
 
     #[test]
     fn face_buffers_hold_one_layer_of_faces_normal_to_j_and_k() {
         let dims = [5, 7, 11];
-        assert_eq!(face_buffer_len(Face { dim: 0, side: 1 }, dims), None);
-        assert_eq!(face_buffer_len(Face { dim: 1, side: 0 }, dims), Some(55));
-        assert_eq!(face_buffer_len(Face { dim: 2, side: 1 }, dims), Some(35));
+        let exact = FieldLayout::exact(dims);
+        assert_eq!(face_buffer_len(Face { dim: 0, side: 1 }, &exact), None);
+        assert_eq!(face_buffer_len(Face { dim: 1, side: 0 }, &exact), Some(55));
+        assert_eq!(face_buffer_len(Face { dim: 2, side: 1 }, &exact), Some(35));
         assert!(55 <= face_capacity(dims));
+        assert_eq!(plane_buffer_len(&exact), None);
+        // Padded, a face normal to i is not contiguous: it has a buffer.
+        let padded = FieldLayout::of(crate::config::GpuLayout::Padded, dims);
+        assert_eq!(face_buffer_len(Face { dim: 0, side: 1 }, &padded), Some(77));
+        assert_eq!(face_buffer_len(Face { dim: 2, side: 1 }, &padded), Some(35));
+        assert_eq!(plane_buffer_len(&padded), Some(77));
+        let c = FaceCopy::of(Face { dim: 0, side: 1 }, &padded, true);
+        assert_eq!((c.contiguous, c.nb, c.len), (None, 11, 77));
+        let c = FaceCopy::of(Face { dim: 0, side: 1 }, &exact, true);
+        assert_eq!(c.contiguous, Some(3 * 77));
+    }
+
+    #[test]
+    fn padded_layouts_pass_the_pitch_and_count_their_extra_buffers() {
+        let dims = [514, 514, 1026];
+        let padded = FieldLayout::of(crate::config::GpuLayout::Padded, dims);
+        let exact = FieldLayout::exact(dims);
+        let k_high = Face { dim: 2, side: 1 };
+        let i_low = Face { dim: 0, side: 0 };
+        // Each field a 1056-value pitch (3 % more), the i face and the
+        // plane buffer one granule each (514 x 1026 values, just over
+        // 2 MiB: two).
+        let more = device_bytes(&padded, 1, &[k_high, i_low]) - device_bytes(&exact, 1, &[k_high]);
+        let fields: u64 = (0..14)
+            .map(|f| {
+                let r = |v: usize| (v as u64 * 4).div_ceil(ALLOCATION_GRANULE);
+                r(padded.alloc_len(f)) - r(exact.alloc_len(f))
+            })
+            .sum();
+        assert_eq!(more, (fields + 2 + 2) * ALLOCATION_GRANULE);
+        let c = FaceCopy::of(Face { dim: 1, side: 0 }, &padded, true);
+        let args = face_args(0x1000, 0x2000, &c, &padded);
+        let d2 = args.iter().find(|a| a.name == "d2").unwrap();
+        assert_eq!(d2.value, Value::I64(1056));
+        let args = face_args(0x1000, 0x2000, &c, &exact);
+        let d2 = args.iter().find(|a| a.name == "d2").unwrap();
+        assert_eq!(d2.value, Value::I64(1026));
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! - `launch`: the launch constants, the sweep's launch plan, the face
 //!   copies' geometry and every kernel's argument list (plain arithmetic,
 //!   whose coverage the `gpu_emu_*` tests check on the host);
+//! - `layout`: where the fields lie in device memory (`--gpu-layout`:
+//!   exact, or rows padded to a 128-byte-aligned pitch);
 //! - `regions`: the boxes one sweep launch covers (boundary slabs first
 //!   under `--overlap`);
 //! - `sample`: what a transfer measurement returns;
@@ -48,6 +50,7 @@
 pub mod connections;
 pub mod env;
 pub mod launch;
+pub mod layout;
 pub mod regions;
 pub mod transfer_samples;
 

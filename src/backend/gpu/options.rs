@@ -1,7 +1,7 @@
 //! What the GPU backend is asked for, in every build: the run's options
 //! that concern a rank's device.
 
-use crate::config::{HaloPath, Occupancy, Staging, SweepVariant};
+use crate::config::{GpuLayout, HaloPath, Occupancy, Staging, SweepVariant};
 
 /// What the GPU backend is asked for (as narrow as the CPU backend's
 /// options): the run's options that concern a rank's device.
@@ -21,4 +21,6 @@ pub struct GpuOptions {
     /// How the halo faces move: staged through host buffers, or device to
     /// device.
     pub halo: HaloPath,
+    /// How the fields lie in device memory.
+    pub layout: GpuLayout,
 }

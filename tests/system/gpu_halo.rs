@@ -1,7 +1,8 @@
 //! The halo paths of `--halo` on the emulated GPU: `staged` (device ->
 //! host -> mailbox -> host -> device) and `peer` (in-process ranks copy
 //! faces device to device) give the CPU's field bitwise on the process
-//! grids of 1 to 4 ranks, with and without `--overlap`, under a seed that
+//! grids of 1 to 4 ranks, with and without `--overlap`, in both field
+//! layouts (`--gpu-layout`), under a seed that
 //! runs stream work only when the host synchronises and one with worker
 //! threads; each record names its path. The emulator's counts of host waits
 //! and host<->device bytes per iteration are checked at 2x2x1: the staged
@@ -87,17 +88,22 @@ fn gpu_halo_staged_and_peer_on_every_grid_of_up_to_four_ranks_are_bitwise_the_cp
             ("staged", g % 4 == 2, [SYNC_ONLY, WORKERS][g / 2 % 2]),
         ];
         let staged_here = g % 2 == 0;
+        // Every third grid lays its fields out padded (`--gpu-layout`),
+        // where the i-faces go through face buffers too.
+        let layout = if g % 3 == 1 { "padded" } else { "exact" };
         for (path, overlap, seed) in runs.into_iter().filter(|r| r.0 == "peer" || staged_here) {
             let mut args = [
                 gpu_args(grid, iters),
                 vec!["--local-ranks", &n, "--procs", procs, "--halo", path],
+                vec!["--gpu-layout", layout],
             ]
             .concat();
             if overlap {
                 args.push("--overlap");
             }
             let what = format!(
-                "--halo {path} on {procs}, overlap {overlap}, {devices} device(s), seed {seed}"
+                "--halo {path} on {procs}, overlap {overlap}, layout {layout}, {devices} \
+                 device(s), seed {seed}"
             );
             let o = emu.himeno(seed, &[("HIMENO_EMU_DEVICES", devices)], &args);
             assert_path_like_cpu(&o, &cpu, path, &what);

@@ -159,15 +159,18 @@ impl Plan {
         (self.ring_rows(band_rows) + 3) * self.dims[2] + PAGE_FLOATS
     }
 
-    /// Distance between the planes of an edge buffer: two rows.
+    /// Distance between the planes of an edge buffer: two rows, and room
+    /// to shift them within 4 KiB.
     fn edge_plane(&self) -> usize {
-        2 * self.dims[2]
+        2 * self.dims[2] + PAGE_FLOATS
     }
 
     /// Distance between the buffers of consecutive sweeps: three slots
-    /// and the edge buffer of every plane.
+    /// and the edge buffer of every plane, laid out as for two (the
+    /// memory model `--temporal auto` weighs its candidates by, whose
+    /// tests of thin grids are sized on it, is unchanged).
     fn level_stride(&self, band_rows: usize) -> usize {
-        SLOTS * self.slot_stride(band_rows) + self.dims[0] * self.edge_plane()
+        SLOTS * self.slot_stride(band_rows) + 2 * self.dims[0] * self.edge_plane()
     }
 }
 

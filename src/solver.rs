@@ -456,14 +456,20 @@ impl Solver<'_> {
         })
     }
 
-    /// Sizes the run from `length` and the `rehearsal`, resets the fields
-    /// (or takes up a restart's checkpoint) and runs the timed loop
-    /// (barrier, loop, barrier), then gathers the summaries. After a
-    /// rehearsal a stop ended, nothing is timed (0 iterations) but the
-    /// closing collectives still run. Collective: the restore's, a
-    /// barrier, one allreduce per round and each checkpoint's, a barrier,
-    /// two maxima and the gather of the rank summaries.
-    pub fn timed(&mut self, length: RunLength, rehearsal: &Rehearsal) -> Result<Outcome> {
+    /// Sizes the run from `length` and the `rehearsal` (or `calibrated`,
+    /// see [`planned_iterations`]), resets the fields (or takes up a
+    /// restart's checkpoint) and runs the timed loop (barrier, loop,
+    /// barrier), then gathers the summaries. After a rehearsal a stop
+    /// ended, nothing is timed (0 iterations) but the closing collectives
+    /// still run. Collective: the restore's, a barrier, one allreduce per
+    /// round and each checkpoint's, a barrier, two maxima and the gather
+    /// of the rank summaries.
+    pub fn timed(
+        &mut self,
+        length: RunLength,
+        rehearsal: &Rehearsal,
+        calibrated: Option<f64>,
+    ) -> Result<Outcome> {
         let Rehearsal {
             iterations: rehearsed,
             warmup_s,
@@ -476,10 +482,8 @@ impl Solver<'_> {
             _ if stopped_in_rehearsal => 0,
             RunLength::Iterations(n) => n,
             RunLength::Seconds(target) => {
-                // As the original: n = target / (time per rehearsal iteration).
-                let per = warmup_s / rehearsed as f64;
-                let n = (target / per.max(1e-9)).floor();
-                n.clamp(1.0, 1e9) as u64
+                let calibrated = calibrated.filter(|_| self.block.depth > 1);
+                planned_iterations(target, warmup_s / rehearsed as f64, calibrated)
             }
         };
         tracing::info!(warmup_s, planned, "rehearsal done");
@@ -612,8 +616,39 @@ impl Solver<'_> {
     }
 }
 
+/// Iterations of a run of `target` seconds: as the original, `target`
+/// over the seconds per iteration of the rehearsal (`rehearsed`), unless
+/// the sweeps the run times were `calibrated` (seconds per sweep; given
+/// for a block deeper than one layer, whose T the calibration chose or
+/// whose tiles it timed). A rehearsal of three iterations on a block of
+/// T = 4 or 8 runs one round of three sweeps, not the rounds of T the
+/// loop runs, and the wavefront's rate depends on its rounds: at 3/8 of
+/// them it reads the fields from memory more than twice as often, and a
+/// `--seconds 20` run sized from it ended after 16-17 s (issue 42). The
+/// calibration timed the loop's own rounds on the same buffers, every
+/// rank the slowest rank's time, so every rank plans alike.
+pub fn planned_iterations(target: f64, rehearsed: f64, calibrated: Option<f64>) -> u64 {
+    let per = calibrated.unwrap_or(rehearsed);
+    let n = (target / per.max(1e-9)).floor();
+    n.clamp(1.0, 1e9) as u64
+}
+
 /// The `u64` of 8 little-endian bytes (0 for anything else: a part that
 /// did not arrive whole cannot match a stored fingerprint anyway).
 fn le_u64(b: &[u8]) -> u64 {
     b.try_into().map_or(0, u64::from_le_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::planned_iterations;
+
+    /// A run is sized from the calibrated seconds per sweep when there is
+    /// one, else from the rehearsal's; at least one iteration.
+    #[test]
+    fn a_timed_run_is_sized_from_the_calibration_when_there_is_one() {
+        assert_eq!(planned_iterations(20.0, 0.01, None), 2000);
+        assert_eq!(planned_iterations(20.0, 0.01, Some(0.008)), 2500);
+        assert_eq!(planned_iterations(0.001, 0.01, None), 1);
+    }
 }

@@ -227,9 +227,10 @@ pub struct Record {
     /// CPU prefetch policy asked for when not the default `auto` (`on`,
     /// `off`; absent for `auto`, as in records written before the option
     /// existed) and the classic sweep ran (absent when `--temporal auto`
-    /// chose a wavefront, which prefetches its first level whatever was
-    /// asked); each rank's placement says `(no prefetch)` where its
-    /// classic sweep ran without.
+    /// chose a wavefront, which prefetches its first level by the fit
+    /// whatever was asked); each rank's placement says `(no prefetch)`
+    /// where its classic sweep, or its wavefront's first level, ran
+    /// without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<Prefetch>,
     /// NUMA binding set by `scripts/bind.sh` (`HIMENO_BINDING` on rank 0).

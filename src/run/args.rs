@@ -70,7 +70,8 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "seconds", allow_negative_numbers = true, value_parser = whole::<u64>)]
     pub iterations: Option<u64>,
     /// Target duration of the timed run in seconds, sized from the rehearsal
-    /// as the original does.
+    /// as the original does (with --temporal T > 1, from the calibration of
+    /// the T and tiles when they were timed).
     #[arg(long, default_value_t = 60.0, allow_negative_numbers = true, value_parser = number)]
     pub seconds: f64,
     /// Rehearsal iterations before the timed run (not recorded; the fields

@@ -81,6 +81,7 @@ pub fn benchmark(args: &RunArgs) -> ExitCode {
 fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<Outcome> {
     let (mut job, plan, built) = set_up(args, comm, &stop)?;
     let mut chosen = calibrate_and_choose(&job, plan, built, comm, &stop)?;
+    let pace = calibrated_pace(&chosen);
 
     // The rehearsal and the timed loop run on one solver over the chosen
     // buffers, traced when asked; the progress display ends either way.
@@ -103,7 +104,7 @@ fn run_job(args: &RunArgs, comm: &dyn Comm, stop: StopFlag) -> Result<Outcome> {
     };
     let measured = rehearse_and_verify(&mut solver, &job.cfg).and_then(|(rehearsal, checked)| {
         Ok((
-            timed_loop(&mut solver, &job.cfg, &rehearsal, args.energy)?,
+            timed_loop(&mut solver, &job.cfg, (&rehearsal, pace), args.energy)?,
             checked,
         ))
     });
@@ -291,6 +292,23 @@ fn calibrate_and_choose(
     })
 }
 
+/// The seconds per sweep the calibrations timed for the T and kernel the
+/// run chose (the kernel's, timed last with the chosen T, else the
+/// temporal one's), on the slowest rank: the same on every rank. A
+/// `--seconds` run of a blocked sweep is sized from it
+/// (`solver::planned_iterations`).
+fn calibrated_pace(chosen: &Chosen) -> Option<f64> {
+    let kernel = chosen.kernel.as_ref().and_then(|k| {
+        let trial = k.trials.iter().find(|t| t.kernel == k.chosen);
+        trial.map(|t| t.sweep_s)
+    });
+    let temporal = chosen.temporal.as_ref().and_then(|c| {
+        let trial = c.trials.iter().find(|t| t.sweeps == c.sweeps);
+        trial.map(|t| t.sweep_s)
+    });
+    kernel.or(temporal)
+}
+
 /// Phase 3, rehearse and verify: the untimed warm-up from the initial
 /// state. When an answer is stored for exactly `warmup` iterations it is
 /// checked for free (rank 0 decides, every rank learns): a wrong one ends
@@ -326,8 +344,9 @@ fn rehearse_and_verify(
     Ok((rehearsal, checked))
 }
 
-/// Phase 4, the timed loop: the run sized from the rehearsal, the fields
-/// reset (or a restart's checkpoint taken up), the measured iterations,
+/// Phase 4, the timed loop: the run sized from the rehearsal (or, for a
+/// blocked sweep, the calibrated `pace`: `solver::planned_iterations`),
+/// the fields reset (or a restart's checkpoint taken up), the measured iterations,
 /// the rank summaries gathered on rank 0; around it, the energy counters
 /// read (`--energy`: the node's by its node-local leader, a GPU's by its
 /// rank) and every rank's readings gathered on rank 0. Collectives, in
@@ -338,7 +357,7 @@ fn rehearse_and_verify(
 fn timed_loop(
     solver: &mut Solver<'_>,
     cfg: &RunConfig,
-    rehearsal: &Rehearsal,
+    (rehearsal, pace): (&Rehearsal, Option<f64>),
     energy: energy::Mode,
 ) -> Result<(solver::Outcome, Option<Vec<energy::RankView>>)> {
     let info = solver.backend.info();
@@ -347,7 +366,7 @@ fn timed_loop(
         .as_deref()
         .filter(|_| info.kind == BackendKind::Gpu);
     let meter = energy::Meter::start(energy, solver.comm, gpu);
-    let outcome = solver.timed(cfg.length, rehearsal)?;
+    let outcome = solver.timed(cfg.length, rehearsal, pace)?;
     let views = energy::gather(solver.comm, &meter.finish());
     Ok((outcome, views))
 }

@@ -140,7 +140,7 @@ fn auto_keeps_in_cache_fields_classic_and_a_t_too_deep_is_named() {
 
 /// `--prefetch on|off` sets the classic sweep's kernel; with `--temporal
 /// auto` the record states it only when the run swept classically (T=1):
-/// a wavefront prefetches its first level whatever was asked, so a run
+/// a wavefront prefetches its first level by the fit whatever was asked, so a run
 /// that took T above 1 does not claim it. A lone thread on fields in the
 /// cache is settled at T=1 by the model; a long thin grid on two threads
 /// is timed, whichever T it takes.

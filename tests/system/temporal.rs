@@ -276,3 +276,63 @@ fn auto_records_its_choice_and_keeps_the_classic_answer() {
     // A fixed T is not a choice: no such entry.
     assert!(classic.get("temporal_choice").is_none(), "{classic}");
 }
+
+/// A `--seconds` run of a blocked sweep is sized from the calibration's
+/// seconds per sweep of the T and kernel it chose (the kernel's trial,
+/// timed last, else the temporal one's), not from its rehearsal: three
+/// iterations on a block of T = 4 or 8 are one round of three sweeps, and
+/// a `--seconds 20` run sized from them ended after 16-17 s (issue 42).
+/// The record holds every number the sizing used, so the planned count is
+/// checked exactly (the old sizing fails it); the loop's length only
+/// loosely, as this is a timing on a machine that may be loaded.
+#[test]
+fn a_timed_blocked_run_is_sized_from_its_calibration() {
+    let target = 3.0;
+    let mut calibrated_blocked = 0;
+    for temporal in ["auto", "4"] {
+        let r = json_ok(&run(himeno(&[
+            "--size",
+            "S",
+            "--threads",
+            "2",
+            "--temporal",
+            temporal,
+            "--seconds",
+            "3",
+            "--warmup",
+            "3",
+            "--stream",
+            "off",
+            "--format",
+            "json",
+        ])));
+        // The trial of what was chosen: `trial[key] == choice[name]`.
+        let chosen_trial = |choice: &serde_json::Value, key: &str, name: &str| {
+            let trials = choice["trials"].as_array()?;
+            let trial = trials.iter().find(|t| t[key] == choice[name])?;
+            trial["sweep_s"].as_f64()
+        };
+        let pace = chosen_trial(&r["kernel_choice"], "kernel", "chosen")
+            .or_else(|| chosen_trial(&r["temporal_choice"], "sweeps", "sweeps"));
+        let per = match pace {
+            Some(s) if r["temporal"].as_u64().unwrap() > 1 => {
+                calibrated_blocked += 1;
+                s
+            }
+            _ => r["warmup_s"].as_f64().unwrap() / 3.0,
+        };
+        let planned = (target / per.max(1e-9)).floor().clamp(1.0, 1e9) as u64;
+        assert_eq!(
+            r["planned_iterations"], planned,
+            "--temporal {temporal}: {r}"
+        );
+        assert_eq!(r["iterations"], planned, "--temporal {temporal}: {r}");
+        let wall = r["wall_s"].as_f64().unwrap();
+        assert!(
+            (0.5 * target..3.0 * target).contains(&wall),
+            "--temporal {temporal}: a {target} s run took {wall} s: {r}"
+        );
+    }
+    // The fixed T times its tile heights at least.
+    assert!(calibrated_blocked > 0, "no blocked run was calibrated");
+}

@@ -14,7 +14,7 @@
 //! combined in a fixed order, so a row's sum does not depend on how rows are
 //! shared by threads nor on the instruction set.
 
-use super::packed::{BLOCK, BLOCK_VALUES, CoefRow, Packed};
+use super::packed::{BLOCK, BLOCK_VALUES, CoefRow, Packed, Packing};
 use crate::grid::fields::COEFFICIENTS;
 use crate::grid::fields::coef::{A0, A1, A2, A3, B0, B1, B2, BND, C0, C1, C2, WRK1};
 #[cfg(doc)]
@@ -55,23 +55,6 @@ pub struct Inputs<'a> {
 }
 
 impl<'a> Inputs<'a> {
-    /// The rows that the update of row `(i, j)` reads, all from these
-    /// arrays.
-    #[inline]
-    pub fn rows(&'a self, i: usize, j: usize) -> Rows<'a> {
-        let nk = self.lay.dims[2];
-        let p = self.p;
-        let at = |i: usize, j: usize| &p[self.lay.row(i, j)..][..nk];
-        Rows {
-            p: [
-                [at(i - 1, j - 1), at(i - 1, j), at(i - 1, j + 1)],
-                [at(i, j - 1), at(i, j), at(i, j + 1)],
-                [at(i + 1, j - 1), at(i + 1, j), at(i + 1, j + 1)],
-            ],
-            coef: self.coef_row(i, j),
-        }
-    }
-
     /// The packed coefficients of row `(i, j)`.
     #[inline]
     pub fn coef_row(&self, i: usize, j: usize) -> CoefRow<'a> {
@@ -79,16 +62,34 @@ impl<'a> Inputs<'a> {
     }
 }
 
-/// The rows one row update reads: `p` around the row, each a whole row of
-/// the local k extent, which may come from different arrays (the temporal
-/// sweep reads `p` from cache-resident copies of earlier levels), and the
-/// packed coefficients of the row itself.
+/// A run of consecutive rows of one plane as a wavefront level after the
+/// first updates them ([`sweep_planes`]): from three planes of its
+/// predecessor, each a run of rows `nk` values apart, wherever they are
+/// (the thread's buffers, or `p` itself at the grid's fixed boundary).
 #[derive(Clone, Copy)]
-pub struct Rows<'a> {
-    /// `p[a][b]` is the row of `p` at `(i + a - 1, j + b - 1)`.
-    pub p: [[&'a [f32]; 3]; 3],
-    /// The row's coefficients, `a0..a3, b0..b2, c0..c2, bnd, wrk1`.
-    pub coef: CoefRow<'a>,
+pub struct Planes<'a> {
+    /// The planes `i - 1`, `i` and `i + 1` of `p`, each from the row
+    /// before the run's first on, `nk` values per row.
+    pub p: [&'a [f32]; 3],
+    /// Values per row.
+    pub nk: usize,
+    /// The block's packed coefficients.
+    pub coef: Packed<'a>,
+    /// The packed row of the run's first row (the others follow it).
+    pub coef_row: usize,
+    /// Relaxation factor.
+    pub omega: f32,
+}
+
+impl<'a> Planes<'a> {
+    /// The run from its row `n` on.
+    pub fn from_row(&self, n: usize) -> Planes<'a> {
+        Planes {
+            p: self.p.map(|plane| &plane[n * self.nk..]),
+            coef_row: self.coef_row + n,
+            ..*self
+        }
+    }
 }
 
 /// Points per vector step of the AVX-512 copy: one zmm register. The
@@ -128,30 +129,15 @@ macro_rules! per_isa {
 }
 
 per_isa!(
-    /// Updates points `k` (not the first or last of the row) of one row
-    /// with the kernel compiled for `isa`: writes `out[k]` (`out` is the
-    /// whole row of the new field) and returns the sum of their squared
-    /// residuals, point `k.start + x` in lane `x % LANES`. For rows that
-    /// stream from memory: the leading row of `p` and `out` are
-    /// prefetched ahead (the packed coefficients are one sequential stream,
-    /// left to the hardware).
-    pub fn sweep_row(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row, prefetch = true
-);
-
-per_isa!(
-    /// As [`sweep_row`], without software prefetch, for rows already in
-    /// the cache (the temporal wavefront's later levels), where the
-    /// prefetch instructions only compete with the loads: an L2-resident
-    /// row measured about 25% faster without them, a row from memory
-    /// 30-50% slower (notes/cpu-perf.md).
-    pub fn sweep_row_cached(rows: &Rows<'_>, k: Range<usize>, omega: f32, out: &mut [f32]) -> f64 => row, prefetch = false
-);
-
-per_isa!(
-    /// As [`sweep_row`] for the run of rows `(i, j)`, `j` in `js`, of the
-    /// fields in `inp` (the classic sweep): `out` holds the rows' new
-    /// values from row `(i, js.start)` on, a whole row of the local k
-    /// extent each, and `gosa[n]` gets row `js.start + n`'s sum. One call
+    /// Updates points `k` (not the first or last of a row) of the run of
+    /// rows `(i, j)`, `j` in `js`, of the fields in `inp` (the classic
+    /// sweep, the wavefront's first level) with the kernel compiled for
+    /// `isa`: `out` holds the rows' new values from row `(i, js.start)`
+    /// on, a whole row of the local k extent each, and `gosa[n]` gets row
+    /// `js.start + n`'s sum of squared residuals, point `k.start + x` in
+    /// lane `x % LANES`. For rows that stream from memory: the leading row
+    /// of `p` and `out` are prefetched ahead (the packed coefficients are
+    /// one sequential stream, left to the hardware). One call
     /// per run rather than per row: the call, the dispatch and the checks
     /// that hold for every row of the run were 325 of the 895
     /// instructions that a row of 96 points took (notes/cpu-perf.md).
@@ -163,10 +149,22 @@ per_isa!(
 
 per_isa!(
     /// As [`sweep_rows_at`], without software prefetch and with the wide
-    /// steps of [`sweep_row_cached`]: the classic sweep of fields that take
-    /// at most half the last-level cache, where it measured 1.08-1.4x
-    /// faster than with prefetch (notes/cpu-perf.md).
+    /// steps of the AVX-512 copy: the classic sweep of fields that take at
+    /// most half the last-level cache, where it measured 1.08-1.4x faster
+    /// than with prefetch (notes/cpu-perf.md), as a row already in the L2
+    /// did (about 25%; a row from memory was 30-50% slower without).
     pub fn sweep_rows_at_cached(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = false
+);
+
+per_isa!(
+    /// As [`sweep_rows_at_cached`] for the run of rows of `planes` (a
+    /// wavefront level after the first, whose rows are in the cache): `out`
+    /// holds the run's `gosa.len()` rows, `nk` values apart, and `gosa[n]`
+    /// gets the run's row `n`'s sum. One call per run of rows, as the
+    /// classic sweep: called per row, with its nine rows found one by one,
+    /// the wavefront spent a third of its instructions outside the kernel
+    /// (notes/cpu-perf.md, eighteenth session).
+    pub fn sweep_planes(planes: &Planes<'_>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => planes_run, prefetch = false
 );
 
 /// Where a row update finds the rows of `p` it reads.
@@ -204,22 +202,39 @@ fn stencil_of<'a>(r: impl Fn(usize, usize, usize) -> &'a [f32]) -> PRows<'a> {
     }
 }
 
-impl<'a> Source<'a> for Rows<'a> {
+/// The rows of [`Planes`] around the run's row whose first value is at
+/// `at` in each plane (its row `j - 1` there, as the planes start one row
+/// before the run).
+struct Stacked<'a, 'b> {
+    planes: &'b Planes<'a>,
+    at: usize,
+}
+
+impl<'a> Source<'a> for Stacked<'a, '_> {
+    // As for the fields (below): every member one offset from its plane's
+    // row, no slice checked per member or row; the run's extent is checked
+    // once per run (`planes_run`): an array of three checked row slices
+    // per row cost the run 50 instructions a row more than the classic
+    // sweep's.
     #[inline(always)]
     fn stencil(&self, k: &Range<usize>) -> PRows<'a> {
-        // Each row checked once, not each of its slices (as for the
-        // fields, below).
-        assert!(k.start >= 1 && k.start <= k.end, "points inside the row");
-        for row in self.p.as_flattened() {
-            assert!(row.len() > k.end, "a whole row of p");
-        }
+        let nk = self.planes.nk;
+        assert!(
+            k.start >= 1 && k.start <= k.end && k.end < nk,
+            "points inside the row"
+        );
+        let m = k.len();
+        let at = self.at + k.start;
+        let p = self.planes.p;
         stencil_of(|a, b, dk| {
-            assert!(dk <= 2, "a stencil member");
-            // SAFETY: 1 <= k.start <= k.end < the row's length (checked
-            // above), so the values from k.start + dk - 1 to k.end + dk
-            // - 1 (exclusive), with dk at most 2 (a constant after
-            // inlining), lie in the row.
-            unsafe { self.p[a][b].get_unchecked(k.start + dk - 1..k.end + dk - 1) }
+            assert!(a <= 2 && b <= 2 && dk <= 2, "a stencil member");
+            let off = at + b * nk + dk - 1;
+            // SAFETY: `at` is row n's offset n * nk with n < the run's
+            // rows, and every plane holds (rows + 2) * nk values (checked
+            // per run); with b and dk at most 2 (constants after inlining)
+            // and 1 <= k.start <= k.end < nk (checked above), off + m is
+            // at most n * nk + 2 * nk + k.end + 1 <= (n + 3) * nk.
+            unsafe { p[a].get_unchecked(off..off + m) }
         })
     }
 }
@@ -273,13 +288,116 @@ fn rows_at<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
     let nk = inp.lay.dims[2];
     assert_eq!(gosa.len(), js.len(), "a sum per row");
     assert!(out.len() >= js.len() * nk, "a whole row per row");
-    let rows = js.zip(out.chunks_exact_mut(nk)).zip(gosa);
-    for ((j, row), g) in rows {
+    let shape = Shape::of(&k, inp.coef.packing);
+    let coefs = run_coefs(&inp.coef, i * inp.lay.dims[1] + js.start, js.len());
+    let rows = js.zip(out.chunks_exact_mut(nk)).zip(coefs).zip(gosa);
+    for (((j, row), coef), g) in rows {
         let src = Around {
             inp,
             at: inp.lay.row(i, j),
         };
-        *g = row_body::<_, V, N, PREFETCH, W>(&src, &inp.coef_row(i, j), k.clone(), inp.omega, row);
+        *g = row_body::<_, V, N, PREFETCH, W>(&src, coef, &shape, inp.omega, row);
+    }
+}
+
+/// The packed coefficients of `rows` consecutive rows from packed row
+/// `first`, one row at a time (checked once for the run).
+#[inline(always)]
+fn run_coefs<'a>(coef: &Packed<'a>, first: usize, rows: usize) -> std::slice::ChunksExact<'a, f32> {
+    let n = coef.packing.row_len();
+    coef.values[first * n..][..rows * n].chunks_exact(n)
+}
+
+/// What every row of a run shares, worked out once per run rather than
+/// per row (where the compiler did not always hoist it: a change beside
+/// the kernel once cost the classic sweep 30 instructions a row).
+#[derive(Clone, Copy)]
+struct Shape {
+    /// The points: `k0..k0 + m`.
+    k0: usize,
+    /// How many.
+    m: usize,
+    /// The rows' packing.
+    packing: Packing,
+    /// Which loop takes them.
+    path: Path,
+    /// Regular blocks: whole blocks from the first owned point.
+    regular: usize,
+    /// The last block again, where the points are not whole blocks: its
+    /// first point (from the first owned one) and its coefficients' place
+    /// in a packed row.
+    tail: Option<(usize, usize)>,
+}
+
+/// How a row's points are updated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Whole blocks: the owned points of a row of at least one block.
+    Blocks,
+    /// The owned points of a row shorter than a block ([`short_row`]).
+    Short,
+    /// Points in the ghost layers, a few per row ([`piece`]).
+    Piece,
+}
+
+impl Shape {
+    /// The shape of updates of points `k` of rows packed as `packing`.
+    fn of(k: &Range<usize>, packing: Packing) -> Shape {
+        let m = k.len();
+        let path = if *k != packing.owned() {
+            Path::Piece
+        } else if m < BLOCK {
+            Path::Short
+        } else {
+            Path::Blocks
+        };
+        let regular = packing.regular_blocks();
+        let tail = (path == Path::Blocks && regular * BLOCK < m).then(|| {
+            let start = m - BLOCK;
+            (start, packing.step(0, start, BLOCK))
+        });
+        Shape {
+            k0: k.start,
+            m,
+            packing,
+            path,
+            regular,
+            tail,
+        }
+    }
+
+    /// The points.
+    fn k(&self) -> Range<usize> {
+        self.k0..self.k0 + self.m
+    }
+}
+
+/// [`row_body`] over the run of rows of `planes`, with prefetch or
+/// without.
+#[inline(always)]
+fn planes_run<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
+    planes: &Planes<'_>,
+    k: Range<usize>,
+    out: &mut [f32],
+    gosa: &mut [f64],
+) {
+    let nk = planes.nk;
+    let rows = gosa.len();
+    assert!(out.len() >= rows * nk, "a whole row per row");
+    // Each plane checked once per run (a checked slice per plane and row
+    // cost ten instructions a row).
+    for plane in planes.p {
+        assert!(
+            plane.len() >= (rows + 2) * nk,
+            "the run's rows and one each side"
+        );
+    }
+    let shape = Shape::of(&k, planes.coef.packing);
+    let coefs = run_coefs(&planes.coef, planes.coef_row, rows);
+    let run = out.chunks_exact_mut(nk).zip(coefs).zip(gosa);
+    for (n, ((row, coef), g)) in run.enumerate() {
+        let src = Stacked { planes, at: n * nk };
+        *g = row_body::<_, V, N, PREFETCH, W>(&src, coef, &shape, planes.omega, row);
     }
 }
 
@@ -287,17 +405,6 @@ fn rows_at<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
 /// cache line.
 #[repr(C, align(64))]
 struct Lanes([f64; LANES]);
-
-/// [`row_body`] over nine separate rows, with prefetch or without.
-#[inline(always)]
-fn row<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
-    rows: &Rows<'_>,
-    k: Range<usize>,
-    omega: f32,
-    out: &mut [f32],
-) -> f64 {
-    row_body::<_, V, N, PREFETCH, W>(rows, &rows.coef, k, omega, out)
-}
 
 /// `p` at the 19 points of the stencil, named as in the specification
 /// (`ip` is `(i+1, j, k)`, `ipjm` `(i+1, j-1, k)`, `c` the centre, ...):
@@ -635,21 +742,26 @@ fn part<const W: usize>(a: &[f32], at: usize) -> &[f32; W] {
 #[inline(always)]
 fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool, const W: usize>(
     rows: &S,
-    coef: &CoefRow<'_>,
-    k: Range<usize>,
+    coef: &[f32],
+    shape: &Shape,
     omega: f32,
     out: &mut [f32],
 ) -> f64 {
-    let packing = coef.packing;
-    if k != packing.owned() {
-        // A piece of a row (the wavefront's points in the ghost layers, a
-        // few per row).
-        return piece(rows, coef, k, omega, out);
+    let k = shape.k();
+    if shape.path != Path::Blocks {
+        let coef = CoefRow {
+            values: coef,
+            packing: shape.packing,
+        };
+        return if shape.path == Path::Piece {
+            // A piece of a row (the wavefront's points in the ghost
+            // layers, a few per row).
+            piece(rows, &coef, k, omega, out)
+        } else {
+            short_row(rows, &coef, k, omega, out)
+        };
     }
-    if k.len() < BLOCK {
-        return short_row(rows, coef, k, omega, out);
-    }
-    let (k0, m) = (k.start, k.len());
+    let (k0, m) = (shape.k0, shape.m);
     let set = rows.stencil(&k);
     let out = &mut out[k0..k0 + m];
     // On a cache line of its own: the compiler keeps the partial sums on
@@ -664,15 +776,15 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
     // Only rows already in the cache take the wide steps: from memory
     // (with prefetch) they measured 3-7% slower than 8-point chunks at
     // sizes M and L on one thread (notes/cpu-perf.md), as on Zen 4 before.
-    let regular = packing.regular_blocks() * BLOCK;
-    let blocks_of = &coef.values[..packing.regular_blocks() * BLOCK_VALUES];
+    let regular = shape.regular * BLOCK;
+    let blocks_of = &coef.as_chunks::<BLOCK_VALUES>().0[..shape.regular];
     let first = &mut out[..regular];
     if W > LANES && !PREFETCH {
         blocks::<V, PREFETCH, W>(&set, blocks_of, omega, first, acc);
     } else {
         blocks::<N, PREFETCH, LANES>(&set, blocks_of, omega, first, acc);
     }
-    if regular < m {
+    if let Some((start, at)) = shape.tail {
         // The last BLOCK points as one block (overlapping the regular
         // blocks' last points: same operations per point, so the same
         // values), in the two steps the regular blocks take: two
@@ -682,9 +794,7 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
         // after point `regular + x - LANES` where that is new too; two
         // whole vector adds of the new points' squares, zero beyond them
         // (adding +0.0 to a sum of squares changes no bit).
-        let start = m - BLOCK;
-        let at = packing.step(0, start, BLOCK);
-        let block = coef.values[at..at + BLOCK_VALUES]
+        let block = coef[at..at + BLOCK_VALUES]
             .try_into()
             .expect("a whole block");
         let (sq, new) = last_block::<N>(&set, block, start, omega);
@@ -773,19 +883,18 @@ fn short_row<'a, S: Source<'a>>(
     acc.iter().sum()
 }
 
-/// Updates the points of the packed blocks `coef` (whole blocks of
+/// Updates the points of the packed `blocks` (whole blocks of
 /// [`BLOCK`] points from the row's first owned point; `out` the outputs of
 /// exactly those points) in steps of `W`, adding each point's squared
 /// residual to lane `x % LANES` of `acc`.
 #[inline(always)]
 fn blocks<V: Step<W>, const PREFETCH: bool, const W: usize>(
     set: &PRows<'_>,
-    coef: &[f32],
+    blocks: &[[f32; BLOCK_VALUES]],
     omega: f32,
     out: &mut [f32],
     acc: &mut [f64; LANES],
 ) {
-    let blocks = coef.as_chunks::<BLOCK_VALUES>().0;
     let n = blocks.len();
     // Every row of p viewed as `[[f32; BLOCK]]` of length `n`, so that
     // indexing by `b < n` needs no bounds checks.
@@ -999,9 +1108,11 @@ mod tests {
             };
             let mut pieces = f.next.clone();
             let mut at_field = f.next.clone();
+            let mut pieces_at = f.next.clone();
             let out = f.next.as_slice_mut().unwrap();
             let (mut gosa, mut gosa_at) = (0.0, 0.0);
             let pieces_out = pieces.as_slice_mut().unwrap();
+            let pieces_at_out = pieces_at.as_slice_mut().unwrap();
             let at_out = at_field.as_slice_mut().unwrap();
             let nk = dims[2];
             for i in 1..dims[0] - 1 {
@@ -1010,22 +1121,35 @@ mod tests {
                 let js = 1..dims[1] - 1;
                 let mut g_rows = vec![0.0; js.len()];
                 let rows_at = &mut at_out[lay.row(i, 1)..];
-                sweep_rows_at(isa, &inp, i, js, 1..nk - 1, rows_at, &mut g_rows);
+                sweep_rows_at(isa, &inp, i, js.clone(), 1..nk - 1, rows_at, &mut g_rows);
                 // Added row by row, in the order `gosa` takes them.
-                for g in g_rows {
+                for g in &g_rows {
                     gosa_at += g;
                 }
-                for j in 1..dims[1] - 1 {
+                // The run from row j on, as a wavefront level takes it,
+                // its three planes found in `p`.
+                let planes = |j: usize| Planes {
+                    p: [i - 1, i, i + 1].map(|a| &p[lay.row(a, j - 1)..]),
+                    nk,
+                    coef: inp.coef,
+                    coef_row: i * dims[1] + j,
+                    omega: OMEGA,
+                };
+                let mut g_run = vec![0.0; js.len()];
+                let run = &mut out[lay.row(i, 1)..];
+                sweep_planes(isa, &planes(1), 1..nk - 1, run, &mut g_run);
+                for g in &g_run {
+                    gosa += g;
+                }
+                for j in js {
                     let at = lay.row(i, j);
-                    let row = &mut out[at..at + nk];
-                    gosa += sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, row);
-                    let mut cached = vec![0.0; nk];
-                    let g = sweep_row_cached(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached);
-                    assert_eq!(&cached[1..nk - 1], &row[1..nk - 1]);
-                    assert_eq!(
-                        g.to_bits(),
-                        sweep_row(isa, &inp.rows(i, j), 1..nk - 1, OMEGA, &mut cached).to_bits()
-                    );
+                    let row = &out[at..at + nk];
+                    // A run of one row: the same values and sum.
+                    let mut one = vec![0.0; nk];
+                    let mut g = [0.0];
+                    sweep_planes(isa, &planes(j), 1..nk - 1, &mut one, &mut g);
+                    assert_eq!(&one[1..nk - 1], &row[1..nk - 1]);
+                    assert_eq!(g[0].to_bits(), g_run[j - 1].to_bits());
                     let mut at_cached = vec![0.0; nk];
                     let mut g_at = [0.0];
                     sweep_rows_at_cached(
@@ -1037,15 +1161,18 @@ mod tests {
                         &mut at_cached,
                         &mut g_at,
                     );
-                    let g_at = g_at[0];
                     assert_eq!(&at_cached[1..nk - 1], &row[1..nk - 1]);
-                    assert_eq!(g_at.to_bits(), g.to_bits());
+                    assert_eq!(g_at[0].to_bits(), g[0].to_bits());
+                    assert_eq!(g_rows[j - 1].to_bits(), g[0].to_bits());
                     // The same row in up to three pieces (as the temporal
-                    // sweep splits its rows): the same values.
-                    let row = &mut pieces_out[at..at + nk];
+                    // sweep splits its rows into ghost layers): the same
+                    // values, with either kernel.
                     let cuts = [1, (nk / 3).max(1), (2 * nk / 3).max(1), nk - 1];
                     for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
-                        sweep_row(isa, &inp.rows(i, j), w[0]..w[1], OMEGA, row);
+                        let row = &mut pieces_out[at..at + nk];
+                        sweep_planes(isa, &planes(j), w[0]..w[1], row, &mut [0.0]);
+                        let row = &mut pieces_at_out[at..at + nk];
+                        sweep_rows_at(isa, &inp, i, j..j + 1, w[0]..w[1], row, &mut [0.0]);
                     }
                 }
             }
@@ -1053,6 +1180,7 @@ mod tests {
             assert_eq!(f.next, reference.p, "{dims:?} {name}");
             assert_eq!(at_field, reference.p, "{dims:?} {name} over the fields");
             assert_eq!(pieces, reference.p, "{dims:?} {name} in pieces");
+            assert_eq!(pieces_at, reference.p, "{dims:?} {name} in pieces");
             assert_eq!(gosa.to_bits(), gosa_at.to_bits(), "{dims:?} {name}");
             assert!(
                 crate::verify::gosa_agrees(gosa, ref_gosa),

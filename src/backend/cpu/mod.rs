@@ -276,6 +276,10 @@ pub struct CpuBackend {
     /// with `auto` unless the node's fields take at most half the
     /// last-level cache.
     prefetch: bool,
+    /// Whether the wavefront's first level prefetches: where the classic
+    /// sweep would by the fit (the node's fields beyond half the
+    /// last-level cache), whatever `--prefetch` asked of the classic sweep.
+    first_prefetch: bool,
     /// The classic sweep's variants the driver may time and choose
     /// between ([`Backend::kernel_variants`]): with and without prefetch
     /// for `--prefetch auto` and fields beyond half the cache, streaming
@@ -365,6 +369,7 @@ impl CpuBackend {
             parts,
             streaming,
             prefetch,
+            first_prefetch: beyond_half,
             offer: {
                 let start = Variant {
                     prefetch,
@@ -632,10 +637,13 @@ impl CpuBackend {
             ));
             offset = rows.end;
         }
-        let streaming = self.streaming;
+        let kernel = wavefront::Kernel {
+            streaming: self.streaming,
+            prefetch: self.first_prefetch,
+        };
         let spans = self.pool.scatter(work, |_, (mut band, scratch)| {
             let start = Instant::now();
-            wavefront::sweep_band(isa, &plan, &inp, &mut band, scratch, streaming);
+            wavefront::sweep_band(isa, &plan, &inp, &mut band, scratch, kernel);
             (start, Instant::now())
         });
         timeline::record_threads(&spans);
@@ -663,8 +671,10 @@ impl Backend for CpuBackend {
             detail: Some(format!(
                 "kernel {}{}; {} stores{temporal}",
                 self.isa.name(),
-                // The wavefront's first level prefetches whatever the fit.
-                if self.prefetch || self.block.depth > 1 {
+                // The wavefront's first level prefetches by the fit alone.
+                if self.block.depth == 1 && self.prefetch
+                    || self.block.depth > 1 && self.first_prefetch
+                {
                     ""
                 } else {
                     " (no prefetch)"
@@ -957,9 +967,16 @@ mod tests {
         let beyond = CpuBackend::new(&grid, &block, &opts, [0, 1 << 20]).unwrap();
         assert!(beyond.prefetch);
         assert!(!detail(&beyond).contains("prefetch"), "{}", detail(&beyond));
+        // The wavefront's first level prefetches by the fit alone.
         let deep = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(2);
-        let wavefront = CpuBackend::new(&grid, &deep, &opts, [0, 1]).unwrap();
-        assert!(!detail(&wavefront).contains("prefetch"));
+        for (node, says) in [([0, 1], true), ([0, 1 << 20], false)] {
+            for prefetch in [Prefetch::On, Prefetch::Off, Prefetch::Auto] {
+                let opts = CpuOptions { prefetch, ..opts };
+                let wavefront = CpuBackend::new(&grid, &deep, &opts, node).unwrap();
+                let detail = detail(&wavefront);
+                assert_eq!(detail.contains(" (no prefetch)"), says, "{node:?} {detail}");
+            }
+        }
 
         assert!(cached.kernel_variants().is_empty());
         let mut beyond = beyond;

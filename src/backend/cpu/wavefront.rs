@@ -15,11 +15,17 @@
 //!
 //! Tiles are skewed: level `s` of a tile covers its rows shifted down by
 //! `s-1`, so the rows below them that it reads from level `s-1` were made
-//! by the previous tile of the band, which leaves its last two rows of
-//! every level and plane in an edge buffer (two of them, for alternate
-//! tiles). Within a band every row of every level is computed once, however
-//! small the tiles; the rest of a level's rows sit in a ring of three plane
-//! buffers (plane `q` in slot `q % 3`).
+//! by the previous tile of the band, which copies its last two rows of
+//! every level and plane into an edge buffer. Within a band every row of
+//! every level is computed once, however small the tiles. A level's rows
+//! of a plane sit in a ring of three plane buffers (plane `q` in slot
+//! `q % 3`) with the two rows below them (copied back from the edge buffer,
+//! or `p`'s fixed boundary) and, where the level ends, `p`'s row above
+//! them: so the next level finds every row it reads in one run of rows
+//! `nk` values apart, and the row kernel takes a whole run of rows per
+//! call, as the classic sweep does (called per row, with its rows looked
+//! up one by one, the wavefront took 1.6x the classic sweep's
+//! instructions per point: notes/cpu-perf.md, eighteenth session).
 //!
 //! At the band's ends a level covers `L-s` rows more than the band: into
 //! the ghost layers received from a neighbour (filled by the exchange,
@@ -34,11 +40,11 @@
 //! order over the owned k points, and summed in row order by the caller: the
 //! classic sweep's sums, bit for bit.
 
-use super::kernel::{self, Inputs, Layout, Rows};
+use super::kernel::{self, Inputs, Layout, Planes};
 use super::lines::{LineWriter, RowBuffer};
 use crate::grid::decomp::Block;
 use crate::machine::isa::Isa;
-use ndarray::{ArrayViewMut2, ArrayViewMut3, s};
+use ndarray::{ArrayViewMut2, ArrayViewMut3, Axis, s};
 use std::ops::Range;
 
 /// Ring slots per intermediate level: a level reads its predecessor's
@@ -146,10 +152,11 @@ impl Plan {
         (self.depth - 1) * self.level_stride(band_rows) + PAGE_FLOATS
     }
 
-    /// Distance between ring slots: the rows, and room to shift them
-    /// within 4 KiB.
+    /// Distance between ring slots: the rows, the two rows below them
+    /// and the one above them that the next level also reads, and room
+    /// to shift them within 4 KiB.
     fn slot_stride(&self, band_rows: usize) -> usize {
-        self.ring_rows(band_rows) * self.dims[2] + PAGE_FLOATS
+        (self.ring_rows(band_rows) + 3) * self.dims[2] + PAGE_FLOATS
     }
 
     /// Distance between the planes of an edge buffer: two rows, and room
@@ -159,7 +166,9 @@ impl Plan {
     }
 
     /// Distance between the buffers of consecutive sweeps: three slots
-    /// and two edge buffers of every plane.
+    /// and the edge buffer of every plane, laid out as for two (the
+    /// memory model `--temporal auto` weighs its candidates by, whose
+    /// tests of thin grids are sized on it, is unchanged).
     fn level_stride(&self, band_rows: usize) -> usize {
         SLOTS * self.slot_stride(band_rows) + 2 * self.dims[0] * self.edge_plane()
     }
@@ -215,17 +224,25 @@ pub struct Band<'a> {
     pub offset: usize,
 }
 
+impl Band<'_> {
+    /// The gosa of level `s`'s owned rows of plane `q` (an owned one).
+    fn sums(&mut self, s: usize, q: usize, plan: &Plan) -> &mut [f64] {
+        let level = self.gosa.index_axis_mut(Axis(0), s - 1);
+        let plane = level.index_axis_move(Axis(0), q - plan.owned[0].start);
+        plane.into_slice().expect("a plane's sums are contiguous")
+    }
+}
+
 /// Runs the wavefront of `plan` over one thread's `band`, reading `inp` (the
 /// field at the start and the coefficients), with `scratch` of at least
-/// `plan.scratch_len(band rows)` values; `streaming` writes `next` with
-/// streaming stores.
+/// `plan.scratch_len(band rows)` values, with the `kernel` asked for.
 pub fn sweep_band(
     isa: Isa,
     plan: &Plan,
     inp: &Inputs<'_>,
     band: &mut Band<'_>,
     scratch: &mut [f32],
-    streaming: bool,
+    kernel: Kernel,
 ) {
     let rows = band.rows.clone();
     if rows.is_empty() {
@@ -263,57 +280,65 @@ pub fn sweep_band(
     let at = Offsets {
         lay: inp.lay,
         slot: plan.slot_stride(rows.len()),
-        edge: plan.dims[0] * plan.edge_plane(),
         edge_plane: plan.edge_plane(),
         level: plan.level_stride(rows.len()),
+    };
+    // The most rows of a level in one tile: the longest run.
+    let longest = (0..tiles)
+        .flat_map(|t| (1..=sweeps).map(move |s| (t, s)))
+        .map(|(t, s)| lo[t + 1][s] - lo[t][s])
+        .max()
+        .unwrap_or(0);
+    let mut work = Work {
+        gosa: vec![0.0; longest],
+        spare: vec![0.0; longest],
+        row_buf: (kernel.streaming).then(|| RowBuffer::new(plan.dims[2], plan.owned[2].start)),
+        prefetch: kernel.prefetch,
     };
     for t in 0..tiles {
         let tile = Tile {
             lo: &lo[t],
             hi: &lo[t + 1],
+            end: &lo[tiles],
             after: t > 0,
-            parity: t % 2,
+            before: t + 1 < tiles,
         };
-        sweep_tile(isa, plan, inp, band, &tile, &at, scratch, streaming);
+        sweep_tile(isa, plan, inp, band, &tile, &at, scratch, &mut work);
     }
 }
 
-/// Where a level's rows are in the scratch space. Every row sits at an
-/// offset with the residue modulo 4 KiB of its own row in the fields, plus
-/// the level's stagger, so the rows one update reads and writes fall on
-/// different L1 sets and never look like the same address to the
-/// load-store unit, as in the classic sweep over the fields.
+/// Where a level's rows are in the scratch space, from the start of the
+/// level's own buffers. Every row of a ring slot sits at an offset with
+/// the residue modulo 4 KiB of its own row in the fields, plus the level's
+/// stagger, so the rows one update reads and writes fall on different L1
+/// sets and never look like the same address to the load-store unit, as
+/// in the classic sweep over the fields.
 struct Offsets {
     lay: Layout,
     slot: usize,
-    edge: usize,
     edge_plane: usize,
     level: usize,
 }
 
 impl Offsets {
-    /// Shift within 4 KiB of row `(q, j)` of level `s`.
-    fn shift(&self, s: usize, q: usize, j: usize) -> usize {
-        (self.lay.row(q, j) + LEVEL_STAGGER[s % 2]) % PAGE_FLOATS
-    }
-
-    /// Row `j` of level `s`'s ring slot for plane `q`, whose rows start at
-    /// row `first`.
-    fn ring(&self, s: usize, q: usize, first: usize, j: usize) -> usize {
-        let nk = self.lay.dims[2];
-        (s - 1) * self.level + (q % SLOTS) * self.slot + self.shift(s, q, first) + (j - first) * nk
-    }
-
-    /// Row `j` of plane `q` in level `s`'s edge buffer `parity`, which
-    /// holds rows `first` and `first + 1`.
-    fn edge(&self, s: usize, parity: usize, q: usize, first: usize, j: usize) -> usize {
-        let nk = self.lay.dims[2];
+    /// Where level `s`'s buffers start.
+    fn level(&self, s: usize) -> usize {
         (s - 1) * self.level
-            + SLOTS * self.slot
-            + parity * self.edge
-            + q * self.edge_plane
-            + self.shift(s, q, first)
-            + (j - first) * nk
+    }
+
+    /// Row `lo - 2` of level `s`'s ring slot for plane `q`, whose tile
+    /// updates rows `lo..` of the level: the slot holds the level's rows of
+    /// the plane from `lo - 2` on, `nk` values apart.
+    fn ring(&self, s: usize, q: usize, lo: usize) -> usize {
+        let nk = self.lay.dims[2];
+        let below = PAGE_FLOATS - (2 * nk) % PAGE_FLOATS;
+        let shift = (self.lay.row(q, lo) + LEVEL_STAGGER[s % 2] + below) % PAGE_FLOATS;
+        (q % SLOTS) * self.slot + shift
+    }
+
+    /// The edge buffer's two rows of plane `q`.
+    fn edge(&self, q: usize) -> usize {
+        SLOTS * self.slot + q * self.edge_plane
     }
 }
 
@@ -323,14 +348,43 @@ struct Tile<'a> {
     lo: &'a [usize],
     /// End of each level's rows.
     hi: &'a [usize],
+    /// End of each level's rows in the band's last tile.
+    end: &'a [usize],
     /// Whether a tile came before this one in the band (and left the two
-    /// rows below this one's of every level in the other edge buffer).
+    /// rows below this one's of every level and plane in the edge buffer).
     after: bool,
-    /// Which edge buffer this tile writes.
-    parity: usize,
+    /// Whether a tile comes after this one (and takes its last two rows
+    /// of every level and plane from the edge buffer).
+    before: bool,
 }
 
-/// The wavefront of one tile.
+/// A thread's space for the sums of one run of rows.
+struct Work {
+    /// The run's gosa, per row.
+    gosa: Vec<f64>,
+    /// Sums of the pieces of rows in ghost layers, not kept.
+    spare: Vec<f64>,
+    /// A whole row, for streaming stores.
+    row_buf: Option<RowBuffer>,
+    /// Whether level 1 prefetches.
+    prefetch: bool,
+}
+
+/// How a wavefront's first and last levels meet memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernel {
+    /// Whether the last level writes `next` with streaming stores.
+    pub streaming: bool,
+    /// Whether the first level, which reads the fields as the classic
+    /// sweep does, prefetches them as the classic sweep would (fields
+    /// beyond the cache): in the cache the prefetch instructions were a
+    /// tenth of level 1's (notes/cpu-perf.md, eighteenth session), as
+    /// they slowed the classic sweep there.
+    pub prefetch: bool,
+}
+
+/// The wavefront of one tile: at each step `w`, level `s` updates plane
+/// `w + 1 - s`.
 #[allow(clippy::too_many_arguments)]
 fn sweep_tile(
     isa: Isa,
@@ -340,15 +394,10 @@ fn sweep_tile(
     tile: &Tile<'_>,
     at: &Offsets,
     scratch: &mut [f32],
-    streaming: bool,
+    work: &mut Work,
 ) {
     let sweeps = plan.sweeps;
-    let nk = plan.dims[2];
     let i_range: Vec<Range<usize>> = (0..=sweeps).map(|s| plan.range(0, s.max(1))).collect();
-    let k_own = plan.owned[2].clone();
-    let i_own = plan.owned[0].clone();
-    let band_rows = band.rows.clone();
-    let mut row_buf = streaming.then(|| RowBuffer::new(nk, k_own.start));
     let first = i_range[1].start;
     let last = i_range[1].end + sweeps - 1;
     for w in first..last {
@@ -359,199 +408,330 @@ fn sweep_tile(
             if !i_range[s].contains(&q) {
                 continue;
             }
-            let k = plan.range(2, s);
-            let prev = s - 1;
-            // Levels below s are read, level s (and above) written.
-            let split = if s < sweeps {
-                (s - 1) * at.level
-            } else {
-                scratch.len()
+            let level = Level {
+                s,
+                q,
+                i_range: &i_range,
             };
-            let (done, todo) = scratch.split_at_mut(split.min(scratch.len()));
-            let done: &[f32] = done;
-            // Where level s-1's rows of planes q-1, q, q+1 are: made by this
-            // tile, by the previous one (its last two rows, in the other
-            // edge buffer), or `p` itself (level 0, or the grid's fixed
-            // boundary).
-            let source = |qq: usize| {
-                let plane = &inp.p[inp.lay.row(qq, 0)..];
-                if prev == 0 || !i_range[prev].contains(&qq) {
-                    return Source::plane(plane, nk);
-                }
-                let (lo, hi) = (tile.lo[prev], tile.hi[prev]);
-                let edge_from = hi.saturating_sub(2).max(lo);
-                let (earlier, earlier_rows) = if tile.after {
-                    let o = at.edge(prev, 1 - tile.parity, qq, lo - 2, lo - 2);
-                    (&done[o..], lo - 2..lo)
-                } else {
-                    (&done[..0], lo..lo)
-                };
-                Source {
-                    ring: &done[at.ring(prev, qq, lo, lo)..],
-                    ring_rows: lo..edge_from,
-                    edge: &done[at.edge(prev, tile.parity, qq, hi - 2, edge_from)..],
-                    edge_rows: edge_from..hi,
-                    earlier,
-                    earlier_rows,
-                    plane,
-                    nk,
-                }
-            };
-            let srcs = [source(q - 1), source(q), source(q + 1)];
-            let rows_of = |j: usize| Rows {
-                p: [
-                    [srcs[0].row(j - 1), srcs[0].row(j), srcs[0].row(j + 1)],
-                    [srcs[1].row(j - 1), srcs[1].row(j), srcs[1].row(j + 1)],
-                    [srcs[2].row(j - 1), srcs[2].row(j), srcs[2].row(j + 1)],
-                ],
-                coef: inp.coef_row(q, j),
-            };
-            // Where level s keeps its row j: the ring, or the edge buffer
-            // for the tile's last two rows of the level.
-            let (lo, hi) = (tile.lo[s], tile.hi[s]);
-            let edge_from = hi.saturating_sub(2).max(lo);
-            let place = |j: usize| {
-                if j < edge_from {
-                    at.ring(s, q, lo, j)
-                } else {
-                    at.edge(s, tile.parity, q, hi - 2, j)
-                }
-            };
-            let owned_plane = i_own.contains(&q);
-            let rows = tile.lo[s]..tile.hi[s];
-            // Level 1 streams from memory; the others find their rows in
-            // the cache, where prefetching only costs.
-            let kernel: RowKernel = if s == 1 {
-                kernel::sweep_row
-            } else {
-                kernel::sweep_row_cached
-            };
-            if rows.is_empty() {
-                continue;
-            }
             if s < sweeps {
-                for j in rows {
-                    let nb = rows_of(j);
-                    let o = place(j) - split;
-                    let out = &mut todo[o..o + nk];
-                    // The fixed boundary values just outside the level's k
-                    // range, which the next level reads (`p`'s own).
-                    let p_row = &inp.p[inp.lay.row(q, j)..][..nk];
-                    out[k.start - 1] = p_row[k.start - 1];
-                    out[k.end] = p_row[k.end];
-                    let g = sweep_pieces(kernel, isa, &nb, &k, &k_own, inp.omega, out);
-                    if owned_plane && band_rows.contains(&j) {
-                        band.gosa[[s - 1, q - i_own.start, j - band_rows.start]] = g;
-                    }
-                }
+                sweep_inner(isa, plan, inp, band, tile, at, scratch, work, &level);
             } else {
-                // The last level: the tile's rows of this plane, all owned
-                // and in the band, into the new field.
-                let mut plane: ArrayViewMut2<f32> = band.next.slice_mut(s![
-                    q,
-                    rows.start - band.offset..rows.end - band.offset,
-                    ..
-                ]);
-                let dst = plane
-                    .as_slice_mut()
-                    .expect("rows of a plane are contiguous");
-                let gosa = &mut band.gosa;
-                let row_gosa = |j: usize| [s - 1, q - i_own.start, j - band_rows.start];
-                if let Some(buf) = row_buf.as_mut() {
-                    let mut writer = LineWriter::new(dst);
-                    for j in rows.clone() {
-                        let nb = rows_of(j);
-                        // Whole rows, so that the tile's rows form one run
-                        // of lines.
-                        let row = buf.with_ends(&inp.p[inp.lay.row(q, j)..][..nk], &k_own);
-                        gosa[row_gosa(j)] = kernel(isa, &nb, k_own.clone(), inp.omega, row);
-                        writer.write((j - rows.start) * nk, row);
-                    }
-                } else {
-                    for j in rows.clone() {
-                        let nb = rows_of(j);
-                        let o = (j - rows.start) * nk;
-                        let out = &mut dst[o..o + nk];
-                        gosa[row_gosa(j)] = kernel(isa, &nb, k_own.clone(), inp.omega, out);
-                    }
-                }
+                sweep_last(isa, plan, inp, band, tile, at, scratch, work, &level);
             }
         }
     }
 }
 
-/// Where one plane of level `s-1`'s rows is, as [`sweep_tile`] finds them.
-struct Source<'a> {
-    /// The ring slot, from its first row.
-    ring: &'a [f32],
-    /// Rows in the ring.
-    ring_rows: Range<usize>,
-    /// This tile's edge buffer, from its first row.
-    edge: &'a [f32],
-    /// Rows in it.
-    edge_rows: Range<usize>,
-    /// The previous tile's edge buffer, from its first row.
-    earlier: &'a [f32],
-    /// Rows in it.
-    earlier_rows: Range<usize>,
-    /// The plane of `p`, from its first row.
-    plane: &'a [f32],
-    /// Values per row.
-    nk: usize,
+/// The plane one level updates at one step of a tile's wavefront.
+struct Level<'a> {
+    /// The level (1-based).
+    s: usize,
+    /// The plane (local i).
+    q: usize,
+    /// Local i each level updates, by level (index 0 as level 1).
+    i_range: &'a [Range<usize>],
 }
 
-impl<'a> Source<'a> {
-    /// Rows all read from the plane of `p`.
-    fn plane(plane: &'a [f32], nk: usize) -> Source<'a> {
-        Source {
-            ring: &plane[..0],
-            ring_rows: 0..0,
-            edge: &plane[..0],
-            edge_rows: 0..0,
-            earlier: &plane[..0],
-            earlier_rows: 0..0,
-            plane,
-            nk,
+/// Level `s` of plane `q` below the last: the tile's rows of it into the
+/// level's ring slot, which then also holds the two rows below them (from
+/// the previous tile, through the edge buffer, or `p`'s fixed boundary)
+/// and, at the level's end, `p`'s row above them: so the next level finds
+/// the three rows around each of its rows in one run of rows.
+#[allow(clippy::too_many_arguments)]
+fn sweep_inner(
+    isa: Isa,
+    plan: &Plan,
+    inp: &Inputs<'_>,
+    band: &mut Band<'_>,
+    tile: &Tile<'_>,
+    at: &Offsets,
+    scratch: &mut [f32],
+    work: &mut Work,
+    level: &Level<'_>,
+) {
+    let (s, q) = (level.s, level.q);
+    let nk = plan.dims[2];
+    let (lo, hi) = (tile.lo[s], tile.hi[s]);
+    let rows = hi - lo;
+    // Levels below s are read, level s written.
+    let (done, todo) = scratch.split_at_mut(at.level(s));
+    let done: &[f32] = done;
+    let base = at.ring(s, q, lo);
+    let row_at = |j: usize| base + (j + 2 - lo) * nk;
+    let p_row = |j: usize| &inp.p[inp.lay.row(q, j)..][..nk];
+    if tile.after {
+        let e = at.edge(q);
+        todo.copy_within(e..e + 2 * nk, row_at(lo - 2));
+    } else {
+        for j in lo.saturating_sub(2)..lo {
+            todo[row_at(j)..][..nk].copy_from_slice(p_row(j));
         }
     }
-
-    /// Row `j`.
-    #[inline(always)]
-    fn row(&self, j: usize) -> &'a [f32] {
-        let nk = self.nk;
-        let (from, at) = if self.ring_rows.contains(&j) {
-            (self.ring, j - self.ring_rows.start)
-        } else if self.edge_rows.contains(&j) {
-            (self.edge, j - self.edge_rows.start)
-        } else if self.earlier_rows.contains(&j) {
-            (self.earlier, j - self.earlier_rows.start)
-        } else {
-            (self.plane, j)
-        };
-        &from[at * nk..at * nk + nk]
+    if hi == tile.end[s] && hi < plan.dims[1] {
+        todo[row_at(hi)..][..nk].copy_from_slice(p_row(hi));
+    }
+    if rows == 0 {
+        return;
+    }
+    let k = plan.range(2, s);
+    let out = &mut todo[row_at(lo)..row_at(hi)];
+    let gosa = &mut work.gosa[..rows];
+    let spare = &mut work.spare[..rows];
+    let own = &plan.owned[2];
+    if s == 1 {
+        let first = first_level(work.prefetch);
+        in_pieces(&k, own, gosa, spare, |k, g| {
+            first(isa, inp, q, lo..hi, k, out, g);
+        });
+    } else {
+        let planes = planes(plan, inp, tile, at, done, level);
+        in_pieces(&k, own, gosa, spare, |k, g| {
+            kernel::sweep_planes(isa, &planes, k, out, g);
+        });
+    }
+    // The fixed boundary values just outside the level's k range, which
+    // the next level reads (`p`'s own); beside a neighbour the next level
+    // reads no further than this one updated.
+    let (low, high) = (!plan.open[2][0], !plan.open[2][1]);
+    if low || high {
+        let (first, end) = (k.start - 1, k.end);
+        assert!(end < nk, "the boundary lies in the row");
+        let p_rows = &inp.p[inp.lay.row(q, lo)..inp.lay.row(q, hi)];
+        for (row, p) in out.chunks_exact_mut(nk).zip(p_rows.chunks_exact(nk)) {
+            if low {
+                row[first] = p[first];
+            }
+            if high {
+                row[end] = p[end];
+            }
+        }
+    }
+    if tile.before {
+        let e = at.edge(q);
+        todo.copy_within(row_at(hi - 2)..row_at(hi), e);
+    }
+    // Only the band's own rows of owned planes are summed.
+    if plan.owned[0].contains(&q) {
+        let (a, b) = (lo.max(band.rows.start), hi.min(band.rows.end));
+        if a < b {
+            let r0 = band.rows.start;
+            band.sums(s, q, plan)[a - r0..b - r0].copy_from_slice(&gosa[a - lo..b - lo]);
+        }
     }
 }
 
-/// Updates points `k` of a row, the owned ones `own` with the row kernel's
-/// gosa lanes (returned) and the redundant ones beyond them, into ghost
-/// layers, without.
-fn sweep_pieces(
-    kernel: RowKernel,
+/// The last level of plane `q`: the tile's rows of this plane, all owned
+/// and in the band, into the new field.
+#[allow(clippy::too_many_arguments)]
+fn sweep_last(
     isa: Isa,
-    rows: &Rows<'_>,
+    plan: &Plan,
+    inp: &Inputs<'_>,
+    band: &mut Band<'_>,
+    tile: &Tile<'_>,
+    at: &Offsets,
+    scratch: &[f32],
+    work: &mut Work,
+    level: &Level<'_>,
+) {
+    let (s, q) = (level.s, level.q);
+    let nk = plan.dims[2];
+    let (lo, hi) = (tile.lo[s], tile.hi[s]);
+    let rows = hi - lo;
+    if rows == 0 {
+        return;
+    }
+    let k_own = plan.owned[2].clone();
+    let mut plane: ArrayViewMut2<f32> =
+        band.next
+            .slice_mut(s![q, lo - band.offset..hi - band.offset, ..]);
+    let dst = plane
+        .as_slice_mut()
+        .expect("rows of a plane are contiguous");
+    let gosa = &mut work.gosa[..rows];
+    let first = first_level(work.prefetch);
+    let planes = if s == 1 {
+        None
+    } else {
+        Some(planes(plan, inp, tile, at, scratch, level))
+    };
+    match (work.row_buf.as_mut(), planes) {
+        (Some(buf), planes) => {
+            // Whole rows, so that the tile's rows form one run of lines.
+            let mut writer = LineWriter::new(dst);
+            for (n, g) in gosa.iter_mut().enumerate() {
+                let j = lo + n;
+                let row = buf.with_ends(&inp.p[inp.lay.row(q, j)..][..nk], &k_own);
+                let g = std::slice::from_mut(g);
+                match &planes {
+                    Some(planes) => {
+                        let one = planes.from_row(n);
+                        kernel::sweep_planes(isa, &one, k_own.clone(), row, g);
+                    }
+                    None => first(isa, inp, q, j..j + 1, k_own.clone(), row, g),
+                }
+                writer.write(n * nk, row);
+            }
+        }
+        (None, Some(planes)) => kernel::sweep_planes(isa, &planes, k_own, dst, gosa),
+        (None, None) => first(isa, inp, q, lo..hi, k_own, dst, gosa),
+    }
+    let r0 = band.rows.start;
+    band.sums(s, q, plan)[lo - r0..hi - r0].copy_from_slice(gosa);
+}
+
+/// The three planes of level `s - 1` that level `s` reads for the tile's
+/// rows of plane `q`, each from the row below the tile's first on: level
+/// `s - 1`'s ring slot (in `done`, the levels below `s`), or `p` itself
+/// (the grid's fixed boundary along i).
+fn planes<'a>(
+    plan: &Plan,
+    inp: &Inputs<'a>,
+    tile: &Tile<'_>,
+    at: &Offsets,
+    done: &'a [f32],
+    level: &Level<'_>,
+) -> Planes<'a> {
+    let (s, q) = (level.s, level.q);
+    let nk = plan.dims[2];
+    let prev = s - 1;
+    let (lo, hi) = (tile.lo[s], tile.hi[s]);
+    let (plo, phi) = (tile.lo[prev], tile.hi[prev]);
+    // The previous level's slot holds its rows plo - 2 .. phi, and row
+    // phi (`p`'s) where the level ends there.
+    assert!(
+        lo + 1 >= plo && (hi < phi || hi == phi && phi == tile.end[prev]),
+        "level {s}'s rows {lo}..{hi} read level {prev}'s {plo}..{phi}"
+    );
+    let plane = |qq: usize| -> &'a [f32] {
+        if level.i_range[prev].contains(&qq) {
+            let first = at.level(prev) + at.ring(prev, qq, plo) + (lo + 1 - plo) * nk;
+            &done[first..]
+        } else {
+            &inp.p[inp.lay.row(qq, lo - 1)..]
+        }
+    };
+    Planes {
+        p: [plane(q - 1), plane(q), plane(q + 1)],
+        nk,
+        coef: inp.coef,
+        coef_row: q * plan.dims[1] + lo,
+        omega: inp.omega,
+    }
+}
+
+/// The kernel of level 1, which reads the fields: with prefetch or
+/// without.
+type FirstLevel = fn(Isa, &Inputs<'_>, usize, Range<usize>, Range<usize>, &mut [f32], &mut [f64]);
+
+/// Level 1's kernel, with prefetch or without.
+fn first_level(prefetch: bool) -> FirstLevel {
+    if prefetch {
+        kernel::sweep_rows_at
+    } else {
+        kernel::sweep_rows_at_cached
+    }
+}
+
+/// Updates points `k` of a run's rows, the owned ones `own` with the row
+/// kernel's gosa lanes (into `gosa`) and the redundant ones beyond them,
+/// into ghost layers, without (into `spare`), calling `sweep(k, sums)`
+/// for each piece.
+fn in_pieces(
     k: &Range<usize>,
     own: &Range<usize>,
-    omega: f32,
-    out: &mut [f32],
-) -> f64 {
+    gosa: &mut [f64],
+    spare: &mut [f64],
+    mut sweep: impl FnMut(Range<usize>, &mut [f64]),
+) {
     if k.start < own.start {
-        kernel(isa, rows, k.start..own.start, omega, out);
+        sweep(k.start..own.start, spare);
     }
     if own.end < k.end {
-        kernel(isa, rows, own.end..k.end, omega, out);
+        sweep(own.end..k.end, spare);
     }
-    kernel(isa, rows, own.clone(), omega, out)
+    sweep(own.clone(), gosa);
 }
 
-/// A row kernel: [`kernel::sweep_row`] or [`kernel::sweep_row_cached`].
-type RowKernel = fn(Isa, &Rows<'_>, Range<usize>, f32, &mut [f32]) -> f64;
+#[cfg(test)]
+mod tests {
+    use super::super::{CpuBackend, CpuOptions};
+    use crate::backend::Backend;
+    use crate::config::{Prefetch, Stores};
+    use crate::grid::Grid;
+    use crate::grid::decomp::{Block, ProcGrid};
+    use crate::machine::isa::Isa;
+    use crate::machine::threads::Bind;
+
+    /// A backend of one rank over `grid`, `depth` layers deep.
+    fn backend(grid: &Grid, depth: usize, threads: usize, stores: Stores) -> CpuBackend {
+        let block = Block::of(grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(depth);
+        let opts = CpuOptions {
+            threads,
+            bind: Bind::None,
+            stores,
+            prefetch: Prefetch::Auto,
+            tile_rows: None,
+        };
+        CpuBackend::new(grid, &block, &opts, [0, 1]).unwrap()
+    }
+
+    /// Every kernel copy sweeps the wavefront bitwise as the classic sweep
+    /// (the field after each block, every sweep's gosa), on rows of odd
+    /// lengths (1 to 17 points, and longer rows that are not whole
+    /// blocks), with 1 to 3 threads, T = 2 to 4, tiles of one row (the
+    /// most tiles and edge rows), two rows and the default height, cached
+    /// and streaming stores, the first level with and without prefetch.
+    #[test]
+    fn every_isa_and_thread_count_sweeps_the_wavefront_alike() {
+        let sweeps = 5;
+        for m in (1..=17).chain([31, 33, 35]) {
+            let grid = Grid::new([6, 9, m + 2]).unwrap();
+            let mut classic = backend(&grid, 1, 1, Stores::Cached);
+            classic.isa = Isa::baseline();
+            let mut want = Vec::new();
+            for _ in 0..sweeps {
+                let mut g = [0.0];
+                classic.sweeps_start(1).unwrap();
+                classic.sweeps_finish(&mut g).unwrap();
+                classic.swap();
+                want.push((g[0], classic.field().unwrap()));
+            }
+            for isa in Isa::all_supported() {
+                for threads in 1..=3 {
+                    for (depth, rows, stores, prefetch) in [
+                        (2, 1, Stores::Cached, false),
+                        (3, 2, Stores::Streaming, true),
+                        (4, 32, Stores::Cached, true),
+                        (4, 1, Stores::Streaming, false),
+                    ] {
+                        let mut cpu = backend(&grid, depth, threads, stores);
+                        cpu.isa = isa;
+                        cpu.first_prefetch = prefetch;
+                        cpu.set_tile_rows(rows).unwrap();
+                        let case = format!(
+                            "{m} points {} {threads} threads T={depth} tiles of {rows} \
+                             {stores:?} prefetch {prefetch}",
+                            isa.name()
+                        );
+                        let mut done = 0;
+                        while done < sweeps {
+                            let t = depth.min(sweeps - done);
+                            let mut g = vec![0.0; t];
+                            cpu.sweeps_start(t).unwrap();
+                            cpu.sweeps_finish(&mut g).unwrap();
+                            cpu.swap();
+                            for (s, g) in g.iter().enumerate() {
+                                let sweep = done + s;
+                                let want = want[sweep].0.to_bits();
+                                assert_eq!(g.to_bits(), want, "{case}: sweep {}", sweep + 1);
+                            }
+                            done += t;
+                            assert_eq!(cpu.field().unwrap(), want[done - 1].1, "{case}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

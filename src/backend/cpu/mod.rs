@@ -1092,4 +1092,63 @@ mod tests {
         assert!(cpu.sweeps_start(0).is_err());
         assert!(cpu.sweeps_start(2).is_ok());
     }
+
+    /// Every kernel copy sweeps the wavefront bitwise as the classic sweep
+    /// (the field after each block, every sweep's gosa), on rows of odd
+    /// lengths (1 to 17 points, and longer rows that are not whole
+    /// blocks), with 1 to 3 threads, T = 2 to 4, tiles of one row (the
+    /// most tiles and edge rows), two rows and the default height, cached
+    /// and streaming stores, the first level with and without prefetch.
+    #[test]
+    fn every_isa_and_thread_count_sweeps_the_wavefront_alike() {
+        let sweeps = 5;
+        for m in (1..=17).chain([31, 33, 35]) {
+            let grid = Grid::new([6, 9, m + 2]).unwrap();
+            let mut classic = backend(&grid, 1, 1, Stores::Cached);
+            classic.isa = Isa::baseline();
+            let mut want = Vec::new();
+            for _ in 0..sweeps {
+                let mut g = [0.0];
+                classic.sweeps_start(1).unwrap();
+                classic.sweeps_finish(&mut g).unwrap();
+                classic.swap();
+                want.push((g[0], classic.field().unwrap()));
+            }
+            for isa in Isa::all_supported() {
+                for threads in 1..=3 {
+                    for (depth, rows, stores, prefetch) in [
+                        (2, 1, Stores::Cached, false),
+                        (3, 2, Stores::Streaming, true),
+                        (4, 32, Stores::Cached, true),
+                        (4, 1, Stores::Streaming, false),
+                    ] {
+                        let mut cpu = backend(&grid, depth, threads, stores);
+                        cpu.isa = isa;
+                        cpu.first_prefetch = prefetch;
+                        cpu.set_tile_rows(rows).unwrap();
+                        let case = format!(
+                            "{m} points {} {threads} threads T={depth} tiles of {rows} \
+                             {stores:?} prefetch {prefetch}",
+                            isa.name()
+                        );
+                        let mut done = 0;
+                        while done < sweeps {
+                            let t = depth.min(sweeps - done);
+                            let mut g = vec![0.0; t];
+                            cpu.sweeps_start(t).unwrap();
+                            cpu.sweeps_finish(&mut g).unwrap();
+                            cpu.swap();
+                            for (s, g) in g.iter().enumerate() {
+                                let sweep = done + s;
+                                let want = want[sweep].0.to_bits();
+                                assert_eq!(g.to_bits(), want, "{case}: sweep {}", sweep + 1);
+                            }
+                            done += t;
+                            assert_eq!(cpu.field().unwrap(), want[done - 1].1, "{case}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

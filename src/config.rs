@@ -133,6 +133,14 @@ pub enum HaloPath {
 }
 
 impl HaloPath {
+    /// Every path, staged first.
+    pub const ALL: [HaloPath; 4] = [
+        HaloPath::Staged,
+        HaloPath::Peer,
+        HaloPath::Nccl,
+        HaloPath::MpiDevice,
+    ];
+
     /// The name as typed and reported.
     pub fn name(self) -> &'static str {
         match self {

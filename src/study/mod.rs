@@ -17,11 +17,15 @@
 //!   bandwidth ceilings;
 //! - [`export`]: `--format bencher` and `--format gbench`, input for
 //!   regression dashboards;
-//! - [`html`]: `--html FILE`, the whole study as one self-contained page.
+//! - [`html`]: `--html FILE`, the whole study as one self-contained page;
+//! - [`gpu_model`]: `himeno model --gpu`, the GPU sweep's variants;
+//! - [`gpu_halo_model`]: with more than one rank, each `--halo` path's
+//!   iteration and its strong scaling from one GPU.
 
 pub mod cells;
 pub mod compare;
 pub mod export;
+pub mod gpu_halo_model;
 pub mod gpu_model;
 pub mod group;
 pub mod html;
@@ -422,14 +426,30 @@ pub struct ModelArgs {
     /// and an H200, predicted TFLOPS beside the device copy bandwidth's
     /// ceiling, and the sectors per load request of each --gpu-layout
     /// (predictions: docs/gpu.md).
-    #[arg(long, conflicts_with_all = ["rate_mflops", "seconds_per_iteration", "results",
-                                      "pingpong", "latency_us", "bandwidth_gbs"])]
+    /// With more than one rank (--procs/--ranks) it also predicts each
+    /// --halo path's iteration, with and without --overlap, and the
+    /// strong scaling from one GPU; --pingpong (or --latency-us and
+    /// --bandwidth-gbs) gives the staged path's MPI between hosts,
+    /// --transfer its host link.
+    #[arg(long, conflicts_with_all = ["rate_mflops", "seconds_per_iteration", "results"])]
     pub gpu: bool,
+    /// With --gpu: a `himeno bench transfer --format json` report whose
+    /// pinned copies are the staged path's host link (default: PCIe 5
+    /// x16, 10 us and 50 GB/s each way).
+    #[arg(long, value_name = "FILE", requires = "gpu")]
+    pub transfer: Option<PathBuf>,
 }
 
 /// The GPU sweep model's report of one rank of `grid` (size `size`) in
-/// `format` (see [`gpu_model`]).
-fn gpu_model_report(grid: &Grid, size: &str, format: Format) -> Result<String> {
+/// `format` (see [`gpu_model`]); in JSON with the halo model's `halo`
+/// rows of `procs` too, where there are any.
+fn gpu_model_report(
+    grid: &Grid,
+    size: &str,
+    format: Format,
+    procs: &ProcGrid,
+    halo: &[gpu_halo_model::PathPrediction],
+) -> Result<String> {
     use crate::config::GpuLayout;
     let rows = gpu_model::predict_all(grid);
     let d2 = grid.n[2];
@@ -438,11 +458,19 @@ fn gpu_model_report(grid: &Grid, size: &str, format: Format) -> Result<String> {
         .map(|l| (l.name(), gpu_model::sectors_per_request(*l, d2)))
         .collect();
     Ok(match format {
-        Format::Json => output::json(&serde_json::json!({
-            "grid": grid.n, "size": size, "ranks": 1, "predictions": rows,
-            "sectors_per_request": sectors.iter().map(|(l, s)| (l.to_string(), *s))
-                .collect::<std::collections::BTreeMap<String, f64>>(),
-        }))?,
+        Format::Json => {
+            let mut j = serde_json::json!({
+                "grid": grid.n, "size": size, "ranks": 1, "predictions": rows,
+                "sectors_per_request": sectors.iter().map(|(l, s)| (l.to_string(), *s))
+                    .collect::<std::collections::BTreeMap<String, f64>>(),
+            });
+            if !halo.is_empty() {
+                j["halo_model"] = serde_json::json!({
+                    "procs": procs.p, "ranks": procs.ranks(), "paths": halo,
+                });
+            }
+            output::json(&j)?
+        }
         Format::Csv => {
             let mut s = String::from(
                 "device,sweep,occupancy,registers,blocks_per_sm,in_flight_bytes,tflops,\
@@ -509,6 +537,110 @@ fn gpu_model_report(grid: &Grid, size: &str, format: Format) -> Result<String> {
     })
 }
 
+/// The largest transfer report read (a few KiB; a wrong file is refused).
+const MAX_TRANSFER_BYTES: u64 = 16 << 20;
+
+/// The pinned host link of a `bench transfer` JSON report.
+fn host_link_from_file(path: &std::path::Path) -> Result<gpu_halo_model::HostLink> {
+    let how = "write one with `himeno bench transfer --format json > FILE`";
+    let text = crate::files::read_text(path, MAX_TRANSFER_BYTES).map_err(|e| {
+        Error::usage(format!(
+            "cannot read transfer file {}: {e}; {how}",
+            path.display()
+        ))
+    })?;
+    let bad = |e: &dyn std::fmt::Display| {
+        Error::usage(format!(
+            "{} is not a transfer JSON report ({e}); {how}",
+            path.display()
+        ))
+    };
+    let rep: crate::bench::transfer::TransferReport =
+        serde_json::from_str(&text).map_err(|e| bad(&e))?;
+    let link = |dir: &str| -> Result<(f64, f64)> {
+        let key = format!("{dir}/pinned");
+        match (rep.latency_us.get(&key), rep.peak_gbytes_per_s.get(&key)) {
+            (Some(&l), Some(&b)) if l.is_finite() && l >= 0.0 && b.is_finite() && b > 0.0 => {
+                Ok((l * 1e-6, b * 1e9))
+            }
+            _ => Err(bad(&format!("no usable {key} latency and bandwidth"))),
+        }
+    };
+    Ok(gpu_halo_model::HostLink {
+        d2h: link("d2h")?,
+        h2d: link("h2d")?,
+    })
+}
+
+/// The halo model's table for `grid` on `procs` in `format` (text or
+/// CSV; JSON has it inside the sweep model's object), appended to the
+/// sweep model's report (see [`gpu_halo_model`]).
+fn gpu_halo_report(
+    grid: &Grid,
+    procs: &ProcGrid,
+    rows: &[gpu_halo_model::PathPrediction],
+    format: Format,
+) -> String {
+    match format {
+        Format::Csv => {
+            let mut s = String::from(
+                "device,halo,overlap,sweep_s,exchange_s,host_waits,iteration_s,speedup\n",
+            );
+            for r in rows {
+                s.push_str(&format!(
+                    "{},{},{},{},{},{},{},{}\n",
+                    output::csv_field(r.device),
+                    r.path,
+                    r.overlap,
+                    r.sweep_s,
+                    r.exchange_s,
+                    r.host_waits,
+                    r.iteration_s,
+                    r.speedup
+                ));
+            }
+            s
+        }
+        Format::Text => {
+            let mut s = format!(
+                "GPU halo model (predictions, not measurements: docs/gpu.md): grid {grid} on {} \
+                 GPUs ({}x{}x{}), slowest rank\n  {:<9} {:<10} {:<7} {:>9} {:>11} {:>9} \
+                 {:>10} {:>12} {:>10}\n",
+                procs.ranks(),
+                procs.p[0],
+                procs.p[1],
+                procs.p[2],
+                "device",
+                "halo",
+                "overlap",
+                "sweep ms",
+                "exchange ms",
+                "exch/sweep",
+                "host waits",
+                "iteration ms",
+                "speed-up"
+            );
+            for r in rows {
+                s.push_str(&format!(
+                    "  {:<9} {:<10} {:<7} {:>9.3} {:>11.3} {:>9.2}x {:>10} {:>12.3} {:>9.2}x\n",
+                    r.device,
+                    r.path,
+                    if r.overlap { "on" } else { "off" },
+                    r.sweep_s * 1e3,
+                    r.exchange_s * 1e3,
+                    r.exchange_s / r.sweep_s,
+                    r.host_waits,
+                    r.iteration_s * 1e3,
+                    r.speedup
+                ));
+            }
+            s.push_str("  (speed-up: one GPU's iteration of the whole grid over this one)\n");
+            s
+        }
+        Format::Json => String::new(),
+    }
+}
+
 /// Runs `himeno model`.
 pub fn model(args: &ModelArgs) -> Result<ExitCode> {
     let problem = args
@@ -519,7 +651,24 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
     let (grid, procs) = (problem.grid, problem.procs);
     let size = problem.size.to_string();
     if args.gpu {
-        output::print_report(&gpu_model_report(&grid, &size, args.format)?)?;
+        let mut halo = Vec::new();
+        if procs.ranks() > 1 {
+            let mpi = match (&args.pingpong, args.latency_us, args.bandwidth_gbs) {
+                (Some(p), _, _) => model::network_from_file(p)?,
+                (None, Some(l), Some(b)) => model::network(l, b)?,
+                _ => gpu_halo_model::NODE_MPI,
+            };
+            let host = match &args.transfer {
+                Some(path) => host_link_from_file(path)?,
+                None => gpu_halo_model::PINNED_PCIE5,
+            };
+            halo = gpu_halo_model::predict_all(&grid, &procs, &host, &mpi);
+        }
+        let mut report = gpu_model_report(&grid, &size, args.format, &procs, &halo)?;
+        if !halo.is_empty() && args.format != Format::Json {
+            report.push_str(&gpu_halo_report(&grid, &procs, &halo, args.format));
+        }
+        output::print_report(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
     let (rate, rate_from) = match (args.rate_mflops, args.seconds_per_iteration, &args.results) {

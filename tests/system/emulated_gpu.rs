@@ -132,9 +132,13 @@ pub(crate) fn cpu_reference(grid: &str, iterations: &str) -> serde_json::Value {
 }
 
 /// Asserts that the report of an emulated GPU run is VALID with the CPU's
-/// fingerprint and gosa, that each rank says its device is emulated, and,
-/// for a run with neighbours, that the halo went through host transfers.
-pub(crate) fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
+/// fingerprint and gosa and that each rank says its device is emulated;
+/// returns the record.
+pub(crate) fn assert_answer_like_cpu(
+    o: &Output,
+    cpu: &serde_json::Value,
+    what: &str,
+) -> serde_json::Value {
     let r = json_ok(o);
     assert_eq!(r["backend"], "gpu", "{what}: {r}");
     assert_eq!(r["verified"], true, "{what}: {}", r["verification"]);
@@ -147,6 +151,13 @@ pub(crate) fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
     for rank in r["per_rank"].as_array().expect("per_rank") {
         assert_eq!(rank["emulated"], true, "{what}: {rank}");
     }
+    r
+}
+
+/// As [`assert_answer_like_cpu`], and, for a run with neighbours, that the
+/// halo went through host transfers (the staged path).
+pub(crate) fn assert_like_cpu(o: &Output, cpu: &serde_json::Value, what: &str) {
+    let r = assert_answer_like_cpu(o, cpu, what);
     if r["halo_messages_per_iteration"].as_f64().unwrap_or(0.0) > 0.0 {
         let t = r["phases"]["transfer"]["max_s"].as_f64().unwrap();
         assert!(t > 0.0, "{what}: a staged run shows no transfer phase: {r}");

@@ -10,48 +10,20 @@
 //! that strays past a padded field faults.
 
 use super::emulated_gpu::{Emulator, assert_like_cpu, cpu_reference, emulator, gpu_args};
+use super::gpu_emu_variants::{VARIANTS, variant_run};
 use crate::common::*;
 
-/// Every `--gpu-sweep` name, the classic kernel first.
-const VARIANTS: [&str; 4] = ["classic", "pipelined", "slab", "pipelined-slab"];
-
-/// One emulated GPU run of `grid` for `iters` iterations on `procs` (`np`
-/// in-process ranks) with `layout`, sweep `variant` and `--overlap` when
-/// `overlap`, checked against the CPU's answer `cpu`; returns its gosa
-/// bits.
+/// One emulated GPU run (`variant_run`) with `layout`, sweep `variant`
+/// and `--overlap` when `overlap`; returns its gosa bits.
 fn layout_run(
     emu: &Emulator,
     cpu: &serde_json::Value,
-    (grid, iters): (&str, &str),
-    (np, procs): (usize, &str),
-    (layout, variant, overlap): (&str, &str, bool),
+    size: (&str, &str),
+    grid: (usize, &str),
+    case: (&str, &str, bool),
     seed: u64,
 ) -> u64 {
-    let ranks = np.to_string();
-    let mut args = [
-        gpu_args(grid, iters),
-        vec![
-            "--local-ranks",
-            &ranks,
-            "--procs",
-            procs,
-            "--gpu-sweep",
-            variant,
-            "--gpu-layout",
-            layout,
-        ],
-    ]
-    .concat();
-    if overlap {
-        args.push("--overlap");
-    }
-    let what = format!("{grid} on {procs}, {layout}, {variant}, overlap {overlap}, seed {seed}");
-    let o = emu.himeno(seed, &[], &args);
-    assert_like_cpu(&o, cpu, &what);
-    let r = json_ok(&o);
-    for rank in r["per_rank"].as_array().unwrap() {
-        assert_eq!(rank["gpu_layout"], layout, "{what}: {rank}");
-    }
+    let r = variant_run(emu, cpu, size, grid, case, seed);
     r["gosa"].as_f64().unwrap().to_bits()
 }
 

@@ -13,7 +13,7 @@ use crate::common::*;
 use std::collections::BTreeMap;
 
 /// Every `--gpu-sweep` name, the classic kernel first.
-const VARIANTS: [&str; 4] = ["classic", "pipelined", "slab", "pipelined-slab"];
+pub(crate) const VARIANTS: [&str; 4] = ["classic", "pipelined", "slab", "pipelined-slab"];
 
 /// The bits of a report's gosa and its field fingerprint.
 fn answer(r: &serde_json::Value) -> (u64, String) {
@@ -23,18 +23,18 @@ fn answer(r: &serde_json::Value) -> (u64, String) {
     )
 }
 
-/// An emulated GPU run of `grid` on `procs` (`np` in-process ranks) with
-/// sweep `variant`, checked against the CPU's answer `cpu`: its gosa bits
-/// and fingerprint.
-fn variant_run(
+/// An emulated GPU run of `grid` for `iters` iterations on `procs` (`np`
+/// in-process ranks) with field `layout`, sweep `variant` and `--overlap`
+/// when `overlap`, checked against the CPU's answer `cpu`, each rank
+/// naming its sweep and layout; returns the record.
+pub(crate) fn variant_run(
     emu: &Emulator,
     cpu: &serde_json::Value,
     (grid, iters): (&str, &str),
     (np, procs): (usize, &str),
-    overlap: bool,
-    variant: &str,
+    (layout, variant, overlap): (&str, &str, bool),
     seed: u64,
-) -> (u64, String) {
+) -> serde_json::Value {
     let ranks = np.to_string();
     let mut args = [
         gpu_args(grid, iters),
@@ -47,20 +47,23 @@ fn variant_run(
             "2",
             "--gpu-sweep",
             variant,
+            "--gpu-layout",
+            layout,
         ],
     ]
     .concat();
     if overlap {
         args.push("--overlap");
     }
-    let what = format!("{grid} on {procs}, overlap {overlap}, {variant}, seed {seed}");
+    let what = format!("{grid} on {procs}, {layout}, {variant}, overlap {overlap}, seed {seed}");
     let o = emu.himeno(seed, &[], &args);
     assert_like_cpu(&o, cpu, &what);
     let r = json_ok(&o);
     for rank in r["per_rank"].as_array().unwrap() {
         assert_eq!(rank["gpu_sweep"], variant, "{what}: {rank}");
+        assert_eq!(rank["gpu_layout"], layout, "{what}: {rank}");
     }
-    answer(&r)
+    r
 }
 
 #[test]
@@ -80,7 +83,14 @@ fn gpu_emu_variants_are_bitwise_the_classic_sweep_on_every_process_grid() {
     for (g, grid) in PROCESS_GRIDS.into_iter().filter(|p| p.0 <= 4).enumerate() {
         for overlap in [false, true] {
             let variant = VARIANTS[(g + 2 * usize::from(overlap)) % VARIANTS.len()];
-            variant_run(&emu, &cpu, size, grid, overlap, variant, g as u64 + 1);
+            answer(&variant_run(
+                &emu,
+                &cpu,
+                size,
+                grid,
+                ("exact", variant, overlap),
+                g as u64 + 1,
+            ));
         }
     }
     // Where every variant runs the same launches, gosa's bits are the
@@ -89,7 +99,16 @@ fn gpu_emu_variants_are_bitwise_the_classic_sweep_on_every_process_grid() {
         let answers: Vec<(u64, String)> = VARIANTS
             .iter()
             .enumerate()
-            .map(|(n, v)| variant_run(&emu, &cpu, size, grid, overlap, v, n as u64 + 1))
+            .map(|(n, v)| {
+                answer(&variant_run(
+                    &emu,
+                    &cpu,
+                    size,
+                    grid,
+                    ("exact", v, overlap),
+                    n as u64 + 1,
+                ))
+            })
             .collect();
         for (v, a) in VARIANTS.iter().zip(&answers) {
             assert_eq!(

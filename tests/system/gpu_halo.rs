@@ -10,7 +10,7 @@
 //! once (gosa) and copies nothing but gosa's 8 bytes.
 
 use crate::common::*;
-use crate::emulated_gpu::{GOSA_TOLERANCE, cpu_reference, emulator, gpu_args};
+use crate::emulated_gpu::{assert_answer_like_cpu, cpu_reference, emulator, gpu_args};
 use std::process::Output;
 
 /// A seed that runs stream work only when the host synchronises, and one
@@ -27,18 +27,9 @@ fn assert_path_like_cpu(
     path: &str,
     what: &str,
 ) -> serde_json::Value {
-    let r = json_ok(o);
-    assert_eq!(r["backend"], "gpu", "{what}: {r}");
-    assert_eq!(r["verified"], true, "{what}: {}", r["verification"]);
-    assert_eq!(r["p_fingerprint"], cpu["p_fingerprint"], "{what}");
-    let (a, b) = (cpu["gosa"].as_f64().unwrap(), r["gosa"].as_f64().unwrap());
-    assert!(
-        (a - b).abs() <= GOSA_TOLERANCE * a.abs(),
-        "{what}: gosa {b} vs the CPU's {a}"
-    );
+    let r = assert_answer_like_cpu(o, cpu, what);
     assert_eq!(r["halo_path"], path, "{what}");
     for rank in r["per_rank"].as_array().expect("per_rank") {
-        assert_eq!(rank["emulated"], true, "{what}: {rank}");
         assert!(
             rank["host_waits_per_iteration"].is_u64()
                 && rank["host_device_bytes_per_iteration"].is_u64(),

@@ -14,30 +14,19 @@
 //! not.
 
 use crate::common::*;
-use crate::emulated_gpu::{GOSA_TOLERANCE, cpu_reference, emulator, gpu_args};
+use crate::emulated_gpu::{assert_answer_like_cpu, cpu_reference, emulator, gpu_args};
 use std::process::Command;
 
 /// The grid and iterations of the halo runs: uneven blocks on every grid.
 const GRID: (&str, &str) = ("23x19x29", "3");
 
 /// Asserts that an emulated run is VALID with the CPU's fingerprint and
-/// gosa, each rank labelled emulated (as `assert_like_cpu`, less its check
-/// of the staged path's host transfers), and that the record names `path`
+/// gosa, each rank labelled emulated (`assert_answer_like_cpu`), and that
+/// the record names `path`
 /// as its halo path; for nccl, that no rank waited on the host more than
 /// once an iteration (gosa's read) or copied more than gosa's 8 bytes.
 fn assert_path(o: &std::process::Output, cpu: &serde_json::Value, path: &str, what: &str) {
-    let r = json_ok(o);
-    assert_eq!(r["backend"], "gpu", "{what}: {r}");
-    assert_eq!(r["verified"], true, "{what}: {}", r["verification"]);
-    assert_eq!(r["p_fingerprint"], cpu["p_fingerprint"], "{what}");
-    let (a, b) = (cpu["gosa"].as_f64().unwrap(), r["gosa"].as_f64().unwrap());
-    assert!(
-        (a - b).abs() <= GOSA_TOLERANCE * a.abs(),
-        "{what}: gosa {b} vs the CPU's {a}"
-    );
-    for rank in r["per_rank"].as_array().expect("per_rank") {
-        assert_eq!(rank["emulated"], true, "{what}: {rank}");
-    }
+    let r = assert_answer_like_cpu(o, cpu, what);
     assert_eq!(r["halo_path"], path, "{what}: {r}");
     if path == "nccl" {
         for rank in r["per_rank"].as_array().unwrap() {

@@ -33,14 +33,8 @@ impl Backend for PatternBackend {
         BackendInfo {
             kind: BackendKind::Cpu,
             threads: 1,
-            device: None,
             detail: Some("halo self-test pattern".into()),
-            cpus: None,
-            gpu_software: None,
-            emulated: None,
-            gpu_sweep: None,
-            host_traffic: None,
-            gpu_layout: None,
+            ..BackendInfo::default()
         }
     }
     fn reset(&mut self) -> Result<()> {

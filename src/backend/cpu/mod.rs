@@ -667,7 +667,6 @@ impl Backend for CpuBackend {
         BackendInfo {
             kind: BackendKind::Cpu,
             threads: self.parts.len(),
-            device: None,
             detail: Some(format!(
                 "kernel {}{}; {} stores{temporal}",
                 self.isa.name(),
@@ -686,11 +685,8 @@ impl Backend for CpuBackend {
                 },
             )),
             cpus: Some(self.pool.cpus()),
-            gpu_software: None,
-            emulated: None,
-            gpu_sweep: None,
-            host_traffic: None,
-            gpu_layout: None,
+            // The GPU's fields stay empty.
+            ..BackendInfo::default()
         }
     }
 

@@ -1,6 +1,8 @@
 //! NCCL and CUDA-aware MPI on the emulated device (issue 40): `--halo
-//! nccl` in-process and under `mpirun` and `--halo mpi-device` forced under
-//! a plain MPI with host-addressable device memory, bitwise the CPU's and
+//! nccl` in-process (every process grid of up to four ranks, some with
+//! padded rows) and under `mpirun`, and `--halo mpi-device` forced under a
+//! plain MPI with host-addressable device memory (both on every process
+//! grid of two to four ranks), bitwise the CPU's and
 //! VALID under a synchronisation-only and a worker-thread seed, with and
 //! without `--overlap`; the refusals of a machine without NCCL and of an
 //! MPI that is not CUDA-aware; and the binding of `src/backend/gpu/nccl.rs`
@@ -46,18 +48,18 @@ fn gpu_nccl_in_process_ranks_are_bitwise_the_cpu() {
         return;
     };
     let cpu = cpu_reference(GRID.0, GRID.1);
-    // Seed 3 runs stream work only when the host synchronises, 4 on
-    // worker threads; overlap in turn.
-    let runs = [
-        (2, "2x1x1", 3, false),
-        (4, "2x2x1", 4, true),
-        (4, "1x2x2", 3, true),
-    ];
-    for (np, procs, seed, overlap) in runs {
+    // Every process grid of up to four ranks. Seed 3 runs stream work
+    // only when the host synchronises, 4 on worker threads; the seed and
+    // overlap in turn, and every third grid with padded rows.
+    let grids = PROCESS_GRIDS.into_iter().filter(|(np, _)| *np <= 4);
+    for (g, (np, procs)) in grids.enumerate() {
+        let (seed, overlap) = ([3, 4][g % 2], g % 4 >= 2);
+        let layout = if g % 3 == 1 { "padded" } else { "exact" };
         let n = np.to_string();
         let mut args = [
             gpu_args(GRID.0, GRID.1),
             vec!["--local-ranks", &n, "--procs", procs, "--halo", "nccl"],
+            vec!["--gpu-layout", layout],
         ]
         .concat();
         if overlap {
@@ -68,7 +70,7 @@ fn gpu_nccl_in_process_ranks_are_bitwise_the_cpu() {
             &o,
             &cpu,
             "nccl",
-            &format!("{procs} in-process, seed {seed}, overlap {overlap}"),
+            &format!("{procs} in-process, seed {seed}, overlap {overlap}, layout {layout}"),
         );
     }
 }
@@ -89,12 +91,17 @@ fn gpu_nccl_and_mpi_device_under_mpirun_are_bitwise_the_cpu() {
         ("HIMENO_EMU_HOST_ADDRESSABLE", "1"),
         ("HIMENO_MPI_CUDA_AWARE", "1"),
     ];
-    let runs = [
-        ("nccl", 2, "1x1x2", 3, true),
-        ("nccl", 4, "2x1x2", 4, false),
-        ("mpi-device", 2, "2x1x1", 4, true),
-        ("mpi-device", 4, "2x2x1", 3, false),
-    ];
+    // Both paths on every process grid of two to four ranks, the seed
+    // and overlap in turn.
+    let grids = PROCESS_GRIDS
+        .into_iter()
+        .filter(|(np, _)| (2..=4).contains(np));
+    let runs = grids.enumerate().flat_map(|(g, (np, procs))| {
+        ["nccl", "mpi-device"]
+            .into_iter()
+            .enumerate()
+            .map(move |(i, path)| (path, np, procs, [3, 4][(g + i) % 2], (g / 2 + i) % 2 == 1))
+    });
     for (path, np, procs, seed, overlap) in runs {
         let mut args = [
             gpu_args(GRID.0, GRID.1),

@@ -66,6 +66,37 @@ pub const PINNED_PCIE5: HostLink = HostLink {
     h2d: (10e-6, 50e9),
 };
 
+/// The largest transfer report read (a few KiB; a wrong file is refused).
+const MAX_TRANSFER_BYTES: u64 = 16 << 20;
+
+/// The pinned host link of a `himeno bench transfer --format json`
+/// report in `path`.
+pub fn host_link_from_file(path: &std::path::Path) -> crate::error::Result<HostLink> {
+    let rep: crate::bench::transfer::TransferReport = super::model::read_report(
+        path,
+        MAX_TRANSFER_BYTES,
+        "transfer",
+        "himeno bench transfer --format json",
+    )?;
+    let link = |dir: &str| {
+        let key = format!("{dir}/pinned");
+        match (rep.latency_us.get(&key), rep.peak_gbytes_per_s.get(&key)) {
+            (Some(&l), Some(&b)) if l.is_finite() && l >= 0.0 && b.is_finite() && b > 0.0 => {
+                Ok((l * 1e-6, b * 1e9))
+            }
+            _ => Err(crate::error::Error::usage(format!(
+                "{} is not a transfer JSON report (no usable {key} latency and bandwidth); \
+                 write one with `himeno bench transfer --format json > FILE`",
+                path.display()
+            ))),
+        }
+    };
+    Ok(HostLink {
+        d2h: link("d2h")?,
+        h2d: link("h2d")?,
+    })
+}
+
 /// The MPI network between host buffers of one node (shared memory):
 /// about 1 us and 10 GB/s.
 pub const NODE_MPI: Network = Network {

@@ -537,41 +537,6 @@ fn gpu_model_report(
     })
 }
 
-/// The largest transfer report read (a few KiB; a wrong file is refused).
-const MAX_TRANSFER_BYTES: u64 = 16 << 20;
-
-/// The pinned host link of a `bench transfer` JSON report.
-fn host_link_from_file(path: &std::path::Path) -> Result<gpu_halo_model::HostLink> {
-    let how = "write one with `himeno bench transfer --format json > FILE`";
-    let text = crate::files::read_text(path, MAX_TRANSFER_BYTES).map_err(|e| {
-        Error::usage(format!(
-            "cannot read transfer file {}: {e}; {how}",
-            path.display()
-        ))
-    })?;
-    let bad = |e: &dyn std::fmt::Display| {
-        Error::usage(format!(
-            "{} is not a transfer JSON report ({e}); {how}",
-            path.display()
-        ))
-    };
-    let rep: crate::bench::transfer::TransferReport =
-        serde_json::from_str(&text).map_err(|e| bad(&e))?;
-    let link = |dir: &str| -> Result<(f64, f64)> {
-        let key = format!("{dir}/pinned");
-        match (rep.latency_us.get(&key), rep.peak_gbytes_per_s.get(&key)) {
-            (Some(&l), Some(&b)) if l.is_finite() && l >= 0.0 && b.is_finite() && b > 0.0 => {
-                Ok((l * 1e-6, b * 1e9))
-            }
-            _ => Err(bad(&format!("no usable {key} latency and bandwidth"))),
-        }
-    };
-    Ok(gpu_halo_model::HostLink {
-        d2h: link("d2h")?,
-        h2d: link("h2d")?,
-    })
-}
-
 /// The halo model's table for `grid` on `procs` in `format` (text or
 /// CSV; JSON has it inside the sweep model's object), appended to the
 /// sweep model's report (see [`gpu_halo_model`]).
@@ -659,7 +624,7 @@ pub fn model(args: &ModelArgs) -> Result<ExitCode> {
                 _ => gpu_halo_model::NODE_MPI,
             };
             let host = match &args.transfer {
-                Some(path) => host_link_from_file(path)?,
+                Some(path) => gpu_halo_model::host_link_from_file(path)?,
                 None => gpu_halo_model::PINNED_PCIE5,
             };
             halo = gpu_halo_model::predict_all(&grid, &procs, &host, &mpi);

@@ -269,16 +269,34 @@ const MAX_PINGPONG_BYTES: u64 = 64 << 20;
 /// Reads a ping-pong JSON report (`himeno bench pingpong --format json`)
 /// and returns its network parameters.
 pub fn network_from_file(path: &Path) -> Result<Network> {
-    let how = "write one with `himeno bench pingpong --format json > FILE`";
-    let text = crate::files::read_text(path, MAX_PINGPONG_BYTES).map_err(|e| {
+    let rep: PingpongReport = read_report(
+        path,
+        MAX_PINGPONG_BYTES,
+        "ping-pong",
+        "himeno bench pingpong --format json",
+    )?;
+    network_of(&rep)
+}
+
+/// Reads the JSON report of kind `kind` (as "ping-pong") that `command`
+/// writes, at most `max` bytes; a file that cannot be read or is not such
+/// a report is a usage error that says how to write one.
+pub fn read_report<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    max: u64,
+    kind: &str,
+    command: &str,
+) -> Result<T> {
+    let how = format!("write one with `{command} > FILE`");
+    let text = crate::files::read_text(path, max).map_err(|e| {
         Error::usage(format!(
-            "cannot read ping-pong file {}: {e}; {how}",
+            "cannot read {kind} file {}: {e}; {how}",
             path.display()
         ))
     })?;
     let bad = |e: &dyn std::fmt::Display| {
         Error::usage(format!(
-            "{} is not a ping-pong JSON report ({e}); {how}",
+            "{} is not a {kind} JSON report ({e}); {how}",
             path.display()
         ))
     };
@@ -286,8 +304,7 @@ pub fn network_from_file(path: &Path) -> Result<Network> {
     if !text.trim_start().starts_with('{') {
         return Err(bad(&"not a JSON object"));
     }
-    let rep: PingpongReport = serde_json::from_str(&text).map_err(|e| bad(&e))?;
-    network_of(&rep)
+    serde_json::from_str(&text).map_err(|e| bad(&e))
 }
 
 #[cfg(test)]

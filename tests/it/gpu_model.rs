@@ -83,18 +83,16 @@ fn model_gpu_on_several_ranks_predicts_every_halo_path_with_and_without_overlap(
             "peak_gbytes_per_s":{"h2d/pinned":10.0,"d2h/pinned":10.0}}"#,
     )
     .unwrap();
-    let slow = stdout_ok(&run(himeno(&[
-        "model",
-        "--gpu",
-        "--size",
-        "L",
-        "--procs",
-        "2x2x1",
-        "--format",
-        "json",
-        "--transfer",
-        good.to_str().unwrap(),
-    ])));
+    // The L model on 2x2x1 with the host link of `transfer`.
+    let with_transfer = |transfer: &std::path::Path, json: bool| {
+        let mut args = vec!["model", "--gpu", "--size", "L", "--procs", "2x2x1"];
+        if json {
+            args.extend(["--format", "json"]);
+        }
+        args.extend(["--transfer", transfer.to_str().unwrap()]);
+        run(himeno(&args))
+    };
+    let slow = stdout_ok(&with_transfer(&good, true));
     let slow: serde_json::Value = serde_json::from_str(&slow).unwrap();
     let staged =
         |j: &serde_json::Value| j["halo_model"]["paths"][0]["exchange_s"].as_f64().unwrap();
@@ -104,16 +102,7 @@ fn model_gpu_on_several_ranks_predicts_every_halo_path_with_and_without_overlap(
     );
     let bad = dir.join("bad.json");
     std::fs::write(&bad, "{}").unwrap();
-    let o = run(himeno(&[
-        "model",
-        "--gpu",
-        "--size",
-        "L",
-        "--procs",
-        "2x2x1",
-        "--transfer",
-        bad.to_str().unwrap(),
-    ]));
+    let o = with_transfer(&bad, false);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).starts_with("himeno:"), "{}", stderr(&o));
 }

@@ -241,6 +241,7 @@ write_config() {
   tpl=${tpl//@NODES@/$lines}
   printf '%s\n' "$tpl" > "$state/slurm.conf"
   cp "$here/cluster/cgroup.conf" "$state/cgroup.conf"
+  cp "$here/cluster/mpi.conf" "$state/mpi.conf"
   {
     echo "127.0.0.1 localhost"
     echo "::1 localhost ip6-localhost ip6-loopback"

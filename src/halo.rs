@@ -19,7 +19,7 @@
 //! without host waits. Either way the steps run here, in this order.
 
 use crate::backend::{Backend, DeviceHalo, HaloStep, HostBuffer};
-use crate::comm::Comm;
+use crate::comm::{Comm, HaloSwap};
 use crate::error::Result;
 use crate::grid::decomp::{Block, Face};
 use crate::timeline;
@@ -131,12 +131,12 @@ impl Halo {
             let [r0, r1] = &mut step.recv;
             {
                 let _nvtx = crate::backend::gpu::nvtx::range(Phase::Comm.name());
-                comm.exchange(
-                    step.peers,
-                    [s0.as_slice(), s1.as_slice()],
-                    [r0.as_mut_slice(), r1.as_mut_slice()],
-                    step.dim as i32,
-                )?;
+                comm.exchange(HaloSwap {
+                    peers: step.peers,
+                    send: [s0.as_slice(), s1.as_slice()],
+                    recv: [r0.as_mut_slice(), r1.as_mut_slice()],
+                    tag: step.dim as i32,
+                })?;
             }
             timeline::lap(&mut clock, Phase::Comm, times);
             let [r0, r1] = &step.recv;

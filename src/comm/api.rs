@@ -17,12 +17,28 @@ pub enum Launch {
     Threads,
 }
 
-/// The tags of one halo step's messages by side (below, above), for a
-/// step tagged `tag`: `(send, receive)`. A message travelling upwards
-/// carries `2*tag`, downwards `2*tag+1`, so what a rank receives from
-/// below was sent upwards by that rank; every transport keeps this rule.
-pub fn halo_tags(tag: i32) -> ([i32; 2], [i32; 2]) {
-    ([2 * tag + 1, 2 * tag], [2 * tag, 2 * tag + 1])
+/// What one step of a halo exchange swaps with the neighbours
+/// ([`Comm::exchange`]), by side (below, above).
+pub struct HaloSwap<'a> {
+    /// The neighbours; a `None` side is skipped.
+    pub peers: [Option<usize>; 2],
+    /// What goes to each neighbour.
+    pub send: [&'a [f32]; 2],
+    /// Where each neighbour's message lands.
+    pub recv: [&'a mut [f32]; 2],
+    /// Distinguishes the exchange's steps.
+    pub tag: i32,
+}
+
+impl HaloSwap<'_> {
+    /// The tags of the step's messages by side: `(send, receive)`. A
+    /// message travelling upwards carries `2*tag`, downwards `2*tag+1`,
+    /// so what a rank receives from below was sent upwards by that rank;
+    /// every transport keeps this rule.
+    pub fn tags(&self) -> ([i32; 2], [i32; 2]) {
+        let tag = self.tag;
+        ([2 * tag + 1, 2 * tag], [2 * tag, 2 * tag + 1])
+    }
 }
 
 /// Operations the solver and the benchmarks need from the job's ranks. All
@@ -48,16 +64,10 @@ pub trait Comm {
     fn gather(&self, local: &[u8]) -> Option<Vec<Vec<u8>>>;
     /// Rank 0's `data` on every rank (what the others pass is ignored).
     fn broadcast_bytes(&self, data: &[u8]) -> Vec<u8>;
-    /// One step of a halo exchange: receive from both `peers` (below, above)
-    /// into `recv`, send `send` to them, then wait for all four transfers.
-    /// A `None` peer is skipped. `tag` distinguishes the exchange steps.
-    fn exchange(
-        &self,
-        peers: [Option<usize>; 2],
-        send: [&[f32]; 2],
-        recv: [&mut [f32]; 2],
-        tag: i32,
-    ) -> Result<()>;
+    /// One step of a halo exchange: receive from both of the step's peers
+    /// into its `recv`, send its `send` to them, then wait for all four
+    /// transfers.
+    fn exchange(&self, step: HaloSwap<'_>) -> Result<()>;
     /// Sends `buf` to `peer` (blocking); used by the point-to-point benchmark.
     fn send(&self, peer: usize, buf: &[u8]);
     /// Receives exactly `buf.len()` bytes from `peer` (blocking).

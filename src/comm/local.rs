@@ -16,7 +16,7 @@
 //! it in a collective or a receive ends the job too, with a message,
 //! instead of leaving the other waiting forever.
 
-use super::api::{Comm, Launch};
+use super::api::{Comm, HaloSwap, Launch};
 use crate::error::{Error, Result, print_line};
 use std::collections::{HashMap, VecDeque};
 use std::process::ExitCode;
@@ -373,14 +373,11 @@ impl Comm for LocalComm {
         })
     }
 
-    fn exchange(
-        &self,
-        peers: [Option<usize>; 2],
-        send: [&[f32]; 2],
-        recv: [&mut [f32]; 2],
-        tag: i32,
-    ) -> Result<()> {
-        let (tags, from_tags) = super::api::halo_tags(tag);
+    fn exchange(&self, step: HaloSwap<'_>) -> Result<()> {
+        let (tags, from_tags) = step.tags();
+        let HaloSwap {
+            peers, send, recv, ..
+        } = step;
         for side in 0..2 {
             if let Some(peer) = peers[side] {
                 self.post(peer, tags[side], Payload::Values(send[side].to_vec()));
@@ -512,8 +509,13 @@ mod tests {
             let send = [vec![r as f32; 4], vec![10.0 + r as f32; 4]];
             let (mut lo, mut hi) = (vec![-1.0; 4], vec![-1.0; 4]);
             for tag in 0..3 {
-                c.exchange(peers, [&send[0], &send[1]], [&mut lo, &mut hi], tag)
-                    .unwrap();
+                c.exchange(HaloSwap {
+                    peers,
+                    send: [&send[0], &send[1]],
+                    recv: [&mut lo, &mut hi],
+                    tag,
+                })
+                .unwrap();
             }
             (lo[0], hi[0])
         });
@@ -551,8 +553,13 @@ mod tests {
             let send = vec![1.0f32; 3 + c.rank()];
             let mut a = vec![0.0; 3];
             let mut b = vec![0.0; 3];
-            c.exchange(peers, [&send, &send], [&mut a, &mut b], 0)
-                .is_ok()
+            c.exchange(HaloSwap {
+                peers,
+                send: [&send, &send],
+                recv: [&mut a, &mut b],
+                tag: 0,
+            })
+            .is_ok()
         });
         // Rank 0 receives 4 values into a buffer of 3.
         assert_eq!(got, vec![false, true]);

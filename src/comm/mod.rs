@@ -21,7 +21,7 @@ mod no_mpi;
 mod single;
 
 pub use agree::{Terms, agree};
-pub use api::{Comm, Launch};
+pub use api::{Comm, HaloSwap, Launch};
 pub use decide::decide;
 pub use launcher::{hostname, is_first_rank, launcher_rank, launcher_size};
 pub use single::SingleComm;

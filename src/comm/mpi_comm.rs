@@ -4,7 +4,7 @@
 //! into exit code 2 (the library's own exit code, 1, means a wrong answer
 //! here).
 
-use super::api::{Comm, Launch};
+use super::api::{Comm, HaloSwap, Launch};
 use crate::error::{Error, Result};
 use mpi::Threading;
 use mpi::collective::SystemOperation;
@@ -234,15 +234,14 @@ impl Comm for MpiComm {
         }
     }
 
-    fn exchange(
-        &self,
-        peers: [Option<usize>; 2],
-        send: [&[f32]; 2],
-        recv: [&mut [f32]; 2],
-        tag: i32,
-    ) -> Result<()> {
-        let ([send_lo_tag, send_hi_tag], [recv_lo_tag, recv_hi_tag]) = super::api::halo_tags(tag);
-        let [recv_lo, recv_hi] = recv;
+    fn exchange(&self, step: HaloSwap<'_>) -> Result<()> {
+        let ([send_lo_tag, send_hi_tag], [recv_lo_tag, recv_hi_tag]) = step.tags();
+        let HaloSwap {
+            peers,
+            send,
+            recv: [recv_lo, recv_hi],
+            ..
+        } = step;
         // All four requests live in one scope: a scope per message would wait
         // on each send before the matching receive is posted and deadlock
         // past the eager limit.

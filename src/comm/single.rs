@@ -1,7 +1,7 @@
 //! The single-rank communicator: every collective is the identity and a
 //! halo exchange has no peers.
 
-use super::api::{Comm, Launch};
+use super::api::{Comm, HaloSwap, Launch};
 use crate::error::{Error, Result};
 
 /// A job of exactly one rank, with no MPI library involved.
@@ -35,14 +35,8 @@ impl Comm for SingleComm {
     fn broadcast_bytes(&self, data: &[u8]) -> Vec<u8> {
         data.to_vec()
     }
-    fn exchange(
-        &self,
-        peers: [Option<usize>; 2],
-        _send: [&[f32]; 2],
-        _recv: [&mut [f32]; 2],
-        _tag: i32,
-    ) -> Result<()> {
-        match peers {
+    fn exchange(&self, step: HaloSwap<'_>) -> Result<()> {
+        match step.peers {
             [None, None] => Ok(()),
             _ => Err(Error::runtime(
                 "a single-rank job was asked to exchange with a neighbour",

@@ -47,24 +47,38 @@ pub enum Part {
 }
 
 impl Part {
-    /// Every part, in report order.
-    pub const ALL: [Part; 15] = [
-        Part::Setup,
-        Part::NvrtcSearch,
-        Part::KnownAnswers,
+    /// The correctness parts of the matrix (the check's step 1), in report
+    /// order.
+    pub const MATRIX: [Part; 6] = [
         Part::Correctness1Rank,
         Part::Correctness2Ranks,
         Part::Correctness4Ranks,
         Part::Staging,
         Part::Overlap,
         Part::Occupancy,
-        Part::Transfer,
-        Part::XlTiming,
-        Part::LTiming,
-        Part::PhaseSplit,
-        Part::Sass,
-        Part::Ncu,
     ];
+
+    /// Every part, in report order.
+    pub const ALL: [Part; 15] = {
+        let [c1, c2, c4, staging, overlap, occupancy] = Part::MATRIX;
+        [
+            Part::Setup,
+            Part::NvrtcSearch,
+            Part::KnownAnswers,
+            c1,
+            c2,
+            c4,
+            staging,
+            overlap,
+            occupancy,
+            Part::Transfer,
+            Part::XlTiming,
+            Part::LTiming,
+            Part::PhaseSplit,
+            Part::Sass,
+            Part::Ncu,
+        ]
+    };
 
     /// The part's name in the report (the script's names, which readers
     /// of old reports know).
@@ -344,9 +358,20 @@ pub fn timed_sizes(quick: bool) -> [TimedSize; 2] {
     ]
 }
 
-/// The rehearsal iterations of a timing run.
-fn timing_warmup(quick: bool) -> &'static str {
-    if quick { "1" } else { "5" }
+impl TimedSize {
+    /// The options of a timing run of `iterations` at this size: the size
+    /// and the run's length, with the rehearsal of a timing run.
+    fn run_options(self, iterations: u64, quick: bool) -> Vec<String> {
+        let warmup = if quick { "1" } else { "5" };
+        strings(&[
+            self.how,
+            self.grid,
+            "--iterations",
+            &iterations.to_string(),
+            "--warmup",
+            warmup,
+        ])
+    }
 }
 
 /// The timing run of sweep variant `sweep` with occupancy `occ` and
@@ -358,20 +383,14 @@ pub fn variant(
     quick: bool,
 ) -> Run {
     let padded = layout == GpuLayout::Padded;
-    let mut args = strings(&[
-        "--backend",
-        "gpu",
-        size.how,
-        size.grid,
-        "--iterations",
-        &iterations.to_string(),
-        "--warmup",
-        timing_warmup(quick),
+    let mut args = strings(&["--backend", "gpu"]);
+    args.extend(size.run_options(iterations, quick));
+    args.extend(strings(&[
         "--gpu-sweep",
         sweep.name(),
         "--gpu-occupancy",
         occ.name(),
-    ]);
+    ]));
     // The exact layout is the default: its runs name no layout.
     if padded {
         args.extend(strings(&["--gpu-layout", layout.name()]));
@@ -457,15 +476,9 @@ pub fn splits(iterations: u64, quick: bool) -> Vec<Split> {
                     &ranks.to_string(),
                     "--procs",
                     procs,
-                    size.how,
-                    size.grid,
-                    "--iterations",
-                    &iterations.to_string(),
-                    "--warmup",
-                    timing_warmup(quick),
-                    "--staging",
-                    staging,
                 ]);
+                args.extend(size.run_options(iterations, quick));
+                args.extend(strings(&["--staging", staging]));
                 if overlap {
                     args.push("--overlap".into());
                 }

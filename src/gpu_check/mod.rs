@@ -262,16 +262,6 @@ struct Check<'a> {
     cache: PathBuf,
 }
 
-/// The correctness parts of the matrix (step 1).
-const MATRIX: [Part; 6] = [
-    Part::Correctness1Rank,
-    Part::Correctness2Ranks,
-    Part::Correctness4Ranks,
-    Part::Staging,
-    Part::Overlap,
-    Part::Occupancy,
-];
-
 /// Why a part the budget left out was skipped.
 const BUDGET: &str = "the --budget was spent";
 
@@ -535,9 +525,9 @@ impl Check<'_> {
             }
             let cpu = match self.record(&matrix::cpu_reference(grid, iterations), false) {
                 Ok(cpu) => cpu,
-                Err(Failed::Budget) => return self.out_of_budget("1. correctness", &MATRIX),
+                Err(Failed::Budget) => return self.out_of_budget("1. correctness", &Part::MATRIX),
                 Err(_) => {
-                    for p in MATRIX {
+                    for p in Part::MATRIX {
                         self.mark(p, Outcome::Fail);
                     }
                     continue;
@@ -563,7 +553,7 @@ impl Check<'_> {
                         ok
                     }
                     Err(Failed::Budget) => {
-                        return self.out_of_budget("1. correctness", &MATRIX);
+                        return self.out_of_budget("1. correctness", &Part::MATRIX);
                     }
                     Err(_) => false,
                 };

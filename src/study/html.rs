@@ -367,19 +367,14 @@ fn roofline_section(s: &mut String, r: &Roofline) -> Result<()> {
                 ""
             }
         );
+        let [gflops, gbs, mb, ceiling, fraction] = roofline::figures(p);
         let _ = writeln!(
             s,
-            "<tr><td>{}</td><td class=\"l\">{marks}{}</td><td>{:.3}</td><td>{:.2}</td>\
-             <td>{:.1}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td>{}</td><td class=\"l\">{marks}{}</td><td>{gflops}</td><td>{gbs}</td>\
+             <td>{mb}</td><td>{ceiling}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
             i + 1,
             escape(&p.label),
-            p.gflops,
-            p.gbytes_per_s,
-            p.fields_bytes as f64 / 1e6,
-            p.ceiling
-                .as_ref()
-                .map_or("-".to_string(), |c| format!("{:.2}", c.gbytes_per_s)),
-            escape(&roofline::fraction_text(p)),
+            escape(&fraction),
             escape(&p.source)
         );
     }

@@ -441,7 +441,7 @@ pub fn build(records: &[RunRecord], measured: &Measured) -> Roofline {
 }
 
 /// The words a point's fraction of its ceiling is printed as.
-pub fn fraction_text(p: &Point) -> String {
+fn fraction_text(p: &Point) -> String {
     match (&p.residence, p.fraction) {
         (Residence::CacheResident { .. }, _) => "cache-resident".to_string(),
         (_, None) => "no ceiling".to_string(),
@@ -450,6 +450,22 @@ pub fn fraction_text(p: &Point) -> String {
         }
         (_, Some(f)) => format!("{:.0}%", 100.0 * f),
     }
+}
+
+/// A point's figures as the tables show them (the text table and the
+/// HTML page, each with its own widths or tags): GFLOPS, GB/s, the
+/// fields' MB, the memory ceiling's GB/s (`-` without one) and the words
+/// of its fraction of it.
+pub fn figures(p: &Point) -> [String; 5] {
+    [
+        format!("{:.3}", p.gflops),
+        format!("{:.2}", p.gbytes_per_s),
+        format!("{:.1}", p.fields_bytes as f64 / 1e6),
+        p.ceiling
+            .as_ref()
+            .map_or("-".to_string(), |c| format!("{:.2}", c.gbytes_per_s)),
+        fraction_text(p),
+    ]
 }
 
 /// The roofline as a text table.
@@ -481,18 +497,11 @@ pub fn text(r: &Roofline) -> String {
     );
     for p in &r.points {
         let emu = if p.emulated { " EMULATED" } else { "" };
+        let [gflops, gbs, mb, ceiling, fraction] = figures(p);
         let _ = writeln!(
             s,
-            " {:<34} {:>10.3} {:>9.2} {:>11.1} {:>12} {:>24}  {}{emu}",
-            p.label,
-            p.gflops,
-            p.gbytes_per_s,
-            p.fields_bytes as f64 / 1e6,
-            p.ceiling
-                .as_ref()
-                .map_or("-".to_string(), |c| format!("{:.2}", c.gbytes_per_s)),
-            fraction_text(p),
-            p.source
+            " {:<34} {gflops:>10} {gbs:>9} {mb:>11} {ceiling:>12} {fraction:>24}  {}{emu}",
+            p.label, p.source
         );
     }
     let _ = writeln!(

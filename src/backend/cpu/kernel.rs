@@ -334,9 +334,9 @@ struct Shape {
 enum Path {
     /// Whole blocks: the owned points of a row of at least one block.
     Blocks,
-    /// The owned points of a row shorter than a block ([`short_row`]).
+    /// The owned points of a row shorter than a block ([`off_blocks`]).
     Short,
-    /// Points in the ghost layers, a few per row ([`piece`]).
+    /// Points in the ghost layers, a few per row ([`off_blocks`]).
     Piece,
 }
 
@@ -756,9 +756,9 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
         return if shape.path == Path::Piece {
             // A piece of a row (the wavefront's points in the ghost
             // layers, a few per row).
-            piece(rows, &coef, k, omega, out)
+            off_blocks::<_, true>(rows, &coef, k, omega, out)
         } else {
-            short_row(rows, &coef, k, omega, out)
+            off_blocks::<_, false>(rows, &coef, k, omega, out)
         };
     }
     let (k0, m) = (shape.k0, shape.m);
@@ -818,33 +818,21 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
     acc.iter().sum()
 }
 
-/// Points `k` of a row one at a time (`out` the whole row), as
-/// [`row_body`] sums them. Not inlined into the instruction-set copies, as
-/// [`short_row`]: scalar steps need no vector features, and the rare paths
-/// kept the hot path's stencil in memory (their pointers spilled to the
-/// stack on every row).
+/// Points `k` of a row that the blocks do not take (`out` the whole
+/// row), as [`row_body`] sums them. A row shorter than a block
+/// ([`BLOCK`] points, [`Path::Short`]): whole chunks of [`LANES`] points
+/// in the portable steps, then the last `m % LANES` points (the last
+/// [`LANES`] again where there is a chunk before them). A piece of a row
+/// (`PIECE`, [`Path::Piece`]): one point at a time, since the chunks find
+/// their coefficients by the point's place from the row's first owned
+/// point. Not inlined into the instruction-set copies: scalar and
+/// portable steps need no vector features, and the rare paths kept the
+/// hot path's stencil in memory (their pointers spilled to the stack on
+/// every row). `PIECE` is a constant, one copy per path: passed as a
+/// value, the path cost the classic sweep 3 instructions a row (callgrind,
+/// 10x18x98 at T = 1: 7.67 to 7.70 per point).
 #[inline(never)]
-fn piece<'a, S: Source<'a>>(
-    rows: &S,
-    coef: &CoefRow<'_>,
-    k: Range<usize>,
-    omega: f32,
-    out: &mut [f32],
-) -> f64 {
-    let set = rows.stencil(&k);
-    let mut acc = Lanes([0.0f64; LANES]);
-    let out = &mut out[k.clone()];
-    points(&set, coef, k.start, 0..k.len(), omega, out, &mut acc.0);
-    acc.0.iter().sum()
-}
-
-/// Points `k`, a whole row shorter than a block ([`BLOCK`] points; `out`
-/// the whole row): whole chunks of [`LANES`] points in the portable steps,
-/// then the last `m % LANES` points (the last [`LANES`] again where there
-/// is a chunk before them), as [`row_body`] sums them; not inlined, as
-/// [`piece`].
-#[inline(never)]
-fn short_row<'a, S: Source<'a>>(
+fn off_blocks<'a, S: Source<'a>, const PIECE: bool>(
     rows: &S,
     coef: &CoefRow<'_>,
     k: Range<usize>,
@@ -856,7 +844,7 @@ fn short_row<'a, S: Source<'a>>(
     let out = &mut out[k];
     let mut acc = Lanes([0.0f64; LANES]);
     let acc = &mut acc.0;
-    let whole = m / LANES * LANES;
+    let whole = if PIECE { 0 } else { m / LANES * LANES };
     for x in (0..whole).step_by(LANES) {
         let (ss, new) = chunk(&set, coef, x, omega);
         for (a, s) in acc.iter_mut().zip(ss.0) {

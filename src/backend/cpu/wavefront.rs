@@ -225,11 +225,20 @@ pub struct Band<'a> {
 }
 
 impl Band<'_> {
-    /// The gosa of level `s`'s owned rows of plane `q` (an owned one).
-    fn sums(&mut self, s: usize, q: usize, plan: &Plan) -> &mut [f64] {
-        let level = self.gosa.index_axis_mut(Axis(0), s - 1);
-        let plane = level.index_axis_move(Axis(0), q - plan.owned[0].start);
-        plane.into_slice().expect("a plane's sums are contiguous")
+    /// Keeps the sums `gosa` of `level`'s rows: those of the band's own
+    /// rows of an owned plane (the level's other rows repeat another
+    /// thread's or rank's updates, which that one sums).
+    fn keep(&mut self, plan: &Plan, level: &Level<'_>, gosa: &[f64]) {
+        let (lo, hi) = (level.rows.start, level.rows.end);
+        let (a, b) = (lo.max(self.rows.start), hi.min(self.rows.end));
+        if !plan.owned[0].contains(&level.q) || a >= b {
+            return;
+        }
+        let sums = self.gosa.index_axis_mut(Axis(0), level.s - 1);
+        let plane = sums.index_axis_move(Axis(0), level.q - plan.owned[0].start);
+        let plane = plane.into_slice().expect("a plane's sums are contiguous");
+        let r0 = self.rows.start;
+        plane[a - r0..b - r0].copy_from_slice(&gosa[a - lo..b - lo]);
     }
 }
 
@@ -289,11 +298,19 @@ pub fn sweep_band(
         .map(|(t, s)| lo[t + 1][s] - lo[t][s])
         .max()
         .unwrap_or(0);
-    let mut work = Work {
-        gosa: vec![0.0; longest],
-        spare: vec![0.0; longest],
-        row_buf: (kernel.streaming).then(|| RowBuffer::new(plan.dims[2], plan.owned[2].start)),
-        prefetch: kernel.prefetch,
+    let mut front = Front {
+        isa,
+        plan,
+        inp,
+        at,
+        band,
+        scratch,
+        work: Work {
+            gosa: vec![0.0; longest],
+            spare: vec![0.0; longest],
+            row_buf: (kernel.streaming).then(|| RowBuffer::new(plan.dims[2], plan.owned[2].start)),
+            prefetch: kernel.prefetch,
+        },
     };
     for t in 0..tiles {
         let tile = Tile {
@@ -303,8 +320,22 @@ pub fn sweep_band(
             after: t > 0,
             before: t + 1 < tiles,
         };
-        sweep_tile(isa, plan, inp, band, &tile, &at, scratch, &mut work);
+        front.sweep_tile(&tile);
     }
+}
+
+/// One thread's wavefront over its band: what every level reads (the
+/// instruction set, the plan, the field at the start and the
+/// coefficients, where the levels' rows lie in the scratch space) and
+/// what the levels write (the band, the scratch space, the runs' sums).
+struct Front<'t, 'b> {
+    isa: Isa,
+    plan: &'t Plan,
+    inp: &'t Inputs<'t>,
+    at: Offsets,
+    band: &'t mut Band<'b>,
+    scratch: &'t mut [f32],
+    work: Work,
 }
 
 /// Where a level's rows are in the scratch space, from the start of the
@@ -383,42 +414,164 @@ pub struct Kernel {
     pub prefetch: bool,
 }
 
-/// The wavefront of one tile: at each step `w`, level `s` updates plane
-/// `w + 1 - s`.
-#[allow(clippy::too_many_arguments)]
-fn sweep_tile(
-    isa: Isa,
-    plan: &Plan,
-    inp: &Inputs<'_>,
-    band: &mut Band<'_>,
-    tile: &Tile<'_>,
-    at: &Offsets,
-    scratch: &mut [f32],
-    work: &mut Work,
-) {
-    let sweeps = plan.sweeps;
-    let i_range: Vec<Range<usize>> = (0..=sweeps).map(|s| plan.range(0, s.max(1))).collect();
-    let first = i_range[1].start;
-    let last = i_range[1].end + sweeps - 1;
-    for w in first..last {
-        for s in 1..=sweeps {
-            let Some(q) = (w + 1).checked_sub(s) else {
-                continue;
-            };
-            if !i_range[s].contains(&q) {
-                continue;
-            }
-            let level = Level {
-                s,
-                q,
-                i_range: &i_range,
-            };
-            if s < sweeps {
-                sweep_inner(isa, plan, inp, band, tile, at, scratch, work, &level);
-            } else {
-                sweep_last(isa, plan, inp, band, tile, at, scratch, work, &level);
+impl Front<'_, '_> {
+    /// The wavefront of one tile: at each step `w`, level `s` updates
+    /// plane `w + 1 - s`.
+    fn sweep_tile(&mut self, tile: &Tile<'_>) {
+        let sweeps = self.plan.sweeps;
+        let i_range: Vec<Range<usize>> =
+            (0..=sweeps).map(|s| self.plan.range(0, s.max(1))).collect();
+        let first = i_range[1].start;
+        let last = i_range[1].end + sweeps - 1;
+        for w in first..last {
+            for s in 1..=sweeps {
+                let Some(q) = (w + 1).checked_sub(s) else {
+                    continue;
+                };
+                if !i_range[s].contains(&q) {
+                    continue;
+                }
+                let level = Level {
+                    s,
+                    q,
+                    rows: tile.lo[s]..tile.hi[s],
+                    i_range: &i_range,
+                };
+                if s < sweeps {
+                    self.sweep_inner(tile, &level);
+                } else {
+                    self.sweep_last(tile, &level);
+                }
             }
         }
+    }
+
+    /// Level `s` of plane `q` below the last: the tile's rows of it into
+    /// the level's ring slot, which then also holds the two rows below
+    /// them (from the previous tile, through the edge buffer, or `p`'s
+    /// fixed boundary) and, at the level's end, `p`'s row above them: so
+    /// the next level finds the three rows around each of its rows in one
+    /// run of rows.
+    fn sweep_inner(&mut self, tile: &Tile<'_>, level: &Level<'_>) {
+        // The fields as locals, as the borrows below split them.
+        let Front {
+            isa,
+            plan,
+            inp,
+            ref at,
+            ref mut band,
+            ref mut scratch,
+            ref mut work,
+        } = *self;
+        let (s, q, lo, hi) = (level.s, level.q, level.rows.start, level.rows.end);
+        let nk = plan.dims[2];
+        // Levels below s are read, level s written.
+        let (done, todo) = scratch.split_at_mut(at.level(s));
+        let done: &[f32] = done;
+        let base = at.ring(s, q, lo);
+        let row_at = |j: usize| base + (j + 2 - lo) * nk;
+        let p_row = |j: usize| &inp.p[inp.lay.row(q, j)..][..nk];
+        if tile.after {
+            let e = at.edge(q);
+            todo.copy_within(e..e + 2 * nk, row_at(lo - 2));
+        } else {
+            for j in lo.saturating_sub(2)..lo {
+                todo[row_at(j)..][..nk].copy_from_slice(p_row(j));
+            }
+        }
+        if hi == tile.end[s] && hi < plan.dims[1] {
+            todo[row_at(hi)..][..nk].copy_from_slice(p_row(hi));
+        }
+        if lo == hi {
+            return;
+        }
+        let k = plan.range(2, s);
+        let out = &mut todo[row_at(lo)..row_at(hi)];
+        let gosa = &mut work.gosa[..hi - lo];
+        let spare = &mut work.spare[..hi - lo];
+        let own = &plan.owned[2];
+        if s == 1 {
+            let first = first_level(work.prefetch);
+            in_pieces(&k, own, gosa, spare, |k, g| {
+                first(isa, inp, q, lo..hi, k, out, g);
+            });
+        } else {
+            let planes = planes(plan, inp, tile, at, done, level);
+            in_pieces(&k, own, gosa, spare, |k, g| {
+                kernel::sweep_planes(isa, &planes, k, out, g);
+            });
+        }
+        // The fixed boundary values just outside the level's k range,
+        // which the next level reads (`p`'s own); beside a neighbour the
+        // next level reads no further than this one updated.
+        let (low, high) = (!plan.open[2][0], !plan.open[2][1]);
+        if low || high {
+            let (first, end) = (k.start - 1, k.end);
+            assert!(end < nk, "the boundary lies in the row");
+            let p_rows = &inp.p[inp.lay.row(q, lo)..inp.lay.row(q, hi)];
+            for (row, p) in out.chunks_exact_mut(nk).zip(p_rows.chunks_exact(nk)) {
+                if low {
+                    row[first] = p[first];
+                }
+                if high {
+                    row[end] = p[end];
+                }
+            }
+        }
+        if tile.before {
+            let e = at.edge(q);
+            todo.copy_within(row_at(hi - 2)..row_at(hi), e);
+        }
+        band.keep(plan, level, gosa);
+    }
+
+    /// The last level of plane `q`: the tile's rows of this plane, all
+    /// owned and in the band, into the new field.
+    fn sweep_last(&mut self, tile: &Tile<'_>, level: &Level<'_>) {
+        let (plan, inp) = (self.plan, self.inp);
+        let (s, q, lo, hi) = (level.s, level.q, level.rows.start, level.rows.end);
+        let nk = plan.dims[2];
+        if lo == hi {
+            return;
+        }
+        let k_own = plan.owned[2].clone();
+        let band = &mut *self.band;
+        let mut plane: ArrayViewMut2<f32> =
+            band.next
+                .slice_mut(s![q, lo - band.offset..hi - band.offset, ..]);
+        let dst = plane
+            .as_slice_mut()
+            .expect("rows of a plane are contiguous");
+        let gosa = &mut self.work.gosa[..hi - lo];
+        let first = first_level(self.work.prefetch);
+        let planes = if s == 1 {
+            None
+        } else {
+            Some(planes(plan, inp, tile, &self.at, self.scratch, level))
+        };
+        let isa = self.isa;
+        match (self.work.row_buf.as_mut(), planes) {
+            (Some(buf), planes) => {
+                // Whole rows, so that the tile's rows form one run of lines.
+                let mut writer = LineWriter::new(dst);
+                for (n, g) in gosa.iter_mut().enumerate() {
+                    let j = lo + n;
+                    let row = buf.with_ends(&inp.p[inp.lay.row(q, j)..][..nk], &k_own);
+                    let g = std::slice::from_mut(g);
+                    match &planes {
+                        Some(planes) => {
+                            let one = planes.from_row(n);
+                            kernel::sweep_planes(isa, &one, k_own.clone(), row, g);
+                        }
+                        None => first(isa, inp, q, j..j + 1, k_own.clone(), row, g),
+                    }
+                    writer.write(n * nk, row);
+                }
+            }
+            (None, Some(planes)) => kernel::sweep_planes(isa, &planes, k_own, dst, gosa),
+            (None, None) => first(isa, inp, q, lo..hi, k_own, dst, gosa),
+        }
+        band.keep(plan, level, gosa);
     }
 }
 
@@ -428,156 +581,10 @@ struct Level<'a> {
     s: usize,
     /// The plane (local i).
     q: usize,
+    /// The tile's rows (local j) of the level.
+    rows: Range<usize>,
     /// Local i each level updates, by level (index 0 as level 1).
     i_range: &'a [Range<usize>],
-}
-
-/// Level `s` of plane `q` below the last: the tile's rows of it into the
-/// level's ring slot, which then also holds the two rows below them (from
-/// the previous tile, through the edge buffer, or `p`'s fixed boundary)
-/// and, at the level's end, `p`'s row above them: so the next level finds
-/// the three rows around each of its rows in one run of rows.
-#[allow(clippy::too_many_arguments)]
-fn sweep_inner(
-    isa: Isa,
-    plan: &Plan,
-    inp: &Inputs<'_>,
-    band: &mut Band<'_>,
-    tile: &Tile<'_>,
-    at: &Offsets,
-    scratch: &mut [f32],
-    work: &mut Work,
-    level: &Level<'_>,
-) {
-    let (s, q) = (level.s, level.q);
-    let nk = plan.dims[2];
-    let (lo, hi) = (tile.lo[s], tile.hi[s]);
-    let rows = hi - lo;
-    // Levels below s are read, level s written.
-    let (done, todo) = scratch.split_at_mut(at.level(s));
-    let done: &[f32] = done;
-    let base = at.ring(s, q, lo);
-    let row_at = |j: usize| base + (j + 2 - lo) * nk;
-    let p_row = |j: usize| &inp.p[inp.lay.row(q, j)..][..nk];
-    if tile.after {
-        let e = at.edge(q);
-        todo.copy_within(e..e + 2 * nk, row_at(lo - 2));
-    } else {
-        for j in lo.saturating_sub(2)..lo {
-            todo[row_at(j)..][..nk].copy_from_slice(p_row(j));
-        }
-    }
-    if hi == tile.end[s] && hi < plan.dims[1] {
-        todo[row_at(hi)..][..nk].copy_from_slice(p_row(hi));
-    }
-    if rows == 0 {
-        return;
-    }
-    let k = plan.range(2, s);
-    let out = &mut todo[row_at(lo)..row_at(hi)];
-    let gosa = &mut work.gosa[..rows];
-    let spare = &mut work.spare[..rows];
-    let own = &plan.owned[2];
-    if s == 1 {
-        let first = first_level(work.prefetch);
-        in_pieces(&k, own, gosa, spare, |k, g| {
-            first(isa, inp, q, lo..hi, k, out, g);
-        });
-    } else {
-        let planes = planes(plan, inp, tile, at, done, level);
-        in_pieces(&k, own, gosa, spare, |k, g| {
-            kernel::sweep_planes(isa, &planes, k, out, g);
-        });
-    }
-    // The fixed boundary values just outside the level's k range, which
-    // the next level reads (`p`'s own); beside a neighbour the next level
-    // reads no further than this one updated.
-    let (low, high) = (!plan.open[2][0], !plan.open[2][1]);
-    if low || high {
-        let (first, end) = (k.start - 1, k.end);
-        assert!(end < nk, "the boundary lies in the row");
-        let p_rows = &inp.p[inp.lay.row(q, lo)..inp.lay.row(q, hi)];
-        for (row, p) in out.chunks_exact_mut(nk).zip(p_rows.chunks_exact(nk)) {
-            if low {
-                row[first] = p[first];
-            }
-            if high {
-                row[end] = p[end];
-            }
-        }
-    }
-    if tile.before {
-        let e = at.edge(q);
-        todo.copy_within(row_at(hi - 2)..row_at(hi), e);
-    }
-    // Only the band's own rows of owned planes are summed.
-    if plan.owned[0].contains(&q) {
-        let (a, b) = (lo.max(band.rows.start), hi.min(band.rows.end));
-        if a < b {
-            let r0 = band.rows.start;
-            band.sums(s, q, plan)[a - r0..b - r0].copy_from_slice(&gosa[a - lo..b - lo]);
-        }
-    }
-}
-
-/// The last level of plane `q`: the tile's rows of this plane, all owned
-/// and in the band, into the new field.
-#[allow(clippy::too_many_arguments)]
-fn sweep_last(
-    isa: Isa,
-    plan: &Plan,
-    inp: &Inputs<'_>,
-    band: &mut Band<'_>,
-    tile: &Tile<'_>,
-    at: &Offsets,
-    scratch: &[f32],
-    work: &mut Work,
-    level: &Level<'_>,
-) {
-    let (s, q) = (level.s, level.q);
-    let nk = plan.dims[2];
-    let (lo, hi) = (tile.lo[s], tile.hi[s]);
-    let rows = hi - lo;
-    if rows == 0 {
-        return;
-    }
-    let k_own = plan.owned[2].clone();
-    let mut plane: ArrayViewMut2<f32> =
-        band.next
-            .slice_mut(s![q, lo - band.offset..hi - band.offset, ..]);
-    let dst = plane
-        .as_slice_mut()
-        .expect("rows of a plane are contiguous");
-    let gosa = &mut work.gosa[..rows];
-    let first = first_level(work.prefetch);
-    let planes = if s == 1 {
-        None
-    } else {
-        Some(planes(plan, inp, tile, at, scratch, level))
-    };
-    match (work.row_buf.as_mut(), planes) {
-        (Some(buf), planes) => {
-            // Whole rows, so that the tile's rows form one run of lines.
-            let mut writer = LineWriter::new(dst);
-            for (n, g) in gosa.iter_mut().enumerate() {
-                let j = lo + n;
-                let row = buf.with_ends(&inp.p[inp.lay.row(q, j)..][..nk], &k_own);
-                let g = std::slice::from_mut(g);
-                match &planes {
-                    Some(planes) => {
-                        let one = planes.from_row(n);
-                        kernel::sweep_planes(isa, &one, k_own.clone(), row, g);
-                    }
-                    None => first(isa, inp, q, j..j + 1, k_own.clone(), row, g),
-                }
-                writer.write(n * nk, row);
-            }
-        }
-        (None, Some(planes)) => kernel::sweep_planes(isa, &planes, k_own, dst, gosa),
-        (None, None) => first(isa, inp, q, lo..hi, k_own, dst, gosa),
-    }
-    let r0 = band.rows.start;
-    band.sums(s, q, plan)[lo - r0..hi - r0].copy_from_slice(gosa);
 }
 
 /// The three planes of level `s - 1` that level `s` reads for the tile's
@@ -592,10 +599,9 @@ fn planes<'a>(
     done: &'a [f32],
     level: &Level<'_>,
 ) -> Planes<'a> {
-    let (s, q) = (level.s, level.q);
+    let (s, q, lo, hi) = (level.s, level.q, level.rows.start, level.rows.end);
     let nk = plan.dims[2];
     let prev = s - 1;
-    let (lo, hi) = (tile.lo[s], tile.hi[s]);
     let (plo, phi) = (tile.lo[prev], tile.hi[prev]);
     // The previous level's slot holds its rows plo - 2 .. phi, and row
     // phi (`p`'s) where the level ends there.

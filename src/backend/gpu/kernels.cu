@@ -376,8 +376,13 @@ extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined(SWEEP_PARAMS)
     finish_gosa(g, partial, all, total, ticket, gosa);
 }
 
-// One plane at a time, one base and 32-bit offsets.
-extern "C" __global__ void SWEEP_BOUNDS sweep_slab(SWEEP_PARAMS)
+// The two slab variants' one body: one base and 32-bit offsets, marching
+// one plane at a time or, when PIPELINED, with the next plane's loads in
+// flight. PIPELINED is a constant of each instance, so each kernel holds
+// its own march only and keeps its own register budget (SWEEP_BOUNDS on
+// the kernel; the body is inlined into it).
+template <bool PIPELINED>
+__device__ __forceinline__ void slab_body(SWEEP_PARAMS)
 {
     SWEEP_THREAD;
     double g = 0.0;
@@ -386,24 +391,30 @@ extern "C" __global__ void SWEEP_BOUNDS sweep_slab(SWEEP_PARAMS)
         const unsigned di = (unsigned)(d1 * d2);
         const unsigned dj = (unsigned)d2;
         unsigned c = ((unsigned)ifirst * (unsigned)d1 + (unsigned)j) * (unsigned)d2 + (unsigned)k;
-        PLAIN_MARCH(AT_SLAB, STORE_SLAB);
+        if constexpr (PIPELINED) {
+            PIPELINED_MARCH(AT_SLAB, STORE_SLAB);
+        } else {
+            PLAIN_MARCH(AT_SLAB, STORE_SLAB);
+        }
     }
     finish_gosa(g, partial, all, total, ticket, gosa);
+}
+
+// SWEEP_PARAMS' names, in order: the kernels' arguments passed on whole.
+#define SWEEP_ARGS                                                                  \
+    p, out, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1, omega, d1, d2, i0, j0, \
+        k0, ni, nj, nk, planes, nkb, njb, partial, all, total, ticket, gosa
+
+// One plane at a time, one base and 32-bit offsets.
+extern "C" __global__ void SWEEP_BOUNDS sweep_slab(SWEEP_PARAMS)
+{
+    slab_body<false>(SWEEP_ARGS);
 }
 
 // Pipelined loads, one base and 32-bit offsets.
 extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined_slab(SWEEP_PARAMS)
 {
-    SWEEP_THREAD;
-    double g = 0.0;
-    if (busy) {
-        SLAB_OFFSETS;
-        const unsigned di = (unsigned)(d1 * d2);
-        const unsigned dj = (unsigned)d2;
-        unsigned c = ((unsigned)ifirst * (unsigned)d1 + (unsigned)j) * (unsigned)d2 + (unsigned)k;
-        PIPELINED_MARCH(AT_SLAB, STORE_SLAB);
-    }
-    finish_gosa(g, partial, all, total, ticket, gosa);
+    slab_body<true>(SWEEP_ARGS);
 }
 
 // Offset of element (a, b) of plane `plane` normal to dimension `dim`, where

@@ -12,7 +12,7 @@
 
 use super::driver::cuda_err;
 use super::transport::{DeviceStep, FaceTransport};
-use crate::comm::Comm;
+use crate::comm::{Comm, HaloSwap};
 use crate::config::HaloPath;
 use crate::error::Result;
 
@@ -47,7 +47,12 @@ impl FaceTransport for MpiDeviceTransport {
         // Rust never reads or writes through them. A side without a peer
         // has an empty slice, which the exchange skips.
         let (send, recv) = unsafe { ([slice(s0), slice(s1)], [slice_mut(r0), slice_mut(r1)]) };
-        comm.exchange(step.peers, send, recv, step.dim as i32)
+        comm.exchange(HaloSwap {
+            peers: step.peers,
+            send,
+            recv,
+            tag: step.dim as i32,
+        })
     }
 }
 

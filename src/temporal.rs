@@ -632,7 +632,7 @@ mod tests {
         assert!(why.contains("private cache"), "{why}");
         assert_eq!(classic_in_cache(&core, points([26, 34, 97]), true), None);
         assert_eq!(classic_in_cache(&core, points([64, 64, 128]), true), None);
-        assert_eq!(classic_in_cache(&core, 1 << 20, true).is_some(), true);
+        assert!(classic_in_cache(&core, 1 << 20, true).is_some());
         assert_eq!(classic_in_cache(&core, (1 << 20) + 1, true), None);
         assert_eq!(classic_in_cache(&core, 1 << 10, false), None);
     }

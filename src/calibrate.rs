@@ -276,6 +276,11 @@ pub fn turns_per_sweep(
                 dropped[c] |= best_of(&turns[c]) > fastest * rounds.keep_within;
             }
         }
+        // With none but the first timed, further rounds would time only
+        // it: nothing left to compare.
+        if round > 0 && turns[1..].iter().all(Vec::is_empty) {
+            break;
+        }
         if round > 0 {
             let next: f64 = (0..candidates)
                 .filter(|&c| !turns[c].is_empty() && !dropped[c])
@@ -426,6 +431,21 @@ mod tests {
         .unwrap();
         assert!(best[0].is_finite() && !any_other_timed(&best), "{best:?}");
         assert!(readied.iter().all(|&c| c == 0), "{readied:?}");
+        // Nor does it time the first again and again for nothing: one
+        // round, after its untimed block.
+        let mut readied = Vec::new();
+        let many = Rounds {
+            min: 5,
+            max: 5,
+            ..rounds
+        };
+        best_per_sweep(&mut solver, &[1, 2, 4], many, &spent, |_, c| {
+            readied.push(c);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(readied, [0, 0], "{readied:?}");
     }
 
     /// Alternating, every other round runs the candidates in reverse order

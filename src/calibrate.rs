@@ -45,12 +45,21 @@ pub struct Run<'a> {
 /// rehearsal may take together ([`Budget`]).
 pub const CALIBRATION_SHARE: f64 = 0.1;
 /// Seconds the calibrations may take however short the run: enough for
-/// a round of four kernels of size M on a slow guest.
-pub const CALIBRATION_FLOOR_S: f64 = 1.0;
+/// two rounds of `--temporal auto`'s candidates T = 1..8 at size L on two
+/// threads of a 2-vCPU guest (a round of one block each is 24 sweeps,
+/// 0.6-1 s there; with 1 s a `--seconds 0.5` run of L timed each T once at
+/// most, and the deeper ones not at all).
+pub const CALIBRATION_FLOOR_S: f64 = 2.0;
 /// How much slower per sweep than the first candidate a candidate not
 /// yet timed is assumed to run when its first turn is weighed against the
 /// budget (a wavefront over thin planes measured 3.7x slower per sweep).
 const UNTIMED_SLOWDOWN: f64 = 4.0;
+/// How much slower per sweep than the slowest other candidate already
+/// timed a candidate not yet timed is assumed to run, when that is less
+/// than [`UNTIMED_SLOWDOWN`] says: a deeper wavefront sweeps at about its
+/// shallower ones' rate, and assumed 4x slower than the classic sweep, a
+/// block of T = 6 or 8 of size L never fitted a 1 s budget.
+const UNTIMED_AFTER_OTHERS: f64 = 1.5;
 
 /// The time the calibrations before the rehearsal may take, together:
 /// [`CALIBRATION_SHARE`] of the run as the first candidate's seconds per
@@ -164,35 +173,88 @@ pub struct Rounds {
     /// Whether every other round runs the candidates in reverse order, so
     /// that none always runs right after another.
     pub alternate: bool,
+    /// From the third round on, a candidate besides the first whose best
+    /// turn is more than this many times the fastest candidate's is not
+    /// timed again, leaving the budget to the close ones
+    /// (`f64::INFINITY`: every candidate every round). Two turns each
+    /// first, as one turn may have met a neighbour's burst.
+    pub keep_within: f64,
 }
 
 /// Times one turn of each candidate per calibration round (its block of
 /// `sweeps[c]` sweeps, repeated to last [`MIN_TURN_SECONDS`]), the rounds
 /// interleaved, after one untimed block of the first, and returns each one's best seconds per sweep on the
 /// slowest rank, infinite for a candidate not timed; `None` when a stop
-/// request came (the rehearsal then sees it). The first candidate is
-/// always timed; no other turn, and no further round, starts whose cost
-/// (estimated from the times so far) would pass `budget`, so a candidate
-/// that would take too long is never tried. `ready(solver, c)` readies
-/// candidate `c`. Collective.
+/// request came (the rehearsal then sees it). See [`turns_per_sweep`].
+/// Collective.
 pub fn best_per_sweep(
     solver: &mut Solver<'_>,
     sweeps: &[usize],
     rounds: Rounds,
     budget: &Budget,
-    mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
+    ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
 ) -> Result<Option<Vec<f64>>> {
+    let turns = turns_per_sweep(solver, sweeps, rounds, budget, ready)?;
+    Ok(turns.map(|t| t.iter().map(|c| best_of(c)).collect()))
+}
+
+/// The least of `turns`, infinite when there are none.
+pub fn best_of(turns: &[f64]) -> f64 {
+    turns.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// The median of `turns` (the mean of the middle two of an even count),
+/// infinite when there are none.
+pub fn median_of(turns: &[f64]) -> f64 {
+    let mut t = turns.to_vec();
+    t.sort_by(f64::total_cmp);
+    match t.len() {
+        0 => f64::INFINITY,
+        n if n % 2 == 1 => t[n / 2],
+        n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
+    }
+}
+
+/// Times one turn of each candidate per calibration round, as
+/// [`best_per_sweep`] says, and returns every turn's seconds per sweep of
+/// each candidate on the slowest rank, in the order timed (none for a
+/// candidate not timed); `None` when a stop request came. The first
+/// candidate is always timed, in every round; no other turn, and no
+/// further round, starts whose cost (estimated from the times so far)
+/// would pass `budget`, so a candidate that would take too long is never
+/// tried, and a candidate [`Rounds::keep_within`] leaves behind is not
+/// timed again. With [`Rounds::alternate`] every other round runs them in
+/// reverse order. `ready(solver, c)` readies candidate `c`. Collective.
+pub fn turns_per_sweep(
+    solver: &mut Solver<'_>,
+    sweeps: &[usize],
+    rounds: Rounds,
+    budget: &Budget,
+    mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
+) -> Result<Option<Vec<Vec<f64>>>> {
     let candidates = sweeps.len();
-    let mut best = vec![f64::INFINITY; candidates];
+    let mut turns: Vec<Vec<f64>> = vec![Vec::new(); candidates];
+    let mut dropped = vec![false; candidates];
     let started = Instant::now();
     let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
     // What a turn of candidate `c` is expected to take, from its own best
-    // time or, not yet timed, the first candidate's.
-    let cost = |best: &[f64], c: usize| {
+    // time or, not yet timed, the others'.
+    let cost = |turns: &[Vec<f64>], c: usize| {
+        let best: Vec<f64> = turns.iter().map(|t| best_of(t)).collect();
         let per_sweep = if best[c].is_finite() {
             best[c]
         } else {
-            best[0] * UNTIMED_SLOWDOWN
+            let slowest_other = best[1..]
+                .iter()
+                .copied()
+                .filter(|b| b.is_finite())
+                .fold(0.0, f64::max);
+            let from_first = best[0] * UNTIMED_SLOWDOWN;
+            if slowest_other > 0.0 {
+                from_first.min(slowest_other * UNTIMED_AFTER_OTHERS)
+            } else {
+                from_first
+            }
         };
         (per_sweep * sweeps[c] as f64).max(MIN_TURN_SECONDS)
     };
@@ -205,12 +267,26 @@ pub fn best_per_sweep(
         return Ok(None);
     }
     for round in 0..rounds.max {
+        if round >= 2 {
+            let fastest = turns
+                .iter()
+                .map(|t| best_of(t))
+                .fold(f64::INFINITY, f64::min);
+            for c in 1..candidates {
+                dropped[c] |= best_of(&turns[c]) > fastest * rounds.keep_within;
+            }
+        }
+        // With none but the first timed, further rounds would time only
+        // it: nothing left to compare.
+        if round > 0 && turns[1..].iter().all(Vec::is_empty) {
+            break;
+        }
         if round > 0 {
             let next: f64 = (0..candidates)
-                .filter(|&c| best[c].is_finite())
-                .map(|c| cost(&best, c))
+                .filter(|&c| !turns[c].is_empty() && !dropped[c])
+                .map(|c| cost(&turns, c))
                 .sum();
-            let limit = budget.seconds(best[0]);
+            let limit = budget.seconds(best_of(&turns[0]));
             if budget.spent(solver.comm) + next > limit {
                 break;
             }
@@ -221,13 +297,16 @@ pub fn best_per_sweep(
             } else {
                 turn
             };
+            if dropped[c] {
+                continue;
+            }
             if round == 0 && c > 0 {
                 // Every rank has the same times, so all decide alike.
-                let limit = budget.seconds(best[0]);
-                if budget.spent(solver.comm) + cost(&best, c) > limit {
+                let limit = budget.seconds(best_of(&turns[0]));
+                if budget.spent(solver.comm) + cost(&turns, c) > limit {
                     continue;
                 }
-            } else if !best[c].is_finite() && c > 0 {
+            } else if turns[c].is_empty() && c > 0 {
                 continue;
             }
             ready(solver, c)?;
@@ -243,7 +322,7 @@ pub fn best_per_sweep(
                 seconds += s;
                 swept += sweeps;
             }
-            best[c] = best[c].min(seconds / swept as f64);
+            turns[c].push(seconds / swept as f64);
         }
         if round + 1 >= rounds.min
             && solver.comm.max(started.elapsed().as_secs_f64()) > rounds.seconds
@@ -251,7 +330,7 @@ pub fn best_per_sweep(
             break;
         }
     }
-    Ok(Some(best))
+    Ok(Some(turns))
 }
 
 #[cfg(test)]
@@ -331,6 +410,7 @@ mod tests {
             max: 1,
             seconds: 1.0,
             alternate: false,
+            keep_within: f64::INFINITY,
         };
         let mut readied = Vec::new();
         let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget(0), |_, c| {
@@ -351,5 +431,79 @@ mod tests {
         .unwrap();
         assert!(best[0].is_finite() && !any_other_timed(&best), "{best:?}");
         assert!(readied.iter().all(|&c| c == 0), "{readied:?}");
+        // Nor does it time the first again and again for nothing: one
+        // round, after its untimed block.
+        let mut readied = Vec::new();
+        let many = Rounds {
+            min: 5,
+            max: 5,
+            ..rounds
+        };
+        best_per_sweep(&mut solver, &[1, 2, 4], many, &spent, |_, c| {
+            readied.push(c);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(readied, [0, 0], "{readied:?}");
+    }
+
+    /// Alternating, every other round runs the candidates in reverse order
+    /// (after the first's untimed block); a candidate far behind the
+    /// fastest after two rounds is not timed again, the first always is.
+    #[test]
+    fn alternate_rounds_reverse_the_order_and_the_far_behind_drop_out() {
+        let (grid, block, mut cpu, mut halo) = built(4);
+        let comm = crate::comm::SingleComm;
+        let mut solver = Solver {
+            comm: &comm,
+            backend: &mut cpu,
+            halo: &mut halo,
+            grid,
+            block,
+            stop: StopFlag::never(),
+            extras: Default::default(),
+        };
+        let budget = Budget::since(Instant::now(), RunLength::Iterations(1_000_000), 1);
+        let rounds = Rounds {
+            min: 4,
+            max: 4,
+            seconds: 60.0,
+            alternate: true,
+            keep_within: f64::INFINITY,
+        };
+        let mut readied = Vec::new();
+        let turns = turns_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget, |_, c| {
+            readied.push(c);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            readied,
+            [0, 0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0],
+            "{turns:?}"
+        );
+        assert!(turns.iter().all(|t| t.len() == 4), "{turns:?}");
+        // Kept within no margin at all, every candidate but the first is
+        // behind after its two turns.
+        let rounds = Rounds {
+            keep_within: 0.0,
+            ..rounds
+        };
+        let turns = turns_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget, |_, _| Ok(()))
+            .unwrap()
+            .unwrap();
+        let counts: Vec<usize> = turns.iter().map(Vec::len).collect();
+        assert_eq!(counts, [4, 2, 2], "the first is always timed");
+    }
+
+    #[test]
+    fn medians_and_bests_of_turns() {
+        assert_eq!(median_of(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median_of(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median_of(&[]), f64::INFINITY);
+        assert_eq!(best_of(&[3.0, 1.0]), 1.0);
+        assert_eq!(best_of(&[]), f64::INFINITY);
     }
 }

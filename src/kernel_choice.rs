@@ -35,6 +35,7 @@ const ROUNDS: Rounds = Rounds {
     max: 12,
     seconds: 1.0,
     alternate: true,
+    keep_within: f64::INFINITY,
 };
 
 /// The kernel a run swept with and why, as the record states it.

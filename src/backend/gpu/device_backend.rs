@@ -61,8 +61,8 @@ use super::device_trace::{self, DeviceTrace};
 use super::driver::{self, Device, Probe, cuda_err};
 use super::host_counts::{HostCounter, Steady};
 use super::launch::{
-    self, Arg, FaceCopy, GOSA_WORDS, Shape, SweepBuffers, SweepLaunch, SweepPlan, SweepVariant,
-    face_args, fill_args, fill_planes_args, sweep_args,
+    self, Arg, FaceCopy, FaceStores, GOSA_WORDS, Shape, SweepBuffers, SweepLaunch, SweepPlan,
+    SweepVariant, face_args, fill_args, fill_planes_args, sweep_args_storing,
 };
 use super::layout::FieldLayout;
 use super::nvtx;
@@ -172,6 +172,16 @@ pub struct GpuBackend {
     /// Device face buffers of the faces with a neighbour that need one
     /// (`launch::face_buffer_len`), by `[dim][side]`.
     faces: [[Option<DeviceBuf<f32>>; 2]; 3],
+    /// The dimension of the halo's first step when its faces have device
+    /// buffers: the sweep stores those faces itself ([`FaceStores`]), as
+    /// every value of them is final once it has run (a later step's faces
+    /// carry ghosts that the earlier steps receive after the sweep).
+    swept: Option<usize>,
+    /// Whether the faces of `swept` hold the last sweep's, not yet packed:
+    /// set when a sweep is queued, cleared once the step is packed and
+    /// whenever `next` changes otherwise (swap, reset, load_next), so that
+    /// an exchange without a sweep before it (the halo self-test) packs.
+    swept_fresh: bool,
     plan: SweepPlan,
     overlap: bool,
     /// Whether the block exchanges any face (else nothing waits for the
@@ -395,6 +405,13 @@ impl GpuBackend {
             pending: None,
             gosa_copied,
             main_done,
+            swept: block
+                .halo_faces()
+                .next()
+                .map(|(face, _)| face)
+                .filter(|&face| launch::face_buffer_len(face, &layout).is_some())
+                .map(|face| face.dim),
+            swept_fresh: false,
             faces,
             plan,
             overlap: cfg.overlap,
@@ -443,20 +460,38 @@ impl GpuBackend {
     }
 
     /// Queues the sweep launches `ls` on `st`, of a sweep whose launches
-    /// write `total` partial sums in all.
+    /// write `total` partial sums in all; each launch also stores what it
+    /// computes of the first step's faces into their device buffers.
     fn launch_sweeps(&self, st: &CudaStream, ls: &[SweepLaunch]) -> Result<()> {
         let b = self.sweep_buffers(st);
         let total = self.plan.used(self.overlap);
+        let face_bufs = self.swept.map(|d| {
+            (
+                d,
+                self.faces[d]
+                    .each_ref()
+                    .map(|f| f.as_ref().map(|f| addr(f, st))),
+            )
+        });
         for l in ls {
+            let faces = face_bufs.map_or(FaceStores::default(), |(d, bufs)| {
+                FaceStores::of(d, bufs, l, self.dims)
+            });
             launch(
                 st,
                 &self.k.sweep,
                 l.shape(),
-                &sweep_args(&b, &self.layout, l, total),
+                &sweep_args_storing(&b, &self.layout, l, total, faces),
                 "launching the sweep",
             )?;
         }
         Ok(())
+    }
+
+    /// Whether the sweep just queued stored `face` into its device buffer,
+    /// so that no pack kernel gathers it.
+    fn swept_face(&self, face: Face) -> bool {
+        self.swept_fresh && self.swept == Some(face.dim)
     }
 
     /// Queues the copy of this sweep's gosa slot to its host slot on
@@ -622,7 +657,9 @@ impl GpuBackend {
         }
         for (face, buf) in faces.iter() {
             let c = self.face_copy(*face, buf.as_slice().len(), true)?;
-            self.launch_face(st, &self.k.pack, *face, &c)?;
+            if !self.swept_face(*face) {
+                self.launch_face(st, &self.k.pack, *face, &c)?;
+            }
         }
         self.ev[0]
             .record(st)
@@ -672,6 +709,14 @@ impl GpuBackend {
             t.unpack_ends(st)?;
         }
         Ok(())
+    }
+
+    /// Notes that `faces` were packed: faces the sweep stored serve one
+    /// pack (the staged path receives into the same buffers).
+    fn faces_packed(&mut self, mut faces: impl Iterator<Item = Face>) {
+        if faces.any(|f| self.swept == Some(f.dim)) {
+            self.swept_fresh = false;
+        }
     }
 
     /// Whether any of `faces` needs a pack or unpack kernel (a face normal
@@ -825,6 +870,7 @@ impl Backend for GpuBackend {
                 .synchronize()
                 .map_err(cuda_err("finishing the halo exchange"))?;
         }
+        self.swept_fresh = false;
         self.fill_all()?;
         self.steady.restart();
         Ok(())
@@ -874,6 +920,7 @@ impl Backend for GpuBackend {
                 main.synchronize().map_err(cuda_err("sweeping"))?;
             }
         }
+        self.swept_fresh = self.swept.is_some();
         Ok(())
     }
 
@@ -920,10 +967,15 @@ impl Backend for GpuBackend {
         };
         queued.and(waited)?;
         if let Some(t) = &self.trace {
-            let kernels = self.any_kernel(faces.iter().map(|(f, _)| *f));
+            let packed = faces
+                .iter()
+                .map(|(f, _)| *f)
+                .filter(|&f| !self.swept_face(f));
+            let kernels = self.any_kernel(packed);
             let track = device_trace::halo_track(self.overlap);
             t.pack_done(track, kernels, [&self.ev[0], &self.ev[1]])?;
         }
+        self.faces_packed(faces.iter().map(|(f, _)| *f));
         self.event_seconds()
     }
 
@@ -952,6 +1004,7 @@ impl Backend for GpuBackend {
 
     fn swap(&mut self) {
         self.cur = 1 - self.cur;
+        self.swept_fresh = false;
     }
 
     fn staging(&mut self, len: usize) -> Result<Box<dyn HostBuffer>> {
@@ -984,6 +1037,7 @@ impl Backend for GpuBackend {
                     self.dims
                 ))
             })?;
+        self.swept_fresh = false;
         if self.layout.padded() {
             self.planes_to_device(&st, values)?;
         } else {
@@ -1047,10 +1101,11 @@ impl DeviceHalo for GpuBackend {
     fn pack_step(&mut self, step: HaloStep) -> Result<()> {
         let _nvtx = nvtx::range(Phase::Pack.name());
         let st = self.halo_stream();
-        for face in Self::step_faces(step) {
+        for face in Self::step_faces(step).filter(|&f| !self.swept_face(f)) {
             let c = FaceCopy::of(face, &self.layout, true);
             self.launch_face(&st, &self.k.pack, face, &c)?;
         }
+        self.faces_packed(Self::step_faces(step));
         Ok(())
     }
 

@@ -7,7 +7,10 @@
 //! threads; each record names its path. The emulator's counts of host waits
 //! and host<->device bytes per iteration are checked at 2x2x1: the staged
 //! path waits after the sweep and twice per dimension step, the peer path
-//! once (gosa) and copies nothing but gosa's 8 bytes.
+//! once (gosa) and copies nothing but gosa's 8 bytes. The emulator's
+//! counts of kernel launches (`HIMENO_EMU_LAUNCH_LOG`) show that the sweep
+//! stores the first dimension step's faces on every path with device face
+//! buffers: no pack kernel gathers them.
 
 use crate::common::*;
 use crate::emulated_gpu::{assert_answer_like_cpu, cpu_reference, emulator, gpu_args};
@@ -176,6 +179,10 @@ fn gpu_halo_the_sweep_stores_the_first_steps_faces_so_no_pack_kernel_gathers_the
     };
     let (grid, iters) = ("23x19x29", "3");
     let cpu = cpu_reference(grid, iters);
+    // One NVRTC cache for these runs: the kernels compile once.
+    let cache = temp_file("nvrtc-cache", "gpu_halo");
+    std::fs::create_dir_all(&cache).unwrap();
+    let cache = ("HIMENO_NVRTC_CACHE", cache.to_str().unwrap());
     // Every face normal to j or k is unpacked by a kernel (the exact
     // layout's i-faces are copied in place). On 2x2x1 (no neighbour in k)
     // those are all the first step's (j), which the sweep stores: no pack
@@ -213,6 +220,7 @@ fn gpu_halo_the_sweep_stores_the_first_steps_faces_so_no_pack_kernel_gathers_the
         let env = [
             ("HIMENO_EMU_DEVICES", "2"),
             ("HIMENO_EMU_LAUNCH_LOG", log_var),
+            cache,
         ];
         let o = emu.himeno(seed, &env, &args);
         let what = format!("--halo {path} on {procs}, overlap {overlap}, seed {seed}");
@@ -228,6 +236,7 @@ fn gpu_halo_the_sweep_stores_the_first_steps_faces_so_no_pack_kernel_gathers_the
         ("HIMENO_EMU_HOST_ADDRESSABLE", "1"),
         ("HIMENO_MPI_CUDA_AWARE", "1"),
         ("HIMENO_EMU_LAUNCH_LOG", log.to_str().unwrap()),
+        cache,
     ];
     let args = [
         gpu_args(grid, iters),

@@ -29,7 +29,10 @@
 //! in place; any other face (normal to j or k, or to i when padded) is
 //! gathered by the pack kernel into its own device face buffer (one per
 //! face with a neighbour, sized by `launch::face_buffer_len`), so that the
-//! two faces of a step are in flight together. Two timing events around the copies of a step give
+//! two faces of a step are in flight together. The halo's first dimension
+//! step's faces are the exception: the sweep stores them into their
+//! buffers itself (`swept`, `launch::FaceStores`), as every value of them
+//! is final once it has run, and no pack kernel gathers them. Two timing events around the copies of a step give
 //! its transfer time. The GPU backend keeps one ghost layer (its
 //! `Capabilities`, which the command line's validation reads), so a face's
 //! message is one layer.
@@ -39,7 +42,8 @@
 //!
 //! Device-direct halos (`--halo peer|nccl|mpi-device`): the backend is
 //! then a [`DeviceHalo`]. Each step packs the faces normal to j or k into
-//! their send buffers (a face normal to i is sent from its plane of
+//! their send buffers (the first step's are the sweep's, in stream order
+//! before it; a face normal to i is sent from its plane of
 //! `next`), hands the step to its [`FaceTransport`], which moves the faces
 //! into receive buffers of their own (a face normal to i straight into
 //! its ghost plane), and unpacks, all on the halo stream and in stream

@@ -133,6 +133,7 @@ Config load() {
     nth("HIMENO_EMU_FAIL_LAUNCH", &c.fail_launch, &c.fail_launch_device);
     integer("CUDA_DEVICE_MAX_CONNECTIONS", 1, 32, &c.connections);
     if (const char *v = get("HIMENO_EMU_STATE_DIR")) c.state_dir = v;
+    if (const char *v = get("HIMENO_EMU_LAUNCH_LOG")) c.launch_log = v;
     if (const char *v = get("HIMENO_EMU_HOST_ADDRESSABLE")) {
         if (!std::strcmp(v, "1")) {
             c.host_addressable = true;

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -22,6 +24,43 @@ namespace {
 
 std::atomic<bool> g_init{false};
 std::atomic<long> g_launches{0};
+
+// Kernel launches per kernel name in this process, for
+// HIMENO_EMU_LAUNCH_LOG: written at exit as one line appended to that file
+// ("launches NAME=COUNT ...", in name order; the processes of an mpirun
+// append to the same file), so that a test counts which kernels ran.
+std::mutex g_counts_mu;
+
+std::map<std::string, unsigned long long> &launch_counts() {
+    static auto &m = *new std::map<std::string, unsigned long long>();
+    return m;
+}
+
+void write_launch_log() {
+    std::string line = "launches";
+    {
+        std::lock_guard<std::mutex> g(g_counts_mu);
+        for (const auto &[name, n] : launch_counts()) line += " " + name + "=" + std::to_string(n);
+    }
+    line += "\n";
+    const std::string &path = config().launch_log;
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    // One write of one short line: appends from several processes do not
+    // interleave within it.
+    if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        say("cannot append to HIMENO_EMU_LAUNCH_LOG=%s", path.c_str());
+    }
+    if (fd >= 0) ::close(fd);
+}
+
+// Counts a launch of kernel `name` when HIMENO_EMU_LAUNCH_LOG is set.
+void count_launch(const char *name) {
+    if (config().launch_log.empty()) return;
+    static std::once_flag once;
+    std::call_once(once, [] { std::atexit(write_launch_log); });
+    std::lock_guard<std::mutex> g(g_counts_mu);
+    ++launch_counts()[name];
+}
 
 std::vector<Device *> &devices() {
     static auto &d = *new std::vector<Device *>();
@@ -897,6 +936,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
     Launch l{f, Dim3{gx, gy, gz}, Dim3{bx, by, bz}, nullptr};
     std::string why;
     if (!f->host->decode(params, ctx, &l.args, &why)) return refuse(INVALID_VALUE, why);
+    count_launch(name);
     const Config &c = config();
     bool fail = false;
     if (c.fail_launch_device < 0 || c.fail_launch_device == ctx->dev->index) {

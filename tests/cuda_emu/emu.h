@@ -44,6 +44,7 @@ struct Config {
     int connections = 8;                      // CUDA_DEVICE_MAX_CONNECTIONS
     std::string state_dir;                    // HIMENO_EMU_STATE_DIR
     bool host_addressable = false;            // HIMENO_EMU_HOST_ADDRESSABLE
+    std::string launch_log;                   // HIMENO_EMU_LAUNCH_LOG
 };
 
 // The configuration. `why` is empty, or says which variable is malformed

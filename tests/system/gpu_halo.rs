@@ -7,7 +7,10 @@
 //! threads; each record names its path. The emulator's counts of host waits
 //! and host<->device bytes per iteration are checked at 2x2x1: the staged
 //! path waits after the sweep and twice per dimension step, the peer path
-//! once (gosa) and copies nothing but gosa's 8 bytes.
+//! once (gosa) and copies nothing but gosa's 8 bytes. The emulator's
+//! counts of kernel launches (`HIMENO_EMU_LAUNCH_LOG`) show that the sweep
+//! stores the first dimension step's faces on every path with device face
+//! buffers: no pack kernel gathers them.
 
 use crate::common::*;
 use crate::emulated_gpu::{assert_answer_like_cpu, cpu_reference, emulator, gpu_args};
@@ -146,4 +149,121 @@ fn gpu_halo_peer_waits_once_per_iteration_and_copies_only_gosa_to_the_host() {
             "{what}: the same faces move"
         );
     }
+}
+
+/// Kernel launches by name, summed over the processes that appended to
+/// `log` (`HIMENO_EMU_LAUNCH_LOG`: one line `launches NAME=COUNT ...` per
+/// process).
+fn launches(log: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(log)
+        .unwrap_or_else(|e| panic!("no launch log at {}: {e}", log.display()));
+    let mut counts = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let words = line
+            .strip_prefix("launches")
+            .unwrap_or_else(|| panic!("{line}"));
+        for w in words.split_whitespace() {
+            let (name, n) = w.split_once('=').unwrap_or_else(|| panic!("{line}"));
+            *counts.entry(name.to_string()).or_insert(0) += n.parse::<u64>().unwrap();
+        }
+    }
+    counts
+}
+
+#[test]
+fn gpu_halo_the_sweep_stores_the_first_steps_faces_so_no_pack_kernel_gathers_them() {
+    let Some(emu) =
+        emulator("gpu_halo_the_sweep_stores_the_first_steps_faces_so_no_pack_kernel_gathers_them")
+    else {
+        return;
+    };
+    let (grid, iters) = ("23x19x29", "3");
+    let cpu = cpu_reference(grid, iters);
+    // One NVRTC cache for these runs: the kernels compile once.
+    let cache = temp_file("nvrtc-cache", "gpu_halo");
+    std::fs::create_dir_all(&cache).unwrap();
+    let cache = ("HIMENO_NVRTC_CACHE", cache.to_str().unwrap());
+    // Every face normal to j or k is unpacked by a kernel (the exact
+    // layout's i-faces are copied in place). On 2x2x1 (no neighbour in k)
+    // those are all the first step's (j), which the sweep stores: no pack
+    // at all. On 1x2x2 the first step is k's: the j-faces are packed, as
+    // many as the k-faces, so half as many packs as unpacks. Every path
+    // that has device face buffers, with and without overlap in turn.
+    let in_process = [
+        ("staged", "2x2x1", false, SYNC_ONLY),
+        ("peer", "2x2x1", true, WORKERS),
+        ("nccl", "2x2x1", false, WORKERS),
+        ("staged", "1x2x2", true, WORKERS),
+        ("peer", "1x2x2", false, SYNC_ONLY),
+        ("nccl", "1x2x2", true, SYNC_ONLY),
+    ];
+    let check = |o: &Output, log: &std::path::Path, path: &str, procs: &str, what: &str| {
+        assert_path_like_cpu(o, &cpu, path, what);
+        let l = launches(log);
+        let packs = l.get("pack_face").copied().unwrap_or(0);
+        let unpacks = l.get("unpack_face").copied().unwrap_or(0);
+        // The launches that store faces run the sweep's `_faces` twin
+        // (the others keep the plain sweep's registers).
+        assert!(
+            unpacks > 0 && l.contains_key("sweep_faces"),
+            "{what}: {l:?}"
+        );
+        let want = if procs == "2x2x1" { 0 } else { unpacks / 2 };
+        assert_eq!(packs, want, "{what}: pack launches ({l:?})");
+    };
+    for (i, (path, procs, overlap, seed)) in in_process.into_iter().enumerate() {
+        let log = temp_file("launch-log", &format!("in-process-{i}"));
+        let log_var = log.to_str().unwrap();
+        let mut args = [
+            gpu_args(grid, iters),
+            vec!["--local-ranks", "4", "--procs", procs, "--halo", path],
+        ]
+        .concat();
+        if overlap {
+            args.push("--overlap");
+        }
+        let env = [
+            ("HIMENO_EMU_DEVICES", "2"),
+            ("HIMENO_EMU_LAUNCH_LOG", log_var),
+            cache,
+        ];
+        let o = emu.himeno(seed, &env, &args);
+        let what = format!("--halo {path} on {procs}, overlap {overlap}, seed {seed}");
+        check(&o, &log, path, procs, &what);
+        // On 2x2x1 (faces normal to j first) the interior's launch under
+        // --overlap stores no face: it runs the plain sweep; every other
+        // launch stores some.
+        if procs == "2x2x1" {
+            assert_eq!(
+                launches(&log).contains_key("sweep"),
+                overlap,
+                "{what}: plain sweep launches"
+            );
+        }
+    }
+    // mpi-device under mpirun (device memory the plain MPI can read), its
+    // four processes appending to one log.
+    if !mpi_or_skip("gpu_halo_the_sweep_stores_the_first_steps_faces (mpi-device)") {
+        return;
+    }
+    let log = temp_file("launch-log", "mpi-device");
+    let env = [
+        ("HIMENO_EMU_HOST_ADDRESSABLE", "1"),
+        ("HIMENO_MPI_CUDA_AWARE", "1"),
+        ("HIMENO_EMU_LAUNCH_LOG", log.to_str().unwrap()),
+        cache,
+    ];
+    let args = [
+        gpu_args(grid, iters),
+        vec!["--procs", "2x2x1", "--halo", "mpi-device", "--overlap"],
+    ]
+    .concat();
+    let o = run(emu.wrap(mpirun(4, &args), WORKERS, &env));
+    check(
+        &o,
+        &log,
+        "mpi-device",
+        "2x2x1",
+        "--halo mpi-device on 2x2x1 under mpirun, overlap",
+    );
 }

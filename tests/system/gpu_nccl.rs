@@ -3,8 +3,9 @@
 //! padded rows) and under `mpirun`, and `--halo mpi-device` forced under a
 //! plain MPI with host-addressable device memory (both on every process
 //! grid of two to four ranks), bitwise the CPU's and
-//! VALID under a synchronisation-only and a worker-thread seed, with and
-//! without `--overlap`; the refusals of a machine without NCCL and of an
+//! VALID, each grid with and without `--overlap` and the two kinds of
+//! seed (synchronisation-only and worker-thread) taking turns over both;
+//! the refusals of a machine without NCCL and of an
 //! MPI that is not CUDA-aware; and the binding of `src/backend/gpu/nccl.rs`
 //! alone against the emulator's stand-in NCCL (`tests/cuda_emu/nccl.cpp`),
 //! with ranks in one process and in two. The emulator's times are the
@@ -21,6 +22,15 @@ use std::process::Command;
 
 /// The grid and iterations of the halo runs: uneven blocks on every grid.
 const GRID: (&str, &str) = ("23x19x29", "3");
+
+/// The variable and folder of one NVRTC cache for the runs of this test
+/// process: the kernels compile once, not once per process (as `himeno
+/// gpu-check` does for its runs); compiling dominated each run's time.
+fn nvrtc_cache() -> (&'static str, String) {
+    let dir = temp_file("nvrtc-cache", "gpu_nccl");
+    std::fs::create_dir_all(&dir).unwrap();
+    ("HIMENO_NVRTC_CACHE", dir.to_str().unwrap().to_string())
+}
 
 /// Asserts that an emulated run is VALID with the CPU's fingerprint and
 /// gosa, each rank labelled emulated (`assert_answer_like_cpu`), and that
@@ -48,12 +58,18 @@ fn gpu_nccl_in_process_ranks_are_bitwise_the_cpu() {
         return;
     };
     let cpu = cpu_reference(GRID.0, GRID.1);
-    // Every process grid of up to four ranks. Seed 3 runs stream work
-    // only when the host synchronises, 4 on worker threads; the seed and
-    // overlap in turn, and every third grid with padded rows.
+    let (cache, dir) = nvrtc_cache();
+    // Every process grid of up to four ranks, with and without overlap.
+    // Seed 3 runs stream work only when the host synchronises, 4 on
+    // worker threads; the seed in turn over the grids and the two overlap
+    // settings (each setting meets both), and every third grid with
+    // padded rows.
     let grids = PROCESS_GRIDS.into_iter().filter(|(np, _)| *np <= 4);
-    for (g, (np, procs)) in grids.enumerate() {
-        let (seed, overlap) = ([3, 4][g % 2], g % 4 >= 2);
+    let runs = grids
+        .enumerate()
+        .flat_map(|(g, grid)| [(g, grid, false), (g, grid, true)]);
+    for (g, (np, procs), overlap) in runs {
+        let seed = [3, 4][(g + usize::from(overlap)) % 2];
         let layout = if g % 3 == 1 { "padded" } else { "exact" };
         let n = np.to_string();
         let mut args = [
@@ -65,7 +81,7 @@ fn gpu_nccl_in_process_ranks_are_bitwise_the_cpu() {
         if overlap {
             args.push("--overlap");
         }
-        let o = emu.himeno(seed, &[("HIMENO_EMU_DEVICES", "2")], &args);
+        let o = emu.himeno(seed, &[("HIMENO_EMU_DEVICES", "2"), (cache, &dir)], &args);
         assert_path(
             &o,
             &cpu,
@@ -84,23 +100,31 @@ fn gpu_nccl_and_mpi_device_under_mpirun_are_bitwise_the_cpu() {
         return;
     };
     let cpu = cpu_reference(GRID.0, GRID.1);
+    let (cache, dir) = nvrtc_cache();
     // mpi-device needs a CUDA-aware MPI: the emulator's device memory is
     // host memory the test's plain MPI can read, and the refusal is
     // overridden.
     let device_direct = [
         ("HIMENO_EMU_HOST_ADDRESSABLE", "1"),
         ("HIMENO_MPI_CUDA_AWARE", "1"),
+        (cache, &dir),
     ];
-    // Both paths on every process grid of two to four ranks, the seed
-    // and overlap in turn.
+    // Both paths on every process grid of two to four ranks, each with
+    // and without overlap, the seed in turn (each path and overlap
+    // setting meets both kinds).
     let grids = PROCESS_GRIDS
         .into_iter()
         .filter(|(np, _)| (2..=4).contains(np));
     let runs = grids.enumerate().flat_map(|(g, (np, procs))| {
-        ["nccl", "mpi-device"]
-            .into_iter()
-            .enumerate()
-            .map(move |(i, path)| (path, np, procs, [3, 4][(g + i) % 2], (g / 2 + i) % 2 == 1))
+        [
+            ("nccl", false),
+            ("nccl", true),
+            ("mpi-device", false),
+            ("mpi-device", true),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(move |(i, (path, overlap))| (path, np, procs, [3, 4][(g + i / 2 + i) % 2], overlap))
     });
     for (path, np, procs, seed, overlap) in runs {
         let mut args = [
@@ -114,7 +138,7 @@ fn gpu_nccl_and_mpi_device_under_mpirun_are_bitwise_the_cpu() {
         let env: &[(&str, &str)] = if path == "mpi-device" {
             &device_direct
         } else {
-            &[]
+            &device_direct[2..]
         };
         let o = run(emu.wrap(mpirun(np, &args), seed, env));
         assert_path(

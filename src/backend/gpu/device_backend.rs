@@ -29,7 +29,10 @@
 //! in place; any other face (normal to j or k, or to i when padded) is
 //! gathered by the pack kernel into its own device face buffer (one per
 //! face with a neighbour, sized by `launch::face_buffer_len`), so that the
-//! two faces of a step are in flight together. Two timing events around the copies of a step give
+//! two faces of a step are in flight together. The halo's first dimension
+//! step's faces are the exception: the sweep stores them into their
+//! buffers itself (`swept`, `launch::FaceStores`), as every value of them
+//! is final once it has run, and no pack kernel gathers them. Two timing events around the copies of a step give
 //! its transfer time. The GPU backend keeps one ghost layer (its
 //! `Capabilities`, which the command line's validation reads), so a face's
 //! message is one layer.
@@ -39,7 +42,8 @@
 //!
 //! Device-direct halos (`--halo peer|nccl|mpi-device`): the backend is
 //! then a [`DeviceHalo`]. Each step packs the faces normal to j or k into
-//! their send buffers (a face normal to i is sent from its plane of
+//! their send buffers (the first step's are the sweep's, in stream order
+//! before it; a face normal to i is sent from its plane of
 //! `next`), hands the step to its [`FaceTransport`], which moves the faces
 //! into receive buffers of their own (a face normal to i straight into
 //! its ghost plane), and unpacks, all on the halo stream and in stream
@@ -61,8 +65,8 @@ use super::device_trace::{self, DeviceTrace};
 use super::driver::{self, Device, Probe, cuda_err};
 use super::host_counts::{HostCounter, Steady};
 use super::launch::{
-    self, Arg, FaceCopy, GOSA_WORDS, Shape, SweepBuffers, SweepLaunch, SweepPlan, SweepVariant,
-    face_args, fill_args, fill_planes_args, sweep_args,
+    self, Arg, FaceCopy, FaceStores, GOSA_WORDS, Shape, SweepBuffers, SweepLaunch, SweepPlan,
+    SweepVariant, face_args, fill_args, fill_planes_args, sweep_args_storing,
 };
 use super::layout::FieldLayout;
 use super::nvtx;
@@ -92,6 +96,9 @@ use std::sync::Arc;
 pub struct Kernels {
     /// The sweep variant the run asked for.
     sweep: CudaFunction,
+    /// Its twin that also stores the first halo step's faces, for the
+    /// launches that store them.
+    sweep_faces: CudaFunction,
     pack: CudaFunction,
     unpack: CudaFunction,
     fill: CudaFunction,
@@ -110,6 +117,7 @@ impl Kernels {
         let [.., pack, unpack, fill, fill_planes] = launch::KERNELS;
         Ok(Kernels {
             sweep: f(variant.kernel())?,
+            sweep_faces: f(&format!("{}{}", variant.kernel(), launch::FACES_SUFFIX))?,
             pack: f(pack)?,
             unpack: f(unpack)?,
             fill: f(fill)?,
@@ -172,6 +180,16 @@ pub struct GpuBackend {
     /// Device face buffers of the faces with a neighbour that need one
     /// (`launch::face_buffer_len`), by `[dim][side]`.
     faces: [[Option<DeviceBuf<f32>>; 2]; 3],
+    /// The dimension of the halo's first step when its faces have device
+    /// buffers: the sweep stores those faces itself ([`FaceStores`]), as
+    /// every value of them is final once it has run (a later step's faces
+    /// carry ghosts that the earlier steps receive after the sweep).
+    swept: Option<usize>,
+    /// Whether the faces of `swept` hold the last sweep's, not yet packed:
+    /// set when a sweep is queued, cleared once the step is packed and
+    /// whenever `next` changes otherwise (swap, reset, load_next), so that
+    /// an exchange without a sweep before it (the halo self-test) packs.
+    swept_fresh: bool,
     plan: SweepPlan,
     overlap: bool,
     /// Whether the block exchanges any face (else nothing waits for the
@@ -395,6 +413,13 @@ impl GpuBackend {
             pending: None,
             gosa_copied,
             main_done,
+            swept: block
+                .halo_faces()
+                .next()
+                .map(|(face, _)| face)
+                .filter(|&face| launch::face_buffer_len(face, &layout).is_some())
+                .map(|face| face.dim),
+            swept_fresh: false,
             faces,
             plan,
             overlap: cfg.overlap,
@@ -443,20 +468,43 @@ impl GpuBackend {
     }
 
     /// Queues the sweep launches `ls` on `st`, of a sweep whose launches
-    /// write `total` partial sums in all.
+    /// write `total` partial sums in all; each launch also stores what it
+    /// computes of the first step's faces into their device buffers.
     fn launch_sweeps(&self, st: &CudaStream, ls: &[SweepLaunch]) -> Result<()> {
         let b = self.sweep_buffers(st);
         let total = self.plan.used(self.overlap);
+        let face_bufs = self.swept.map(|d| {
+            (
+                d,
+                self.faces[d]
+                    .each_ref()
+                    .map(|f| f.as_ref().map(|f| addr(f, st))),
+            )
+        });
         for l in ls {
+            let faces = face_bufs.map_or(FaceStores::default(), |(d, bufs)| {
+                FaceStores::of(d, bufs, l, self.dims)
+            });
+            let kernel = if faces.any() {
+                &self.k.sweep_faces
+            } else {
+                &self.k.sweep
+            };
             launch(
                 st,
-                &self.k.sweep,
+                kernel,
                 l.shape(),
-                &sweep_args(&b, &self.layout, l, total),
+                &sweep_args_storing(&b, &self.layout, l, total, faces),
                 "launching the sweep",
             )?;
         }
         Ok(())
+    }
+
+    /// Whether the sweep just queued stored `face` into its device buffer,
+    /// so that no pack kernel gathers it.
+    fn swept_face(&self, face: Face) -> bool {
+        self.swept_fresh && self.swept == Some(face.dim)
     }
 
     /// Queues the copy of this sweep's gosa slot to its host slot on
@@ -622,7 +670,9 @@ impl GpuBackend {
         }
         for (face, buf) in faces.iter() {
             let c = self.face_copy(*face, buf.as_slice().len(), true)?;
-            self.launch_face(st, &self.k.pack, *face, &c)?;
+            if !self.swept_face(*face) {
+                self.launch_face(st, &self.k.pack, *face, &c)?;
+            }
         }
         self.ev[0]
             .record(st)
@@ -672,6 +722,14 @@ impl GpuBackend {
             t.unpack_ends(st)?;
         }
         Ok(())
+    }
+
+    /// Notes that `faces` were packed: faces the sweep stored serve one
+    /// pack (the staged path receives into the same buffers).
+    fn faces_packed(&mut self, mut faces: impl Iterator<Item = Face>) {
+        if faces.any(|f| self.swept == Some(f.dim)) {
+            self.swept_fresh = false;
+        }
     }
 
     /// Whether any of `faces` needs a pack or unpack kernel (a face normal
@@ -825,6 +883,7 @@ impl Backend for GpuBackend {
                 .synchronize()
                 .map_err(cuda_err("finishing the halo exchange"))?;
         }
+        self.swept_fresh = false;
         self.fill_all()?;
         self.steady.restart();
         Ok(())
@@ -874,6 +933,7 @@ impl Backend for GpuBackend {
                 main.synchronize().map_err(cuda_err("sweeping"))?;
             }
         }
+        self.swept_fresh = self.swept.is_some();
         Ok(())
     }
 
@@ -920,10 +980,15 @@ impl Backend for GpuBackend {
         };
         queued.and(waited)?;
         if let Some(t) = &self.trace {
-            let kernels = self.any_kernel(faces.iter().map(|(f, _)| *f));
+            let packed = faces
+                .iter()
+                .map(|(f, _)| *f)
+                .filter(|&f| !self.swept_face(f));
+            let kernels = self.any_kernel(packed);
             let track = device_trace::halo_track(self.overlap);
             t.pack_done(track, kernels, [&self.ev[0], &self.ev[1]])?;
         }
+        self.faces_packed(faces.iter().map(|(f, _)| *f));
         self.event_seconds()
     }
 
@@ -952,6 +1017,7 @@ impl Backend for GpuBackend {
 
     fn swap(&mut self) {
         self.cur = 1 - self.cur;
+        self.swept_fresh = false;
     }
 
     fn staging(&mut self, len: usize) -> Result<Box<dyn HostBuffer>> {
@@ -984,6 +1050,7 @@ impl Backend for GpuBackend {
                     self.dims
                 ))
             })?;
+        self.swept_fresh = false;
         if self.layout.padded() {
             self.planes_to_device(&st, values)?;
         } else {
@@ -1047,10 +1114,11 @@ impl DeviceHalo for GpuBackend {
     fn pack_step(&mut self, step: HaloStep) -> Result<()> {
         let _nvtx = nvtx::range(Phase::Pack.name());
         let st = self.halo_stream();
-        for face in Self::step_faces(step) {
+        for face in Self::step_faces(step).filter(|&f| !self.swept_face(f)) {
             let c = FaceCopy::of(face, &self.layout, true);
             self.launch_face(&st, &self.k.pack, face, &c)?;
         }
+        self.faces_packed(Self::step_faces(step));
         Ok(())
     }
 

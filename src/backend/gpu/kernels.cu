@@ -157,6 +157,106 @@ __device__ void finish_gosa(double g, double* partial, SWEEP_GOSA_PARAMS)
     }
 }
 
+// The parameters every sweep variant adds last for the faces it stores
+// (store_faces): the device buffers of the low and high face normal to
+// face_dim (null: this launch stores none) and the block's local extents
+// along i and k (d1 is j's; d2, the row pitch, may exceed e2).
+#define SWEEP_FACE_PARAMS \
+    float* __restrict__ face_lo, float* __restrict__ face_hi, int face_dim, int e0, int e2
+
+// Stores what the thread computed of the owned plane next to a face normal
+// to face_dim (the first owned plane for face_lo, the last for face_hi)
+// into that face's device buffer, in pack_face's order, and with each such
+// point the ghosts of `out` beside it on the plane (the face's rim, which
+// no sweep writes and the point nearest it stores): the buffer then holds
+// what pack_face would gather from `out`, the same floats, and the halo's
+// first dimension step launches no pack. Only the first step's faces can
+// come from here: a later step's faces carry ghosts that the earlier steps
+// receive after the sweep. Runs last (after finish_gosa, when nothing of
+// the march is live) and recomputes the thread's point as sweep does, from
+// special registers read afresh, so that no value of the march's is kept
+// for it; it reads back the new p the thread itself stored. (Not inlined,
+// the call's register saves took stack frames at --gpu-occupancy 4 and 5;
+// inlined before finish_gosa, classic spilled at 5: NVRTC 13, sm_90.)
+// The thread's and its block's indices and the block's shape, read from
+// their special registers afresh (volatile: the compiler cannot reuse the
+// values read before the march, which would keep them live across it).
+// The emulator's host build reads its own.
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define FRESH_SREG(fn, reg, host)                                 \
+    __device__ __forceinline__ unsigned fn()                      \
+    {                                                             \
+        unsigned v;                                               \
+        asm volatile("mov.u32 %0, %%" reg ";" : "=r"(v));          \
+        return v;                                                 \
+    }
+#else
+#define FRESH_SREG(fn, reg, host)                                 \
+    __device__ __forceinline__ unsigned fn()                      \
+    {                                                             \
+        return host;                                              \
+    }
+#endif
+FRESH_SREG(fresh_tid_x, "tid.x", threadIdx.x)
+FRESH_SREG(fresh_tid_y, "tid.y", threadIdx.y)
+FRESH_SREG(fresh_ntid_x, "ntid.x", blockDim.x)
+FRESH_SREG(fresh_ntid_y, "ntid.y", blockDim.y)
+FRESH_SREG(fresh_ctaid_x, "ctaid.x", blockIdx.x)
+#undef FRESH_SREG
+
+__device__ __forceinline__ void store_faces(
+    const float* out, float* face_lo, float* face_hi, int face_dim, int e0, int e2,
+    long long d1, long long d2, int i0, int j0, int k0, int ni, int nj, int nk, int planes,
+    int nkb, int njb)
+{
+    const int b = fresh_ctaid_x();
+    const int k = k0 + (b % nkb) * fresh_ntid_x() + fresh_tid_x();
+    const int j = j0 + ((b / nkb) % njb) * fresh_ntid_y() + fresh_tid_y();
+    const int ifirst = i0 + (b / (nkb * njb)) * planes;
+    const int iend = min(ifirst + planes, i0 + ni);
+    if (k >= k0 + nk || j >= j0 + nj) {
+        return;
+    }
+    // The face's extent and the point's index across it, and its two
+    // dimensions (u slower, v faster: pack_face's a and b).
+    const int e1 = (int)d1;
+    const int ext = face_dim == 0 ? e0 : face_dim == 1 ? e1 : e2;
+    const int nu = face_dim == 0 ? e1 : e0;
+    const int nv = face_dim == 2 ? e1 : e2;
+    for (int i = ifirst; i < iend; ++i) {
+        const int at = face_dim == 0 ? i : face_dim == 1 ? j : k;
+        const int u = face_dim == 0 ? j : i;
+        const int v = face_dim == 2 ? j : k;
+        for (int side = 0; side < 2; ++side) {
+            float* const face = side == 0 ? face_lo : face_hi;
+            if (face == nullptr || at != (side == 0 ? 1 : ext - 2)) {
+                continue;
+            }
+            for (int su = -1; su <= 1; ++su) {
+                for (int sv = -1; sv <= 1; ++sv) {
+                    // The point itself, or a ghost of the rim beside it.
+                    const int fu = u + su, fv = v + sv;
+                    if ((su != 0 && fu != 0 && fu != nu - 1) || (sv != 0 && fv != 0 && fv != nv - 1)) {
+                        continue;
+                    }
+                    const long long x = face_dim == 0 ? i : fu;
+                    const long long y = face_dim == 0 ? fu : face_dim == 1 ? j : fv;
+                    const long long z = face_dim == 2 ? k : fv;
+                    face[(long long)fu * nv + fv] = out[(x * d1 + y) * d2 + z];
+                }
+            }
+        }
+    }
+}
+
+// Ends a sweep kernel's thread after finish_gosa: stores the faces when
+// the launch was handed any.
+#define SWEEP_STORE_FACES                                                               \
+    if (face_lo != nullptr || face_hi != nullptr) {                                     \
+        store_faces(out, face_lo, face_hi, face_dim, e0, e2, d1, d2, i0, j0, k0, ni, nj, nk, \
+                    planes, nkb, njb);                                                  \
+    }
+
 // One Jacobi sweep over a box of owned points: local indices
 // [i0, i0+ni) x [j0, j0+nj) x [k0, k0+nk). A thread block covers a tile of
 // blockDim.x k-values by blockDim.y j-values and marches through `planes`
@@ -167,17 +267,39 @@ __device__ void finish_gosa(double g, double* partial, SWEEP_GOSA_PARAMS)
 //
 // The grid is one-dimensional: block b covers k-tile b % nkb, j-tile
 // (b / nkb) % njb and i-chunk b / (nkb * njb).
-extern "C" __global__ void SWEEP_BOUNDS sweep(
-    const float* __restrict__ p, float* __restrict__ out,
-    const float* __restrict__ a0, const float* __restrict__ a1,
-    const float* __restrict__ a2, const float* __restrict__ a3,
-    const float* __restrict__ b0, const float* __restrict__ b1,
-    const float* __restrict__ b2, const float* __restrict__ c0,
-    const float* __restrict__ c1, const float* __restrict__ c2,
-    const float* __restrict__ bnd, const float* __restrict__ wrk1,
-    float omega, long long d1, long long d2,
-    int i0, int j0, int k0, int ni, int nj, int nk,
-    int planes, int nkb, int njb, double* partial, SWEEP_GOSA_PARAMS)
+#define SWEEP_PARAMS                                                            \
+    const float* __restrict__ p, float* __restrict__ out,                       \
+        const float* __restrict__ a0, const float* __restrict__ a1,             \
+        const float* __restrict__ a2, const float* __restrict__ a3,             \
+        const float* __restrict__ b0, const float* __restrict__ b1,             \
+        const float* __restrict__ b2, const float* __restrict__ c0,             \
+        const float* __restrict__ c1, const float* __restrict__ c2,             \
+        const float* __restrict__ bnd, const float* __restrict__ wrk1,          \
+        float omega, long long d1, long long d2, int i0, int j0, int k0, int ni, \
+        int nj, int nk, int planes, int nkb, int njb, double* partial,          \
+        SWEEP_GOSA_PARAMS, SWEEP_FACE_PARAMS
+
+// SWEEP_PARAMS' names, in order: the kernels' arguments passed on whole.
+#define SWEEP_ARGS                                                                  \
+    p, out, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1, omega, d1, d2, i0, j0, \
+        k0, ni, nj, nk, planes, nkb, njb, partial, all, total, ticket, gosa, face_lo, face_hi, face_dim, \
+        e0, e2
+
+// Ends a sweep body: with FACES (the kernel's `_faces` twin, which the
+// host launches only when the launch stores faces) stores them; without,
+// the kernel holds no code of it, so that its registers are those of the
+// sweep alone (the store's code after the march changed the assembler's
+// budget for the whole kernel: sweep 72 -> 56, sweep_pipelined 118 -> 66
+// registers at occupancy auto, NVRTC 13, sm_90), which a single rank, or
+// any step with no faces to store, keeps.
+#define SWEEP_END(FACES)                          \
+    finish_gosa(g, partial, all, total, ticket, gosa); \
+    if constexpr (FACES) {                        \
+        SWEEP_STORE_FACES;                        \
+    }
+
+template <bool FACES>
+__device__ __forceinline__ void sweep_body(SWEEP_PARAMS)
 {
     const int b = blockIdx.x;
     const int kt = b % nkb;
@@ -214,26 +336,24 @@ extern "C" __global__ void SWEEP_BOUNDS sweep(
             pc = pp;
         }
     }
-    finish_gosa(g, partial, all, total, ticket, gosa);
+    SWEEP_END(FACES);
+}
+
+extern "C" __global__ void SWEEP_BOUNDS sweep(SWEEP_PARAMS)
+{
+    sweep_body<false>(SWEEP_ARGS);
+}
+
+// The classic sweep storing the first step's faces (store_faces).
+extern "C" __global__ void SWEEP_BOUNDS sweep_faces(SWEEP_PARAMS)
+{
+    sweep_body<true>(SWEEP_ARGS);
 }
 
 // The variants of the sweep (launch::SweepVariant, --gpu-sweep): the same
 // parameters, the same arithmetic in the same order, so the same bits as
 // `sweep` above; they differ in how many loads each thread keeps in flight
 // and how many registers its addresses take.
-//
-// SWEEP_PARAMS is sweep's parameter list, written out once more for them.
-#define SWEEP_PARAMS                                                            \
-    const float* __restrict__ p, float* __restrict__ out,                       \
-        const float* __restrict__ a0, const float* __restrict__ a1,             \
-        const float* __restrict__ a2, const float* __restrict__ a3,             \
-        const float* __restrict__ b0, const float* __restrict__ b1,             \
-        const float* __restrict__ b2, const float* __restrict__ c0,             \
-        const float* __restrict__ c1, const float* __restrict__ c2,             \
-        const float* __restrict__ bnd, const float* __restrict__ wrk1,          \
-        float omega, long long d1, long long d2, int i0, int j0, int k0, int ni, \
-        int nj, int nk, int planes, int nkb, int njb, double* partial,          \
-        SWEEP_GOSA_PARAMS
 
 // Everything one point's update reads besides the p values carried from
 // the previous plane (pm = p[c - di], pc = p[c]).
@@ -363,7 +483,8 @@ __device__ __forceinline__ float update(const Point& v, float pm, float pc, floa
     const unsigned o_bnd = (unsigned)(bnd - base), o_wrk1 = (unsigned)(wrk1 - base)
 
 // Pipelined loads, 64-bit pointers.
-extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined(SWEEP_PARAMS)
+template <bool FACES>
+__device__ __forceinline__ void pipelined_body(SWEEP_PARAMS)
 {
     SWEEP_THREAD;
     double g = 0.0;
@@ -373,7 +494,17 @@ extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined(SWEEP_PARAMS)
         long long c = ((long long)ifirst * d1 + j) * d2 + k;
         PIPELINED_MARCH(AT_PTR, STORE_PTR);
     }
-    finish_gosa(g, partial, all, total, ticket, gosa);
+    SWEEP_END(FACES);
+}
+
+extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined(SWEEP_PARAMS)
+{
+    pipelined_body<false>(SWEEP_ARGS);
+}
+
+extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined_faces(SWEEP_PARAMS)
+{
+    pipelined_body<true>(SWEEP_ARGS);
 }
 
 // The two slab variants' one body: one base and 32-bit offsets, marching
@@ -381,7 +512,7 @@ extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined(SWEEP_PARAMS)
 // flight. PIPELINED is a constant of each instance, so each kernel holds
 // its own march only and keeps its own register budget (SWEEP_BOUNDS on
 // the kernel; the body is inlined into it).
-template <bool PIPELINED>
+template <bool PIPELINED, bool FACES>
 __device__ __forceinline__ void slab_body(SWEEP_PARAMS)
 {
     SWEEP_THREAD;
@@ -397,24 +528,29 @@ __device__ __forceinline__ void slab_body(SWEEP_PARAMS)
             PLAIN_MARCH(AT_SLAB, STORE_SLAB);
         }
     }
-    finish_gosa(g, partial, all, total, ticket, gosa);
+    SWEEP_END(FACES);
 }
-
-// SWEEP_PARAMS' names, in order: the kernels' arguments passed on whole.
-#define SWEEP_ARGS                                                                  \
-    p, out, a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, bnd, wrk1, omega, d1, d2, i0, j0, \
-        k0, ni, nj, nk, planes, nkb, njb, partial, all, total, ticket, gosa
 
 // One plane at a time, one base and 32-bit offsets.
 extern "C" __global__ void SWEEP_BOUNDS sweep_slab(SWEEP_PARAMS)
 {
-    slab_body<false>(SWEEP_ARGS);
+    slab_body<false, false>(SWEEP_ARGS);
+}
+
+extern "C" __global__ void SWEEP_BOUNDS sweep_slab_faces(SWEEP_PARAMS)
+{
+    slab_body<false, true>(SWEEP_ARGS);
 }
 
 // Pipelined loads, one base and 32-bit offsets.
 extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined_slab(SWEEP_PARAMS)
 {
-    slab_body<true>(SWEEP_ARGS);
+    slab_body<true, false>(SWEEP_ARGS);
+}
+
+extern "C" __global__ void SWEEP_BOUNDS sweep_pipelined_slab_faces(SWEEP_PARAMS)
+{
+    slab_body<true, true>(SWEEP_ARGS);
 }
 
 // Offset of element (a, b) of plane `plane` normal to dimension `dim`, where

@@ -38,17 +38,28 @@ pub const FLAT_MAX_BLOCKS: u32 = 65_535;
 
 /// Names of the kernels the module holds: the sweep variants
 /// ([`SweepVariant::kernel`], of which the backend loads the one it runs),
-/// then the others, which it loads all.
-pub const KERNELS: [&str; 8] = [
+/// their twins that also store the first halo step's faces
+/// ([`FACES_SUFFIX`], loaded with it), then the others, which it loads
+/// all.
+pub const KERNELS: [&str; 12] = [
     "sweep",
     "sweep_pipelined",
     "sweep_slab",
     "sweep_pipelined_slab",
+    "sweep_faces",
+    "sweep_pipelined_faces",
+    "sweep_slab_faces",
+    "sweep_pipelined_slab_faces",
     "pack_face",
     "unpack_face",
     "fill",
     "fill_planes",
 ];
+
+/// What a sweep kernel's name takes for its twin that stores faces
+/// ([`FaceStores`]): the same sweep, and only the launches that store
+/// faces run it, so that the others keep the sweep's own registers.
+pub const FACES_SUFFIX: &str = "_faces";
 
 pub use crate::config::{Occupancy, SweepVariant};
 
@@ -441,15 +452,69 @@ pub fn slab_fits(addrs: &[u64], cells: usize) -> bool {
     })
 }
 
+/// The device face buffers a sweep launch also stores its new p into
+/// (the kernels' `store_faces`): the faces normal to `dim`, the halo's
+/// first dimension step, whose every value is final once the sweep has
+/// run, so that the step launches no pack kernel. `lo` and `hi` are the
+/// buffers of the low and high face, 0 where the launch stores none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FaceStores {
+    /// The dimension normal to the faces.
+    pub dim: usize,
+    /// The low face's buffer, or 0.
+    pub lo: u64,
+    /// The high face's buffer, or 0.
+    pub hi: u64,
+}
+
+impl FaceStores {
+    /// What launch `l` of a block of local extents `dims` stores of the
+    /// faces normal to `dim` whose device buffers are `bufs` (per side,
+    /// `None` without a neighbour): a face's buffer where the launch's box
+    /// holds owned points of the plane next to it (the first or last owned
+    /// plane; the ghost layer is one deep), so that every value of the
+    /// plane is stored once over a sweep's launches and a launch that
+    /// does not reach the plane (the interior under `--overlap`) is handed
+    /// none.
+    pub fn of(dim: usize, bufs: [Option<u64>; 2], l: &SweepLaunch, dims: [usize; 3]) -> FaceStores {
+        let r = &l.region;
+        let touches =
+            |plane: usize| !r.is_empty() && (r.lo[dim]..r.lo[dim] + r.n[dim]).contains(&plane);
+        FaceStores {
+            dim,
+            lo: bufs[0].filter(|_| touches(1)).unwrap_or(0),
+            hi: bufs[1].filter(|_| touches(dims[dim] - 2)).unwrap_or(0),
+        }
+    }
+
+    /// Whether the launch stores any face (and so runs the sweep's
+    /// [`FACES_SUFFIX`] twin).
+    pub fn any(&self) -> bool {
+        self.lo != 0 || self.hi != 0
+    }
+}
+
 /// The arguments of `sweep` (and of every variant, which share its
 /// parameters) for launch `l` of a block laid out as `layout` (`b` holds
 /// the fields' origins), one of the launches of a sweep that writes
-/// `total` partial sums in all. The kernels' `d2` is the row pitch.
+/// `total` partial sums in all, storing no face. The kernels' `d2` is the
+/// row pitch.
 pub fn sweep_args(
     b: &SweepBuffers,
     layout: &FieldLayout,
     l: &SweepLaunch,
     total: usize,
+) -> Vec<Arg> {
+    sweep_args_storing(b, layout, l, total, FaceStores::default())
+}
+
+/// As [`sweep_args`], the launch also storing the faces of `faces`.
+pub fn sweep_args_storing(
+    b: &SweepBuffers,
+    layout: &FieldLayout,
+    l: &SweepLaunch,
+    total: usize,
+    faces: FaceStores,
 ) -> Vec<Arg> {
     let dims = layout.dims;
     let r = &l.region;
@@ -478,6 +543,11 @@ pub fn sweep_args(
         arg("total", Value::I64(i64_of(total))),
         arg("ticket", Value::Ptr(b.ticket)),
         arg("gosa", Value::Ptr(b.gosa)),
+        arg("face_lo", Value::Ptr(faces.lo)),
+        arg("face_hi", Value::Ptr(faces.hi)),
+        arg("face_dim", Value::I32(i32_of(faces.dim))),
+        arg("e0", Value::I32(i32_of(dims[0]))),
+        arg("e2", Value::I32(i32_of(dims[2]))),
     ]);
     a
 }
@@ -541,6 +611,42 @@ mod tests {
         assert_eq!(tile([9, 100, 1]), [1, 256]);
         // The one-wide j slab: whole warps along k.
         assert_eq!(tile([9, 1, 100]), [256, 1]);
+    }
+
+    #[test]
+    fn the_first_steps_faces_are_stored_once_by_the_launches_that_reach_their_planes() {
+        use crate::grid::decomp::ProcGrid;
+        let g = crate::grid::Grid::new([20, 21, 200]).unwrap();
+        // The middle of three ranks in k: both k faces have neighbours.
+        let block = Block::of(&g, &ProcGrid { p: [1, 1, 3] }, 1);
+        let dims = block.local_dims();
+        let plan = SweepPlan::of(&block).unwrap();
+        let bufs = [Some(0x1000), Some(0x2000)];
+        let whole = FaceStores::of(2, bufs, &plan.whole[0], dims);
+        assert_eq!((whole.lo, whole.hi), (0x1000, 0x2000));
+        // Overlap: the two k slabs store a face each, the interior none.
+        let stores: Vec<(u64, u64)> = plan
+            .boundary
+            .iter()
+            .chain(&plan.interior)
+            .map(|l| FaceStores::of(2, bufs, l, dims))
+            .map(|f| (f.lo, f.hi))
+            .collect();
+        assert_eq!(stores, [(0x1000, 0), (0, 0x2000), (0, 0)]);
+        // Without a neighbour below, no low face.
+        let top = FaceStores::of(2, [None, Some(0x2000)], &plan.whole[0], dims);
+        assert_eq!((top.lo, top.hi), (0, 0x2000));
+        let b = SweepBuffers {
+            p: 0,
+            out: 0,
+            coef: [0; COEFFICIENTS],
+            partial: 0,
+            ticket: 0,
+            gosa: 0,
+        };
+        let args = sweep_args_storing(&b, &FieldLayout::exact(dims), &plan.whole[0], 1, whole);
+        let names: Vec<&str> = args.iter().rev().take(5).map(|a| a.name).collect();
+        assert_eq!(names, ["e2", "e0", "face_dim", "face_hi", "face_lo"]);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! face to send and to receive into, and that stream), then unpacks from
 //! the receive buffers on the same stream. A transport must queue its work
 //! so that, by stream order and events, (1) nothing reads a send buffer
-//! before the pack queued before the call has run, (2) work queued on the
+//! before the pack queued before the call has run (for the first step's
+//! faces, the sweep that stored them, queued on the same stream), (2) work queued on the
 //! stream after the call sees the received faces, and (3) that work may
 //! overwrite the send buffers (the neighbours are done reading them). It
 //! should not wait for the device on the host: that is the point of the

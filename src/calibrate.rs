@@ -334,7 +334,7 @@ pub fn turns_per_sweep(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The winner is the fastest after the first, taken only beyond the
@@ -367,7 +367,7 @@ mod tests {
 
     /// A block 9x9x9 points, `depth` layers deep, on one CPU thread, with
     /// its halo: what a calibration times.
-    fn built(depth: usize) -> (Grid, Block, crate::backend::cpu::CpuBackend, Halo) {
+    pub(crate) fn built(depth: usize) -> (Grid, Block, crate::backend::cpu::CpuBackend, Halo) {
         use crate::backend::cpu::{CpuBackend, CpuOptions};
         use crate::config::{Prefetch, Stores};
         use crate::grid::decomp::ProcGrid;
@@ -385,22 +385,31 @@ mod tests {
         (grid, block, cpu, halo)
     }
 
+    /// A calibration's solver over `built`'s block, backend and halo, on
+    /// one process, never stopped.
+    pub(crate) fn solver<'a>(
+        (grid, block): (Grid, Block),
+        cpu: &'a mut crate::backend::cpu::CpuBackend,
+        halo: &'a mut Halo,
+    ) -> Solver<'a> {
+        Solver {
+            comm: &crate::comm::SingleComm,
+            backend: cpu,
+            halo,
+            grid,
+            block,
+            stop: StopFlag::never(),
+            extras: Default::default(),
+        }
+    }
+
     /// Within its budget every candidate is timed; once the budget is
     /// spent only the first is (after its untimed block), and the others
     /// are never readied, so nothing of theirs is made or run.
     #[test]
     fn a_spent_budget_times_only_the_first_candidate() {
         let (grid, block, mut cpu, mut halo) = built(4);
-        let comm = crate::comm::SingleComm;
-        let mut solver = Solver {
-            comm: &comm,
-            backend: &mut cpu,
-            halo: &mut halo,
-            grid,
-            block,
-            stop: StopFlag::never(),
-            extras: Default::default(),
-        };
+        let mut solver = solver((grid, block), &mut cpu, &mut halo);
         let budget = |ago: u64| {
             let started = Instant::now() - std::time::Duration::from_secs(ago);
             Budget::since(started, RunLength::Iterations(10), 1)
@@ -454,16 +463,7 @@ mod tests {
     #[test]
     fn alternate_rounds_reverse_the_order_and_the_far_behind_drop_out() {
         let (grid, block, mut cpu, mut halo) = built(4);
-        let comm = crate::comm::SingleComm;
-        let mut solver = Solver {
-            comm: &comm,
-            backend: &mut cpu,
-            halo: &mut halo,
-            grid,
-            block,
-            stop: StopFlag::never(),
-            extras: Default::default(),
-        };
+        let mut solver = solver((grid, block), &mut cpu, &mut halo);
         let budget = Budget::since(Instant::now(), RunLength::Iterations(1_000_000), 1);
         let rounds = Rounds {
             min: 4,

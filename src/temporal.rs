@@ -733,31 +733,9 @@ mod tests {
     /// and every candidate within reach of the fastest gets several turns.
     #[test]
     fn the_calibration_alternates_its_order() {
-        use crate::backend::cpu::{CpuBackend, CpuOptions};
-        use crate::config::{Prefetch, Stores};
-        use crate::grid::decomp::ProcGrid;
-        use crate::signals::StopFlag;
-        let grid = Grid::new([9, 9, 9]).unwrap();
-        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(4);
-        let opts = CpuOptions {
-            threads: 1,
-            bind: crate::machine::threads::Bind::None,
-            stores: Stores::Cached,
-            prefetch: Prefetch::Off,
-            tile_rows: None,
-        };
-        let mut cpu = CpuBackend::new(&grid, &block, &opts, [0, 1]).unwrap();
-        let mut halo = Halo::new(&block, &mut cpu).unwrap();
-        let comm = crate::comm::SingleComm;
-        let mut solver = Solver {
-            comm: &comm,
-            backend: &mut cpu,
-            halo: &mut halo,
-            grid,
-            block,
-            stop: StopFlag::never(),
-            extras: Default::default(),
-        };
+        use crate::calibrate::tests::{built, solver};
+        let (grid, block, mut cpu, mut halo) = built(4);
+        let mut solver = solver((grid, block), &mut cpu, &mut halo);
         let budget = Budget::since(Instant::now(), RunLength::Iterations(1_000_000), 0);
         let mut order = Vec::new();
         let turns = turns_per_sweep(&mut solver, &[1, 2, 3, 4], ROUNDS, &budget, |_, c| {

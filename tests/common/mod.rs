@@ -590,3 +590,20 @@ pub fn cluster_asked(what: &str) -> bool {
     }
     asked
 }
+
+/// The sweeps per exchange of each calibration trial of a record's
+/// `temporal_choice`, in the order timed (the classic sweep first).
+pub fn trial_sweeps(choice: &serde_json::Value) -> Vec<u64> {
+    choice["trials"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no trials: {choice}"))
+        .iter()
+        .map(|t| t["sweeps"].as_u64().unwrap())
+        .collect()
+}
+
+/// Whether `--temporal auto` may take `t` sweeps per exchange: the
+/// classic sweep or one of its candidates.
+pub fn auto_offers(t: u64) -> bool {
+    t == 1 || himeno::temporal::AUTO_CANDIDATES.contains(&(t as usize))
+}

@@ -217,10 +217,7 @@ fn auto_times_fields_beyond_the_private_cache_inside_the_last_level() {
     let reason = choice["reason"].as_str().unwrap();
     assert!(!reason.contains("from the model"), "{choice}");
     let trials = choice["trials"].as_array().unwrap();
-    let swept: Vec<u64> = trials
-        .iter()
-        .map(|t| t["sweeps"].as_u64().unwrap())
-        .collect();
+    let swept = trial_sweeps(choice);
     assert_eq!(swept[0], 1, "{choice}");
     assert!(swept.len() >= 4, "T = 1..4 at least: {choice}");
     assert!(swept.contains(&3), "{choice}");

@@ -203,16 +203,10 @@ pub fn best_of(turns: &[f64]) -> f64 {
     turns.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-/// The median of `turns` (the mean of the middle two of an even count),
-/// infinite when there are none.
+/// The median of `turns` ([`crate::timing::median`]), infinite when there
+/// are none, as an untimed candidate's best is.
 pub fn median_of(turns: &[f64]) -> f64 {
-    let mut t = turns.to_vec();
-    t.sort_by(f64::total_cmp);
-    match t.len() {
-        0 => f64::INFINITY,
-        n if n % 2 == 1 => t[n / 2],
-        n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
-    }
+    crate::timing::median(turns).unwrap_or(f64::INFINITY)
 }
 
 /// Times one turn of each candidate per calibration round, as

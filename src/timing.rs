@@ -15,6 +15,20 @@ pub const RESOLUTION_S: f64 = 1e-9;
 /// a hand edit or a broken file, and would make the rates meaningless.
 pub const LONGEST_S: f64 = 3.2e9;
 
+/// The median of `values` (the mean of the middle two for an even
+/// count); `None` for none. `himeno report --compare`'s and the
+/// calibration's one median.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// The parts of an iteration that are timed separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

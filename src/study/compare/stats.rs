@@ -21,18 +21,7 @@ pub enum Better {
     Lower,
 }
 
-/// The median of `values` (the mean of the middle two for an even
-/// count); `None` for none.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
+pub use crate::timing::median;
 
 /// The best of `values` the way `better` says; `None` for none.
 pub fn best(values: &[f64], better: Better) -> Option<f64> {

@@ -20,8 +20,11 @@
 //! kernel from its cache against what the next level gives it (on a Zen 1
 //! with two threads T = 8 lost 17 %, on a Zen 4 T = 4 gained 1.5x), which
 //! no sysfs file tells: then the run times a block of each candidate T
-//! (2, 3, 4, 6, 8, and 12 and 16 where their tiles are as tall as T = 2's),
-//! in rounds whose order is reversed every other round, the far slower
+//! (2, 3, 4, 6, 8, 12 and 16 where their tiles fit), each with the tile
+//! height it would run with (`wavefront::tile_rows`: timed all with the
+//! deepest one's tiles, T = 16's 32-row tiles won the calibration at size
+//! M on a Xeon guest and then ran at 0.64x of T = 4 with its own), in
+//! rounds whose order is reversed every other round, the far slower
 //! dropped after two turns, before the rehearsal, and takes the fastest
 //! by its best turn, T = 1 unless another is clearly faster by its best
 //! turn and faster by its median. Every rank takes the same T: the
@@ -53,15 +56,10 @@ use crate::solver::Solver;
 use serde::{Deserialize, Serialize};
 
 /// The sweeps per exchange `--temporal auto` tries beside the classic one
-/// (those above [`SHALLOW_MOST`] only where the model allows them).
+/// (each where its tiles fit, timed with its own tile height).
 pub const AUTO_CANDIDATES: [usize; 7] = [2, 3, 4, 6, 8, 12, 16];
-/// The deepest candidate the model offers whenever its tiles of
-/// [`MIN_TILE_ROWS`] rows fit: a deeper one also needs tiles as tall as the
-/// shallowest candidate's, since the block is made as deep as the deepest
-/// candidate and every candidate is timed with that block's tiles.
-const SHALLOW_MOST: usize = 8;
 pub use crate::backend::cpu::wavefront::MIN_TILE_ROWS;
-use crate::backend::cpu::wavefront::tile_rows;
+use crate::backend::cpu::wavefront::bytes_per_tile_row;
 /// How long `--temporal auto` times its candidates: 3 to 10 rounds of one
 /// turn each, the order reversed every other round (none always runs
 /// after another, or first), ending after 1.5 s once it has 3; from the
@@ -155,7 +153,7 @@ struct View {
 /// tiles of `rows` rows of `nk` values: the coefficients' and `p`'s rows
 /// of the `sweeps` planes in flight (as `wavefront::tile_rows` counts).
 fn working_set(nk: usize, sweeps: usize, rows: usize) -> usize {
-    rows.saturating_mul(nk * 4 * 13 * sweeps)
+    rows.saturating_mul(bytes_per_tile_row(nk, sweeps))
 }
 
 /// MiB, for messages.
@@ -188,17 +186,6 @@ impl Machine {
     /// Whether `sweeps` sweeps' tiles fit one thread's cache share.
     fn fits(&self, sweeps: usize) -> bool {
         working_set(self.nk, sweeps, self.rows) <= self.budget
-    }
-
-    /// Whether `--temporal auto` times `sweeps`: its tiles fit and, above
-    /// [`SHALLOW_MOST`], a block that deep would not shorten the tiles the
-    /// others are timed with (given tiles are the same for all).
-    fn offers(&self, sweeps: usize) -> bool {
-        self.fits(sweeps)
-            && (sweeps <= SHALLOW_MOST
-                || self.given
-                || tile_rows(self.nk, sweeps, self.budget)
-                    >= tile_rows(self.nk, AUTO_CANDIDATES[0], self.budget))
     }
 
     /// The one-line warning for an explicit `sweeps` that does not fit.
@@ -309,7 +296,7 @@ fn model(
         AUTO_CANDIDATES
             .iter()
             .copied()
-            .filter(|&t| t <= allowed && m.offers(t)),
+            .filter(|&t| t <= allowed && m.fits(t)),
     );
     // Each candidate's memory is worked out only for those the cache
     // allows: the classic block's need, then each deeper one's.
@@ -596,7 +583,7 @@ mod tests {
     #[test]
     fn a_wavefront_fits_while_its_tiles_do() {
         // Size M rows (258 values), tiles of 16 rows: 215 KB per level.
-        let m = machine(258, 1 << 20, MIN_TILE_ROWS);
+        let m = machine(258, 1 << 20, 16);
         assert!(m.fits(4));
         assert!(!m.fits(5));
         assert_eq!(m.warning(4, 32), None);
@@ -605,7 +592,7 @@ mod tests {
         assert!(w.contains("--temporal 4 fits"), "{w}");
         assert!(!w.contains('\n'), "{w}");
         // Nothing above 1 fits: the advice is T=1 or auto.
-        let tiny = machine(258, 100 << 10, MIN_TILE_ROWS);
+        let tiny = machine(258, 100 << 10, 16);
         let w = tiny.warning(2, 32).unwrap();
         assert!(w.contains("use --temporal 1 or --temporal auto"), "{w}");
         let given = Machine {
@@ -637,18 +624,16 @@ mod tests {
         assert_eq!(classic_in_cache(&core, 1 << 10, false), None);
     }
 
-    /// Above eight sweeps a candidate is offered only where its tiles are
-    /// as tall as the shallowest's: the block is made for the deepest.
+    /// Every candidate whose shortest tiles fit the thread's share is
+    /// offered, however deep: each is timed with its own tiles.
     #[test]
-    fn deep_candidates_need_full_height_tiles() {
-        // Size M rows, a 240 MiB share: every depth gets 32-row tiles.
+    fn deep_candidates_are_offered_while_their_shortest_tiles_fit() {
+        // Size M rows, a 240 MiB share: every depth.
         let big = machine(258, 240 << 20, MIN_TILE_ROWS);
-        assert!(AUTO_CANDIDATES.iter().all(|&t| big.offers(t)));
-        // A 4 MiB share: T = 16's tiles of 16 rows fit, but shorter than
-        // T = 2's 32, so 12 and 16 are not offered; 8 still is.
-        let share = machine(258, 4 << 20, MIN_TILE_ROWS);
-        assert!(share.fits(16));
-        assert!(share.offers(8) && !share.offers(12) && !share.offers(16));
+        assert!(AUTO_CANDIDATES.iter().all(|&t| big.fits(t)));
+        // A 1 MiB share: T = 16's four rows take 858 KB, T = 20's 1073.
+        let share = machine(258, 1 << 20, MIN_TILE_ROWS);
+        assert!(share.fits(16) && !share.fits(20));
     }
 
     /// A wavefront whose own buffers would hold more than the classic

@@ -154,8 +154,12 @@ struct Sizes {
     /// Sweeps per call with a per-level residual set (0 for the classic
     /// sweep).
     sweeps: usize,
-    /// Rows per wavefront tile.
+    /// Rows per wavefront tile of a call of `depth` sweeps: `--tile-rows`,
+    /// else the model's (`wavefront::tile_rows`).
     tile_rows: usize,
+    /// Rows per tile the wavefront's buffers are made for: `--tile-rows`,
+    /// else the tallest any call or offered height may take.
+    scratch_rows: usize,
 }
 
 impl Sizes {
@@ -174,10 +178,9 @@ impl Sizes {
             sweeps: if depth > 1 { depth } else { 0 },
             tile_rows: opts
                 .tile_rows
-                .unwrap_or_else(|| {
-                    wavefront::tile_rows(dims[2], depth, PerCore::detect().budget_bytes())
-                })
+                .unwrap_or_else(|| wavefront::tile_rows(dims[2], depth, &PerCore::detect()))
                 .max(1),
+            scratch_rows: opts.tile_rows.unwrap_or(wavefront::TILE_ROWS).max(1),
         }
     }
 
@@ -191,7 +194,7 @@ impl Sizes {
             + HugeBuffer::<f32>::footprint(self.packed, COEF_SHIFT)
             + Footprint::vec::<f64>(self.owned_rows)
             + Footprint::vec::<f64>(self.sweeps * self.owned_rows)
-            + Footprint::vec::<f32>(scratch_len(block, self.threads, self.tile_rows))
+            + Footprint::vec::<f32>(scratch_len(block, self.threads, self.scratch_rows))
                 .times(self.threads)
             + Footprint::threads(self.spawned)
     }
@@ -291,8 +294,13 @@ pub struct CpuBackend {
     level_gosa: Array3<f64>,
     /// Each thread's wavefront buffers (empty with one ghost layer).
     scratch: Vec<Vec<f32>>,
-    /// Rows per wavefront tile.
-    tile_rows: usize,
+    /// Rows per wavefront tile when fixed: by `--tile-rows`, or by the
+    /// driver's choice among the heights offered. Until then each call
+    /// takes the model's height for its number of sweeps, so that
+    /// `--temporal auto` times every T with its own tiles.
+    tile_rows: Option<usize>,
+    /// The caches the model sizes tiles for.
+    core: PerCore,
     /// Gosa of each sweep of the last call.
     gosa: Vec<f64>,
 }
@@ -325,6 +333,7 @@ impl CpuBackend {
             .saturating_mul(size_of::<f32>());
         let node_fields = field_bytes.saturating_mul(node_ranks);
         let llc = LastLevel::detect();
+        let core = PerCore::detect();
         let over_cache = node_fields > llc.node_bytes;
         let beyond_half = !llc.holds(node_fields);
         let streaming = match opts.stores {
@@ -383,7 +392,9 @@ impl CpuBackend {
                         opts.stores == Stores::Auto && over_cache,
                     )
                 } else if opts.tile_rows.is_none() {
-                    Offer::tiles(start, &wavefront::other_tile_rows(sizes.tile_rows))
+                    let others =
+                        wavefront::other_tile_rows(sizes.tile_rows, lay.dims[2], depth, &core);
+                    Offer::tiles(start, &others)
                 } else {
                     Offer::default()
                 }
@@ -395,21 +406,35 @@ impl CpuBackend {
             )
             .expect("the shape's length"),
             scratch: Vec::new(),
-            tile_rows: sizes.tile_rows,
+            tile_rows: opts.tile_rows,
+            core,
             gosa: vec![0.0; depth],
         };
-        cpu.set_tile_rows(sizes.tile_rows)?;
+        cpu.make_scratch(sizes.scratch_rows)?;
         cpu.reset()?;
         Ok(cpu)
     }
 
-    /// Sets the rows per tile of the temporal wavefront and sizes each
+    /// Fixes the rows per tile of the temporal wavefront and sizes each
     /// thread's wavefront buffers for them (an error when they cannot be
-    /// allocated); buffers already large enough are kept (as when the
-    /// driver times the heights offered, all at most the first).
+    /// allocated).
     fn set_tile_rows(&mut self, rows: usize) -> Result<()> {
-        self.tile_rows = rows.max(1);
-        let len = scratch_len(&self.block, self.parts.len(), self.tile_rows);
+        self.tile_rows = Some(rows.max(1));
+        self.make_scratch(rows.max(1))
+    }
+
+    /// Rows per tile of a call of `sweeps` sweeps.
+    fn rows_for(&self, sweeps: usize) -> usize {
+        self.tile_rows
+            .unwrap_or_else(|| wavefront::tile_rows(self.lay.dims[2], sweeps, &self.core))
+    }
+
+    /// Sizes each thread's wavefront buffers for tiles of up to `rows`
+    /// rows (an error when they cannot be allocated); buffers already
+    /// large enough are kept (they are made for the tallest height a run
+    /// may take).
+    fn make_scratch(&mut self, rows: usize) -> Result<()> {
+        let len = scratch_len(&self.block, self.parts.len(), rows);
         if self.scratch.len() == self.parts.len() && self.scratch.iter().all(|s| s.len() >= len) {
             return Ok(());
         }
@@ -604,7 +629,7 @@ impl CpuBackend {
     fn sweep_wavefront(&mut self, sweeps: usize) {
         let lay = self.lay;
         let isa = self.isa;
-        let plan = wavefront::Plan::new(&self.block, sweeps, self.tile_rows);
+        let plan = wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps));
         let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
         let threads = self.scratch.len();
         let j0 = self.block.origin(1);
@@ -659,7 +684,8 @@ impl Backend for CpuBackend {
         let temporal = if self.block.depth > 1 {
             format!(
                 "; wavefront of {} sweeps, tiles of {} rows",
-                self.block.depth, self.tile_rows
+                self.block.depth,
+                self.rows_for(self.block.depth)
             )
         } else {
             String::new()
@@ -786,7 +812,7 @@ impl Backend for CpuBackend {
             )));
         };
         (self.prefetch, self.streaming) = (v.prefetch, v.streaming);
-        if v.tile_rows != self.tile_rows {
+        if self.block.depth > 1 && self.tile_rows != Some(v.tile_rows) {
             self.set_tile_rows(v.tile_rows)?;
         }
         Ok(())
@@ -1069,7 +1095,7 @@ mod tests {
             cpu.use_kernel_variant(1).unwrap();
             assert!(cpu.info().detail.unwrap().ends_with("tiles of 16 rows"));
             cpu.use_kernel_variant(0).unwrap();
-            assert_eq!(cpu.tile_rows, 32);
+            assert_eq!(cpu.tile_rows, Some(32));
             assert!(cpu.use_kernel_variant(2).is_err());
         }
         let given = CpuOptions {

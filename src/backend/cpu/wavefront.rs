@@ -43,6 +43,7 @@
 use super::kernel::{self, Inputs, Layout, Planes};
 use super::lines::{LineWriter, RowBuffer};
 use crate::grid::decomp::Block;
+use crate::machine::cache::PerCore;
 use crate::machine::isa::Isa;
 use ndarray::{ArrayViewMut2, ArrayViewMut3, Axis, s};
 use std::ops::Range;
@@ -174,40 +175,68 @@ impl Plan {
     }
 }
 
-/// Rows per tile, unless the cache is too small for them: measured best at
-/// sizes M and L, one and two threads, T = 4 and 8, against 8, 16, 48 and
-/// 64 (notes/cpu-perf.md). Shorter tiles keep the planes in flight in the
-/// L2 but cut level 1's runs from memory short (the hardware prefetchers
-/// restart at every run) and read more edge rows from the L3; taller ones
-/// fall out of the L2 and L3 share.
-const TILE_ROWS: usize = 32;
+/// Most rows per tile: measured best at sizes M and L, one and two
+/// threads, T = 4 and 8, against 8, 16, 48 and 64 on a Zen 3 guest
+/// (notes/cpu-perf.md); taller ones fall out of the L2 and L3 share.
+pub const TILE_ROWS: usize = 32;
 
-/// Fewest rows per wavefront tile that still pays (16-row tiles gained
-/// 1.05x at size M, 8-row ones lost 7 %: notes/cpu-perf.md).
-pub const MIN_TILE_ROWS: usize = 16;
+/// Fewest rows per wavefront tile the model gives: shorter tiles cut
+/// level 1's runs from memory short (the hardware prefetchers restart at
+/// every run) and repeat more edge rows. On a Xeon guest with a 2 MiB L2,
+/// tiles of 4 rows swept size L at T = 8 fastest (1.79x T = 1 on one
+/// thread, against 1.64x with 8 rows and 1.37x with 16), while on a Zen 3
+/// guest 8-row tiles lost 7 % to 16-row ones at M (notes/cpu-perf.md):
+/// the driver times the taller heights too ([`other_tile_rows`]).
+pub const MIN_TILE_ROWS: usize = 4;
 
-/// The tile heights besides `rows` (the height [`tile_rows`] chose) that
-/// are worth timing on the machine: half of it, where that leaves the
-/// [`MIN_TILE_ROWS`] that still pay. The height that wins moves between
-/// machines and sizes: on a Zen 3 guest with two threads, tiles of 16 rows
-/// swept size L 1.2-1.3x faster than tiles of 32 at T = 4 and 8, while at
-/// M neither won clearly (notes/cpu-perf.md).
-pub fn other_tile_rows(rows: usize) -> Vec<usize> {
-    let half = rows / 2;
-    if half >= MIN_TILE_ROWS {
-        vec![half]
-    } else {
-        Vec::new()
-    }
+/// Bytes of the thirteen arrays' rows (`p` and twelve coefficients) of
+/// one tile row of `nk` values in each of `sweeps` planes in flight: what
+/// a tile of one row keeps in the cache.
+pub fn bytes_per_tile_row(nk: usize, sweeps: usize) -> usize {
+    nk.saturating_mul(4 * 13).saturating_mul(sweeps)
 }
 
-/// Chooses the rows per tile for `sweeps` sweeps of rows `nk` values long:
-/// [`TILE_ROWS`], or fewer if the thirteen arrays' rows of the `sweeps`
-/// planes in flight would not fit in `budget` bytes (the core's share of
-/// the last-level cache), at least 2.
-pub fn tile_rows(nk: usize, sweeps: usize, budget: usize) -> usize {
-    let fit = budget / (nk * 4 * 13 * sweeps).max(1);
-    TILE_ROWS.min(fit).max(2)
+/// Share of a core's private cache a tile's planes in flight may fill, in
+/// eighths: the rest holds the rows streaming in from memory and the edge
+/// buffers. On a Xeon guest's 2 MiB L2 the fastest tiles at sizes M and L,
+/// T = 4 to 12, one and two threads, held 0.4-0.9 MB; 1.3 MB and more ran
+/// 0.6-0.8x of them (notes/cpu-perf.md).
+const PRIVATE_EIGHTHS: usize = 3;
+
+/// Rows that fit `bytes` for `sweeps` sweeps of rows `nk` values long,
+/// within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`].
+fn rows_within(bytes: usize, nk: usize, sweeps: usize) -> usize {
+    (bytes / bytes_per_tile_row(nk, sweeps).max(1)).clamp(MIN_TILE_ROWS, TILE_ROWS)
+}
+
+/// Chooses the rows per tile for `sweeps` sweeps of rows `nk` values long
+/// on a thread of `core`: as many as keep the planes in flight within
+/// [`PRIVATE_EIGHTHS`] of the core's private cache, where a tile's levels
+/// reread one another's rows, within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`].
+/// Each T gets its own height, so `--temporal auto` times every candidate
+/// with the tiles it would run with.
+pub fn tile_rows(nk: usize, sweeps: usize, core: &PerCore) -> usize {
+    rows_within(core.private_bytes / 8 * PRIVATE_EIGHTHS, nk, sweeps)
+}
+
+/// The tile heights besides `rows` (the height [`tile_rows`] chose for
+/// `sweeps` sweeps of rows `nk` values long on `core`) worth timing on the
+/// machine: half and twice it, and the height that fills the thread's
+/// share of the last-level cache instead, within
+/// [`MIN_TILE_ROWS`]..=[`TILE_ROWS`]. The height that wins moves between
+/// machines and sizes: on a Zen 3 guest (a 512 KiB L2, a fast L3) with two
+/// threads, tiles of 16 rows swept size L 1.2-1.3x faster than tiles of 32
+/// at T = 4 and 8, while on a Xeon guest (a 2 MiB L2) tiles of 32 rows ran
+/// at 0.6-0.8x of tiles of 4 to 12 (notes/cpu-perf.md).
+pub fn other_tile_rows(rows: usize, nk: usize, sweeps: usize, core: &PerCore) -> Vec<usize> {
+    let shared = rows_within(core.budget_bytes(), nk, sweeps);
+    let mut others: Vec<usize> = Vec::new();
+    for r in [rows / 2, rows * 2, shared] {
+        if (MIN_TILE_ROWS..=TILE_ROWS).contains(&r) && r != rows && !others.contains(&r) {
+            others.push(r);
+        }
+    }
+    others
 }
 
 /// One thread's part of a wavefront: its band of owned rows, the band of
@@ -657,4 +686,53 @@ fn in_pieces(
         sweep(own.end..k.end, spare);
     }
     sweep(own.clone(), gosa);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Xeon guest's caches: a 2 MiB L2 per core, a 480 MiB L3 for two.
+    const XEON: PerCore = PerCore {
+        private_bytes: 2 << 20,
+        shared_bytes: 480 << 20,
+        sharing: 2,
+    };
+
+    /// The model fills three eighths of the private cache, within 4 to 32
+    /// rows: the heights measured fastest there at sizes M and L.
+    #[test]
+    fn tiles_fill_three_eighths_of_the_private_cache() {
+        // Size M's rows (258 values): 786 KiB for T = 4 is 14 rows.
+        assert_eq!(tile_rows(258, 4, &XEON), 14);
+        assert_eq!(tile_rows(258, 8, &XEON), 7);
+        // Size L's rows: T = 8 would get 2, the floor is 4.
+        assert_eq!(tile_rows(514, 8, &XEON), MIN_TILE_ROWS);
+        // Short rows: the ceiling.
+        assert_eq!(tile_rows(10, 2, &XEON), TILE_ROWS);
+        // Each tile row of T planes really fits: 14 rows of M at T = 4.
+        assert!(14 * bytes_per_tile_row(258, 4) <= (2 << 20) * 3 / 8);
+        assert!(15 * bytes_per_tile_row(258, 4) > (2 << 20) * 3 / 8);
+    }
+
+    /// The driver also times half and twice the model's height and the
+    /// last level's share, each once and only within 4 to 32 rows.
+    #[test]
+    fn the_other_heights_are_half_twice_and_the_shared_fit() {
+        assert_eq!(other_tile_rows(14, 258, 4, &XEON), [7, 28, 32]);
+        // The floor: no half, no 2 below it.
+        assert_eq!(other_tile_rows(4, 514, 8, &XEON), [8, 32]);
+        // The ceiling: the shared fit is the model's own height.
+        assert_eq!(other_tile_rows(32, 10, 2, &XEON), [16]);
+        // A 512 KiB L2 and a 1 MiB share of the L3: the floor, twice it,
+        // and the 19 rows the share holds.
+        let small = PerCore {
+            private_bytes: 512 << 10,
+            shared_bytes: 2 << 20,
+            sharing: 2,
+        };
+        let rows = tile_rows(258, 4, &small);
+        assert_eq!(rows, MIN_TILE_ROWS);
+        assert_eq!(other_tile_rows(rows, 258, 4, &small), [8, 19]);
+    }
 }

@@ -5,9 +5,10 @@
 // ends when the last one has finished), the first repetition dropped, bytes
 // counted as STREAM counts them (16 per element for Copy and Scale, 24 for
 // Add and Triad; write-allocate traffic not counted). The arrays are first
-// touched by the threads that use them, with the same static partition, and
-// advised onto transparent huge pages as himeno's are (pass 0 as the third
-// argument for ordinary pages).
+// touched by the threads that use them, with the same static partition, on
+// the pages McCalpin's STREAM gets (none advised), as `himeno bench stream`
+// uses by default (pass 1 as the third argument to advise transparent huge
+// pages, as `--huge-pages` does).
 //
 // Build: gcc -O3 -march=native -fopenmp -o triad notes/peer/triad.c
 // Run:   OMP_NUM_THREADS=2 ./triad ELEMENTS [REPS [HUGE]]
@@ -34,7 +35,7 @@ int main(int argc, char **argv) {
   }
   const long n = atol(argv[1]);
   const int reps = argc > 2 ? atoi(argv[2]) : 20;
-  const int huge = argc > 3 ? atoi(argv[3]) : 1;
+  const int huge = argc > 3 ? atoi(argv[3]) : 0;
   if (n < 1 || reps < 2) {
     fprintf(stderr, "triad: ELEMENTS must be >= 1 and REPS >= 2\n");
     return 2;

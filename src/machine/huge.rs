@@ -53,6 +53,20 @@ impl<T: Zeroable> HugeBuffer<T> {
     /// buffers against each other within the page. The zeros are fresh,
     /// untouched pages.
     pub fn zeroed(len: usize, shift: usize, what: &str) -> Result<HugeBuffer<T>> {
+        Self::zeroed_advised(len, shift, what, true)
+    }
+
+    /// As [`HugeBuffer::zeroed`], but huge pages are asked for only when
+    /// `huge` is set: without, the memory gets the pages the system gives
+    /// memory nobody advised (as a C program's static arrays get them:
+    /// 4 KiB ones under the common `madvise` setting of transparent huge
+    /// pages).
+    pub fn zeroed_advised(
+        len: usize,
+        shift: usize,
+        what: &str,
+        huge: bool,
+    ) -> Result<HugeBuffer<T>> {
         let size = size_of::<T>();
         assert!(
             shift.is_multiple_of(size) && shift < HUGE,
@@ -70,7 +84,7 @@ impl<T: Zeroable> HugeBuffer<T> {
         };
         let addr = buf.as_ptr() as usize;
         let to_boundary = (unit - addr % unit) % unit;
-        if unit == HUGE {
+        if unit == HUGE && huge {
             advise(addr + to_boundary, buf.len() * size - to_boundary);
         }
         Ok(HugeBuffer {
@@ -317,6 +331,46 @@ mod tests {
             let f = HugeBuffer::<f32>::footprint(len, shift);
             assert!(f.mapped >= f.resident, "{f:?}");
         }
+    }
+
+    /// The VmFlags of the mapping holding `addr` in /proc/self/smaps.
+    #[cfg(target_os = "linux")]
+    fn vm_flags(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = range.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = (lo..hi).contains(&addr);
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return flags.trim().to_string();
+            }
+        }
+        panic!("no mapping holds {addr:#x}")
+    }
+
+    /// Huge pages are asked for (`hg` in the mapping's flags) only where
+    /// wanted: `bench stream`'s arrays go without, as STREAM's do.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn huge_pages_are_advised_only_when_asked() {
+        let len = 3 * HUGE / 8;
+        let advised = HugeBuffer::<f64>::zeroed(len, 256, "a test").unwrap();
+        let plain = HugeBuffer::<f64>::zeroed_advised(len, 256, "a test", false).unwrap();
+        let flags = |b: &HugeBuffer<f64>| vm_flags(b.as_ptr() as usize + HUGE);
+        assert!(
+            flags(&advised).split(' ').any(|f| f == "hg"),
+            "{}",
+            flags(&advised)
+        );
+        assert!(
+            !flags(&plain).split(' ').any(|f| f == "hg"),
+            "{}",
+            flags(&plain)
+        );
     }
 
     #[test]

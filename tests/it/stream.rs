@@ -42,6 +42,12 @@ fn stream_json_has_every_kernel_validated() {
     assert_eq!(r["sum13_elements_per_rank"], 3 * 8 * 200003 / 56);
     assert_eq!(r["per_rank"].as_array().unwrap().len(), 1);
     assert!(r["llc_bytes"].as_u64().unwrap() > 0);
+    // STREAM's pages unless huge ones are asked for.
+    assert_eq!(r["huge_pages"], false);
+    args.push("--huge-pages");
+    let huge = json_ok(&run(himeno(&args)));
+    assert_eq!(huge["huge_pages"], true);
+    assert_eq!(huge["validated"], true);
 }
 
 #[test]

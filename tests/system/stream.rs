@@ -7,7 +7,9 @@ use crate::common::*;
 
 /// `bench stream`'s triad agrees with a plain C/OpenMP STREAM triad timed
 /// as STREAM times it (a wall clock around one parallel loop per
-/// repetition), both on the same threads, arrays and huge pages, run
+/// repetition), both on the same threads and arrays, on the pages
+/// McCalpin's STREAM gets (none advised; huge pages read 1.12x on a Xeon
+/// guest), run
 /// interleaved: the median of the per-round ratios within the tolerance
 /// (`HIMENO_STREAM_TOLERANCE`, default 0.5: a loaded 2-vCPU Xeon guest
 /// read 1.30x in one run of five rounds, and 1.03x when quiet,

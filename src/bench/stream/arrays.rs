@@ -94,17 +94,23 @@ pub fn footprint(n: usize, sum_n: usize) -> Footprint {
 
 impl Arrays {
     /// Allocates `n` elements per STREAM array and `sum_n` per Sum13
-    /// array (an error when the memory is refused) without touching them, then lets each thread write its own
+    /// array (an error when the memory is refused), on huge pages only
+    /// when `huge` asks for them (see [`super::StreamArgs::huge_pages`]),
+    /// without touching them, then lets each thread write its own
     /// part first (so its pages live on that thread's node), with STREAM's
     /// initial values a = 1, b = 2, c = 0, and Sum13's input `f` filled
     /// with `f` (small integers: every sum is exact).
-    pub fn first_touch(pool: &Pool, n: usize, sum_n: usize) -> Result<Arrays> {
+    pub fn first_touch(pool: &Pool, n: usize, sum_n: usize, huge: bool) -> Result<Arrays> {
+        let array =
+            |what: &str, k: usize| HugeBuffer::zeroed_advised(n, k * STAGGER_BYTES, what, huge);
         let mut arr = Arrays {
-            a: HugeBuffer::zeroed(n, 0, "stream array a")?,
-            b: HugeBuffer::zeroed(n, STAGGER_BYTES, "stream array b")?,
-            c: HugeBuffer::zeroed(n, 2 * STAGGER_BYTES, "stream array c")?,
+            a: array("stream array a", 0)?,
+            b: array("stream array b", 1)?,
+            c: array("stream array c", 2)?,
             sum: (0..SUM_ARRAYS)
-                .map(|k| HugeBuffer::zeroed(sum_n, k * STAGGER_BYTES, "a sum13 array"))
+                .map(|k| {
+                    HugeBuffer::zeroed_advised(sum_n, k * STAGGER_BYTES, "a sum13 array", huge)
+                })
                 .collect::<Result<_>>()?,
         };
         pool.scatter(arr.split(pool), |_, (a, b, c)| {
@@ -276,7 +282,7 @@ mod tests {
     #[test]
     fn kernels_validate_and_a_broken_one_fails() {
         let pool = Pool::new(3, Bind::None, [0, 1]).unwrap();
-        let mut arr = Arrays::first_touch(&pool, 1001, 517).unwrap();
+        let mut arr = Arrays::first_touch(&pool, 1001, 517, false).unwrap();
         let times = arr.time(&pool, &SingleComm, 4, &Kernel::ALL);
         assert!(
             times
@@ -302,7 +308,7 @@ mod tests {
     #[test]
     fn each_repetition_spans_every_threads_work() {
         let pool = Pool::new(3, Bind::None, [0, 1]).unwrap();
-        let mut arr = Arrays::first_touch(&pool, 30011, 4099).unwrap();
+        let mut arr = Arrays::first_touch(&pool, 30011, 4099, false).unwrap();
         for t in arr.time(&pool, &SingleComm, 4, &Kernel::ALL) {
             assert_eq!(t.spans.len(), 3, "{:?}", t.kernel);
             assert!(t.spans.iter().all(|s| s.len() == 3), "{:?}", t.kernel);
@@ -336,7 +342,7 @@ mod tests {
     #[test]
     fn triad_alone_is_validated() {
         let pool = Pool::new(2, Bind::None, [0, 1]).unwrap();
-        let mut arr = Arrays::first_touch(&pool, 999, 33).unwrap();
+        let mut arr = Arrays::first_touch(&pool, 999, 33, false).unwrap();
         arr.time(&pool, &SingleComm, 2, &[Kernel::Triad, Kernel::Sum13]);
         assert!(arr.triad_valid(&pool));
         assert!(!arr.valid(&pool, 1));

@@ -71,6 +71,10 @@ pub struct StreamReport {
     pub timed_repeats: usize,
     /// Whether write-allocate traffic is counted (never, as in STREAM).
     pub write_allocate_counted: bool,
+    /// Whether the arrays asked for huge pages (`--huge-pages`; absent in
+    /// records written before the choice existed: they did).
+    #[serde(default = "asked_huge_before")]
+    pub huge_pages: bool,
     /// Every kernel's result matched the replayed values.
     pub validated: bool,
     /// Aggregate over ranks: all ranks' bytes over the slowest rank's time
@@ -122,18 +126,28 @@ pub fn best(results: &[KernelResult], kernel: Kernel) -> f64 {
         .map_or(0.0, |r| r.best_gbytes_per_s)
 }
 
+/// What records written before `--huge-pages` existed used: huge pages.
+fn asked_huge_before() -> bool {
+    true
+}
+
 /// STREAM-style text table.
 pub fn text(r: &StreamReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "STREAM (f64): {} rank(s) x {} thread(s), bind {}, {} elements per array and rank ({:.1} MiB; LLC {:.1} MiB), {} timed repetitions",
+        "STREAM (f64): {} rank(s) x {} thread(s), bind {}, {} elements per array and rank ({:.1} MiB; LLC {:.1} MiB; {}), {} timed repetitions",
         r.ranks,
         r.threads_per_rank,
         r.bind.name(),
         r.elements_per_rank,
         r.array_bytes as f64 / 1048576.0,
         r.llc_bytes as f64 / 1048576.0,
+        if r.huge_pages {
+            "huge pages asked for"
+        } else {
+            "pages as STREAM gets them"
+        },
         r.timed_repeats
     );
     let _ = writeln!(

@@ -57,6 +57,10 @@ pub struct KernelTrial {
     pub kernel: KernelVariant,
     /// Seconds per sweep: the best round's, on the slowest rank.
     pub sweep_s: f64,
+    /// The median of its rounds' seconds per sweep (absent in records
+    /// written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_s: Option<f64>,
 }
 
 /// Times the kernels the backend of `built` offers, when every rank offers
@@ -78,13 +82,18 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
         return Ok(None);
     }
     let sweeps = vec![built.block.depth; offer.len()];
-    let best = calibrate::best_per_sweep(
+    let turns = calibrate::turns_per_sweep(
         &mut built.solver(run),
         &sweeps,
         ROUNDS,
         run.budget,
         |s, k| s.backend.use_kernel_variant(k),
     )?;
+    let best = turns.as_ref().map(|t| {
+        t.iter()
+            .map(|c| calibrate::best_of(c))
+            .collect::<Vec<f64>>()
+    });
     let (chosen, reason) = match &best {
         None => (0, "a stop signal came during the calibration".to_string()),
         Some(best) if !calibrate::any_other_timed(best) => (
@@ -103,11 +112,12 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
     // Kernels the budget left untimed are no trials.
     let trials = offer
         .iter()
-        .zip(best.iter().flatten())
-        .filter(|(_, s)| s.is_finite())
-        .map(|(kernel, &sweep_s)| KernelTrial {
+        .zip(turns.iter().flatten())
+        .filter(|(_, t)| !t.is_empty())
+        .map(|(kernel, t)| KernelTrial {
             kernel: *kernel,
-            sweep_s,
+            sweep_s: calibrate::best_of(t),
+            median_s: Some(calibrate::median_of(t)),
         })
         .collect::<Vec<_>>();
     tracing::info!(chosen = %offer[chosen], ?trials, "kernel auto");

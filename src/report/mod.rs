@@ -119,6 +119,7 @@ impl Record {
             backend: first.kind,
             iterations: out.iterations,
             planned_iterations: out.planned,
+            estimated_iterations: out.estimated,
             complete: out.complete,
             gosa: out.gosa,
             mflops,

@@ -1078,6 +1078,49 @@ mod tests {
         assert!(inside.kernel_variants().is_empty());
     }
 
+    /// Until a height is fixed, each call of T sweeps takes the model's
+    /// height for T (here, for a 128 KiB private cache, 11 rows for two
+    /// sweeps of 42-value rows down to 5 for four), as `--temporal auto`
+    /// times them; every mix of calls still sweeps bitwise as the classic
+    /// sweep, on 1 to 3 threads.
+    #[test]
+    fn each_call_takes_the_tiles_of_its_own_sweeps_and_sweeps_alike() {
+        let small = PerCore {
+            private_bytes: 128 << 10,
+            shared_bytes: 1 << 20,
+            sharing: 2,
+        };
+        let grid = Grid::new([6, 23, 42]).unwrap();
+        let mut classic = backend(&grid, 1, 1, Stores::Cached);
+        let mut want = Vec::new();
+        for _ in 0..9 {
+            let mut g = [0.0];
+            classic.sweeps_start(1).unwrap();
+            classic.sweeps_finish(&mut g).unwrap();
+            classic.swap();
+            want.push((g[0], classic.field().unwrap()));
+        }
+        for threads in 1..=3 {
+            let mut cpu = backend(&grid, 4, threads, Stores::Cached);
+            cpu.core = small;
+            let heights: Vec<usize> = (2..=4).map(|t| cpu.rows_for(t)).collect();
+            assert_eq!(heights, [11, 7, 5]);
+            let mut done = 0;
+            for sweeps in [2, 3, 4] {
+                let mut g = vec![0.0; sweeps];
+                cpu.sweeps_start(sweeps).unwrap();
+                cpu.sweeps_finish(&mut g).unwrap();
+                cpu.swap();
+                for (s, g) in g.iter().enumerate() {
+                    let case = format!("{threads} threads, {sweeps} sweeps, sweep {}", done + s);
+                    assert_eq!(g.to_bits(), want[done + s].0.to_bits(), "{case}");
+                }
+                done += sweeps;
+                assert_eq!(cpu.field().unwrap(), want[done - 1].1, "{threads} threads");
+            }
+        }
+    }
+
     /// A wavefront without `--tile-rows` offers its tile height and half
     /// of it (neither prefetch nor stores, whatever the fields' size), and
     /// sweeps with the one the driver picks; a height given is kept.

@@ -27,6 +27,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 /// worker pool).
 pub const MAX_LOCAL_RANKS: usize = 1024;
 
+/// Stack of each in-process rank's thread: what a process's main thread,
+/// which runs an MPI rank's job, gets under Linux's default `ulimit -s`.
+/// A rank's job runs the GPU backend's NVRTC compile (a deep, recursive
+/// front end) on that thread: on a thread's default 2 MiB, an emulated
+/// in-process GPU run in CI once aborted with a stack overflow in a rank.
+const RANK_STACK_BYTES: usize = 8 << 20;
+
 /// Runs `job` on each of `n` in-process ranks, each rank's outcome mapped
 /// by `finish` (which may end the process for a failing rank); returns
 /// rank 0's exit code.
@@ -49,6 +56,7 @@ pub fn run(
                 let shared = &shared;
                 std::thread::Builder::new()
                     .name(format!("himeno-rank-{r}"))
+                    .stack_size(RANK_STACK_BYTES)
                     .spawn_scoped(s, move || {
                         let code = finish(&comm, job(&comm));
                         shared.leave(r);
@@ -461,6 +469,30 @@ mod tests {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         })
+    }
+
+    /// Uses about `kib` KiB of this thread's stack.
+    fn deep(kib: usize) -> u8 {
+        let frame = std::hint::black_box([kib as u8; 1024]);
+        if kib <= 1 {
+            return frame[0];
+        }
+        frame[kib % 1024].wrapping_add(deep(kib - 1))
+    }
+
+    /// A rank's thread has a main thread's stack: a job that needs 6 MiB of
+    /// it (a thread's default is 2 MiB) runs.
+    #[test]
+    fn a_rank_has_a_main_threads_stack() {
+        fn finish(_: &dyn Comm, r: Result<ExitCode>) -> ExitCode {
+            r.unwrap_or(ExitCode::FAILURE)
+        }
+        let job = |c: &dyn Comm| {
+            std::hint::black_box(deep(6 << 10));
+            c.barrier();
+            Ok(ExitCode::SUCCESS)
+        };
+        assert_eq!(run(2, &job, finish), ExitCode::SUCCESS);
     }
 
     #[test]

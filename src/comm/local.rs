@@ -34,6 +34,14 @@ pub const MAX_LOCAL_RANKS: usize = 1024;
 /// in-process GPU run in CI once aborted with a stack overflow in a rank.
 const RANK_STACK_BYTES: usize = 8 << 20;
 
+/// The thread of in-process rank `r`: named for it (the panic hook and
+/// messages find the rank by the name), with [`RANK_STACK_BYTES`].
+fn rank_thread(r: usize) -> std::thread::Builder {
+    std::thread::Builder::new()
+        .name(format!("himeno-rank-{r}"))
+        .stack_size(RANK_STACK_BYTES)
+}
+
 /// Runs `job` on each of `n` in-process ranks, each rank's outcome mapped
 /// by `finish` (which may end the process for a failing rank); returns
 /// rank 0's exit code.
@@ -54,14 +62,11 @@ pub fn run(
             .map(|r| {
                 let comm = shared.comm(r);
                 let shared = &shared;
-                std::thread::Builder::new()
-                    .name(format!("himeno-rank-{r}"))
-                    .stack_size(RANK_STACK_BYTES)
-                    .spawn_scoped(s, move || {
-                        let code = finish(&comm, job(&comm));
-                        shared.leave(r);
-                        code
-                    })
+                rank_thread(r).spawn_scoped(s, move || {
+                    let code = finish(&comm, job(&comm));
+                    shared.leave(r);
+                    code
+                })
             })
             .collect();
         let mut ranks = Vec::with_capacity(n);
@@ -480,19 +485,21 @@ mod tests {
         frame[kib % 1024].wrapping_add(deep(kib - 1))
     }
 
-    /// A rank's thread has a main thread's stack: a job that needs 6 MiB of
-    /// it (a thread's default is 2 MiB) runs.
+    /// A rank's thread has a main thread's stack: work that needs 6 MiB of
+    /// it (a thread's default is 2 MiB) runs. (Not through `run`, whose
+    /// panic hook would end this test process at another test's panic.)
     #[test]
     fn a_rank_has_a_main_threads_stack() {
-        fn finish(_: &dyn Comm, r: Result<ExitCode>) -> ExitCode {
-            r.unwrap_or(ExitCode::FAILURE)
-        }
-        let job = |c: &dyn Comm| {
-            std::hint::black_box(deep(6 << 10));
-            c.barrier();
-            Ok(ExitCode::SUCCESS)
-        };
-        assert_eq!(run(2, &job, finish), ExitCode::SUCCESS);
+        let (name, got) = std::thread::scope(|s| {
+            let rank = rank_thread(1).spawn_scoped(s, || {
+                let name = std::thread::current().name().map(String::from);
+                (name, deep(6 << 10))
+            });
+            rank.unwrap().join().unwrap()
+        });
+        assert_eq!(name.as_deref(), Some("himeno-rank-1"));
+        let want = (2..=6 << 10).fold(1u8, |sum, kib| sum.wrapping_add(kib as u8));
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -181,21 +181,10 @@ pub struct Rounds {
     pub keep_within: f64,
 }
 
-/// Times one turn of each candidate per calibration round (its block of
-/// `sweeps[c]` sweeps, repeated to last [`MIN_TURN_SECONDS`]), the rounds
-/// interleaved, after one untimed block of the first, and returns each one's best seconds per sweep on the
-/// slowest rank, infinite for a candidate not timed; `None` when a stop
-/// request came (the rehearsal then sees it). See [`turns_per_sweep`].
-/// Collective.
-pub fn best_per_sweep(
-    solver: &mut Solver<'_>,
-    sweeps: &[usize],
-    rounds: Rounds,
-    budget: &Budget,
-    ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
-) -> Result<Option<Vec<f64>>> {
-    let turns = turns_per_sweep(solver, sweeps, rounds, budget, ready)?;
-    Ok(turns.map(|t| t.iter().map(|c| best_of(c)).collect()))
+/// Each candidate's best of its `turns` ([`best_of`]), infinite for a
+/// candidate not timed.
+pub fn bests(turns: &[Vec<f64>]) -> Vec<f64> {
+    turns.iter().map(|c| best_of(c)).collect()
 }
 
 /// The least of `turns`, infinite when there are none.
@@ -209,10 +198,13 @@ pub fn median_of(turns: &[f64]) -> f64 {
     crate::timing::median(turns).unwrap_or(f64::INFINITY)
 }
 
-/// Times one turn of each candidate per calibration round, as
-/// [`best_per_sweep`] says, and returns every turn's seconds per sweep of
-/// each candidate on the slowest rank, in the order timed (none for a
-/// candidate not timed); `None` when a stop request came. The first
+/// Times one turn of each candidate per calibration round (its block of
+/// `sweeps[c]` sweeps, repeated to last [`MIN_TURN_SECONDS`]), the rounds
+/// interleaved, after one untimed block of the first, and returns every
+/// turn's seconds per sweep of each candidate on the slowest rank, in the
+/// order timed (none for a candidate not timed; [`bests`] gives each
+/// one's best); `None` when a stop request came (the rehearsal then sees
+/// it). The first
 /// candidate is always timed, in every round; no other turn, and no
 /// further round, starts whose cost (estimated from the times so far)
 /// would pass `budget`, so a candidate that would take too long is never
@@ -330,6 +322,18 @@ pub fn turns_per_sweep(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Each candidate's best turn from [`turns_per_sweep`] ([`bests`]).
+    fn best_per_sweep(
+        solver: &mut Solver<'_>,
+        sweeps: &[usize],
+        rounds: Rounds,
+        budget: &Budget,
+        ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
+    ) -> Result<Option<Vec<f64>>> {
+        let turns = turns_per_sweep(solver, sweeps, rounds, budget, ready)?;
+        Ok(turns.as_deref().map(bests))
+    }
 
     /// The winner is the fastest after the first, taken only beyond the
     /// margin; an untimed alternative (infinite) is never the winner.

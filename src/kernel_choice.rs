@@ -89,11 +89,7 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
         run.budget,
         |s, k| s.backend.use_kernel_variant(k),
     )?;
-    let best = turns.as_ref().map(|t| {
-        t.iter()
-            .map(|c| calibrate::best_of(c))
-            .collect::<Vec<f64>>()
-    });
+    let best = turns.as_deref().map(calibrate::bests);
     let (chosen, reason) = match &best {
         None => (0, "a stop signal came during the calibration".to_string()),
         Some(best) if !calibrate::any_other_timed(best) => (

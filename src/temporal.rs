@@ -41,7 +41,7 @@
 use crate::backend;
 use crate::calibrate::{
     Budget, Built, CALIBRATION_FLOOR_S, CALIBRATION_SHARE, MARGIN, Rounds, Run, any_other_timed,
-    best_of, clear_winner, median_of, turns_per_sweep,
+    best_of, bests, clear_winner, median_of, turns_per_sweep,
 };
 use crate::comm::{self, Comm};
 use crate::config::RunConfig;
@@ -441,9 +441,7 @@ impl Plan {
             return Ok((built, self.decided));
         }
         let turns = calibrate(&mut built.solver(run), &self.candidates, run.budget)?;
-        let best = turns
-            .as_ref()
-            .map(|t| t.iter().map(|c| best_of(c)).collect::<Vec<f64>>());
+        let best = turns.as_deref().map(bests);
         let median = turns
             .as_ref()
             .map(|t| t.iter().map(|c| median_of(c)).collect::<Vec<f64>>())

@@ -158,7 +158,7 @@ impl Arrays {
                         })
                     }),
                     k => pool.scatter(self.split(pool), |_, parts| {
-                        span(t0, || kernels::stream(parts, k))
+                        span(t0, || kernels::stream(isa, parts, k))
                     }),
                 };
                 let dt = t0.elapsed().as_secs_f64();

@@ -149,6 +149,7 @@ pub fn run(args: &StreamArgs, comm: &dyn Comm) -> Result<ExitCode> {
         timed_repeats: args.repeats - 1,
         write_allocate_counted: false,
         huge_pages: args.huge_pages,
+        isa: Some(crate::machine::isa::Isa::detect().name().into()),
         validated: true,
         triad_gbytes_per_s: report::best(&kernels, Kernel::Triad),
         sum13_gbytes_per_s: report::best(&kernels, Kernel::Sum13),

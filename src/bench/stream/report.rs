@@ -75,6 +75,13 @@ pub struct StreamReport {
     /// records written before the choice existed: they did).
     #[serde(default = "asked_huge_before")]
     pub huge_pages: bool,
+    /// The instruction set the kernels were compiled for (`baseline`,
+    /// `avx2` or `avx512`: the widest this CPU runs, as STREAM built with
+    /// `-march=native` gets); absent in records written before the kernels
+    /// were compiled per instruction set (their STREAM kernels were
+    /// `baseline`).
+    #[serde(default)]
+    pub isa: Option<String>,
     /// Every kernel's result matched the replayed values.
     pub validated: bool,
     /// Aggregate over ranks: all ranks' bytes over the slowest rank's time
@@ -136,7 +143,7 @@ pub fn text(r: &StreamReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "STREAM (f64): {} rank(s) x {} thread(s), bind {}, {} elements per array and rank ({:.1} MiB; LLC {:.1} MiB; {}), {} timed repetitions",
+        "STREAM (f64): {} rank(s) x {} thread(s), bind {}, {} elements per array and rank ({:.1} MiB; LLC {:.1} MiB; {}; kernels {}), {} timed repetitions",
         r.ranks,
         r.threads_per_rank,
         r.bind.name(),
@@ -148,6 +155,7 @@ pub fn text(r: &StreamReport) -> String {
         } else {
             "pages as STREAM gets them"
         },
+        r.isa.as_deref().unwrap_or("baseline"),
         r.timed_repeats
     );
     let _ = writeln!(

@@ -21,16 +21,19 @@
 //! with two threads T = 8 lost 17 %, on a Zen 4 T = 4 gained 1.5x), which
 //! no sysfs file tells: then the run times a block of each candidate T
 //! (2, 3, 4, 6, 8, 12 and 16 where their tiles fit), each with the tile
-//! height it would run with (`wavefront::tile_rows`: timed all with the
-//! deepest one's tiles, T = 16's 32-row tiles won the calibration at size
-//! M on a Xeon guest and then ran at 0.64x of T = 4 with its own), in
+//! heights it may start with, one per cache its tiles may live in
+//! (`Backend::tile_starts`: timed all with the deepest one's tiles, T = 16's
+//! 32-row tiles won the calibration at size M on a Xeon guest and then ran
+//! at 0.64x of T = 4 with its own; timed with the private cache's heights
+//! alone, T = 4 won at M on a Zen 4 guest and ran at 0.71x of T = 8 with
+//! the last level's), in
 //! rounds whose order is reversed every other round, the far slower
 //! dropped after two turns, before the rehearsal, and takes the fastest
 //! by its best turn, T = 1 unless another is clearly faster by its best
 //! turn and faster by its median. Every rank takes the same T: the
 //! model's candidates are the ones every rank's model allows, the times
-//! are the slowest rank's. The tile height is timed next, for the T taken
-//! (`crate::kernel_choice`).
+//! are the slowest rank's. The heights around the winner's are timed
+//! next, for the T taken (`crate::kernel_choice`).
 //!
 //! A candidate is timed only when the run could afford it: its buffers
 //! must not outweigh the classic sweep's memory (`outweighs`) and must
@@ -89,6 +92,10 @@ pub struct TemporalChoice {
     /// rank's best round); empty when the model decided.
     #[serde(default)]
     pub trials: Vec<Trial>,
+    /// The tile height the calibration's winner was timed with (its
+    /// trial's `tile_rows`), where it timed several per T.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile_rows: Option<usize>,
 }
 
 /// What `--temporal` asked for; in the record the text `auto` or the
@@ -138,6 +145,11 @@ pub struct Trial {
     /// How many turns it was timed in (absent in older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<usize>,
+    /// The rows per wavefront tile it was timed with on the rank that
+    /// wrote the record, where the calibration timed each T with several
+    /// heights (absent otherwise, and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile_rows: Option<usize>,
 }
 
 /// What one rank's model allows.
@@ -377,6 +389,7 @@ impl Plan {
                     sweeps: cfg.temporal,
                     reason,
                     trials: Vec::new(),
+                    tile_rows: None,
                 }),
             });
         }
@@ -418,6 +431,7 @@ impl Plan {
                 reason.unwrap_or_else(|| "no blocked candidate fits every rank".into())
             ),
             trials: Vec::new(),
+            tile_rows: None,
         });
         Ok(Plan {
             candidates,
@@ -431,49 +445,51 @@ impl Plan {
         self.candidates.iter().copied().max().unwrap_or(1)
     }
 
-    /// Completes the choice: with several candidates, times them on
-    /// `backend` and `halo` (made for `block`, [`Plan::depth`] deep) and,
-    /// when a shallower T wins, makes all three again for it; the fields
-    /// are left in their initial state. Returns them with what the record
-    /// says of the choice. Collective.
+    /// Completes the choice: with several candidates, times each on
+    /// `backend` and `halo` (made for `block`, [`Plan::depth`] deep) with
+    /// each tile height it may start with ([`Backend::tile_starts`]) and,
+    /// when a shallower T wins, makes all three again for it; the winner's
+    /// tiles are left in use, the fields in their initial state. Returns
+    /// them with what the record says of the choice. Collective.
+    ///
+    /// [`Backend::tile_starts`]: crate::backend::Backend::tile_starts
     pub fn settle(self, run: Run<'_>, mut built: Built) -> Result<(Built, Option<TemporalChoice>)> {
         if self.candidates.len() < 2 {
             return Ok((built, self.decided));
         }
-        let turns = calibrate(&mut built.solver(run), &self.candidates, run.budget)?;
+        let timed = Candidate::list(&self.candidates, |t| built.backend.tile_starts(t), run.comm);
+        let turns = calibrate(&mut built.solver(run), &timed, run.budget)?;
         let best = turns.as_deref().map(bests);
         let median = turns
             .as_ref()
             .map(|t| t.iter().map(|c| median_of(c)).collect::<Vec<f64>>())
             .unwrap_or_default();
         // Candidates the budget left untimed are no trials.
-        let trials: Vec<Trial> = self
-            .candidates
+        let trials: Vec<Trial> = timed
             .iter()
             .zip(turns.iter().flatten())
             .filter(|(_, t)| !t.is_empty())
-            .map(|(&sweeps, t)| Trial {
-                sweeps,
+            .map(|(c, t)| Trial {
+                sweeps: c.sweeps,
                 sweep_s: best_of(t),
                 median_s: Some(median_of(t)),
                 turns: Some(t.len()),
+                tile_rows: c.rows,
             })
             .collect();
+        let deepest = timed.iter().position(|c| c.sweeps == built.block.depth);
         let (chosen, reason) = match best {
             // The run ends in its rehearsal; no time goes into a rebuild.
             None => (
-                built.block.depth,
+                deepest.unwrap_or(0),
                 "a stop signal came during the calibration".to_string(),
             ),
-            Some(best) if !any_other_timed(&best) => {
-                (1, untimed(run.budget, &self.candidates, &best))
-            }
-            Some(best) => choose(&self.candidates, &best, &median),
+            Some(best) if !any_other_timed(&best) => (0, untimed(run.budget, &timed, &best)),
+            Some(best) => choose(&timed, &best, &median),
         };
-        if chosen == built.block.depth {
-            built.backend.reset()?;
-        } else {
-            let block = built.block.with_depth(chosen);
+        let winner = timed[chosen];
+        if winner.sweeps != built.block.depth {
+            let block = built.block.with_depth(winner.sweeps);
             // The deeper buffers go before the new ones are made.
             drop(built);
             let mut backend = backend::create(run.cfg, run.grid, &block, run.comm)?;
@@ -484,66 +500,134 @@ impl Plan {
                 halo,
             };
         }
-        tracing::info!(chosen, ?trials, "temporal auto");
+        if let Some(start) = winner.start {
+            built.backend.start_tiles(winner.sweeps, start)?;
+        }
+        built.backend.reset()?;
+        tracing::info!(chosen = winner.sweeps, ?trials, "temporal auto");
         Ok((
             built,
             Some(TemporalChoice {
                 asked: Asked::Auto,
-                sweeps: chosen,
+                sweeps: winner.sweeps,
                 reason,
                 trials,
+                tile_rows: winner.rows,
             }),
         ))
     }
 }
 
-/// The fastest of `candidates` (1 first) by their best seconds per sweep
-/// `best`: T=1 unless a blocked one's best is more than [`MARGIN`] faster
-/// and its `median` turn faster too (a best turn alone may be the one a
-/// neighbour left quiet); with the reason in words.
-fn choose(candidates: &[usize], best: &[f64], median: &[f64]) -> (usize, String) {
+/// One block the calibration times: a T, and the tile height it starts
+/// with where the backend offers several.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Candidate {
+    /// Sweeps per exchange.
+    sweeps: usize,
+    /// Which of the backend's [`Backend::tile_starts`] it sweeps with
+    /// (`None`: the backend's own tiles, or none).
+    ///
+    /// [`Backend::tile_starts`]: crate::backend::Backend::tile_starts
+    start: Option<usize>,
+    /// That height, on this rank.
+    rows: Option<usize>,
+}
+
+impl Candidate {
+    /// The blocks to time for `sweeps` (1 first): each T with each tile
+    /// height it may start with (`starts(T)`, the backend's
+    /// [`Backend::tile_starts`]), the same list on every rank of `comm` (a
+    /// second height is timed where any rank's differs from its first).
+    /// Collective.
+    ///
+    /// [`Backend::tile_starts`]: crate::backend::Backend::tile_starts
+    fn list(
+        sweeps: &[usize],
+        starts: impl Fn(usize) -> Vec<usize>,
+        comm: &dyn Comm,
+    ) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for &t in sweeps {
+            let starts = starts(t);
+            let differ = starts.len() > 1 && starts[1..].iter().any(|&r| r != starts[0]);
+            let all = if comm.max(f64::from(u8::from(differ))) > 0.0 {
+                starts.len()
+            } else {
+                starts.len().min(1)
+            };
+            if all == 0 {
+                out.push(Candidate {
+                    sweeps: t,
+                    start: None,
+                    rows: None,
+                });
+            }
+            out.extend((0..all).map(|i| Candidate {
+                sweeps: t,
+                start: Some(i),
+                rows: Some(starts[i]),
+            }));
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for Candidate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.rows {
+            Some(rows) => write!(f, "T={} with tiles of {rows} rows", self.sweeps),
+            None => write!(f, "T={}", self.sweeps),
+        }
+    }
+}
+
+/// The fastest of `candidates` (T=1 first) by their best seconds per sweep
+/// `best`, as an index: T=1 unless a blocked one's best is more than
+/// [`MARGIN`] faster and its `median` turn faster too (a best turn alone
+/// may be the one a neighbour left quiet); with the reason in words.
+fn choose(candidates: &[Candidate], best: &[f64], median: &[f64]) -> (usize, String) {
     let classic = best[0];
     let (other, clear) = clear_winner(best);
-    let (sweeps, fastest) = (candidates[other], best[other]);
+    let (fastest, which) = (best[other], candidates[other]);
     let ms = |s: f64| s * 1e3;
     let steady = median[other] < median[0];
     if clear && !steady {
         let why = format!(
-            "T=1 calibrated: T={sweeps}'s best turn took {:.3} ms per sweep against {:.3} for \
-             the classic sweep, but its median turn {:.3} against {:.3}",
+            "T=1 calibrated: {which}'s best turn took {:.3} ms per sweep against {:.3} for the \
+             classic sweep, but its median turn {:.3} against {:.3}",
             ms(fastest),
             ms(classic),
             ms(median[other]),
             ms(median[0])
         );
-        return (1, why);
+        return (0, why);
     }
     if clear {
         let why = format!(
-            "T={sweeps} calibrated fastest: {:.3} ms per sweep against {:.3} for the classic \
+            "{which} calibrated fastest: {:.3} ms per sweep against {:.3} for the classic \
              sweep ({:.2}x)",
             ms(fastest),
             ms(classic),
             classic / fastest
         );
-        (sweeps, why)
+        (other, why)
     } else {
         let why = format!(
-            "T=1 calibrated: the fastest blocked candidate, T={sweeps}, took {:.3} ms per sweep \
+            "T=1 calibrated: the fastest blocked candidate, {which}, took {:.3} ms per sweep \
              against {:.3} for the classic sweep, not {:.0}% less",
             ms(fastest),
             ms(classic),
             MARGIN * 100.0
         );
-        (1, why)
+        (0, why)
     }
 }
 
 /// Why T=1 was taken when the budget left no blocked candidate to time:
 /// with `best`, the classic sweep's time, the first of `candidates`.
-fn untimed(budget: &Budget, candidates: &[usize], best: &[f64]) -> String {
+fn untimed(budget: &Budget, candidates: &[Candidate], best: &[f64]) -> String {
     format!(
-        "T=1 untimed: a block of T={} would take longer than the calibration may (at most {:.2} s: \
+        "T=1 untimed: a block of {} would take longer than the calibration may (at most {:.2} s: \
          {:.0}% of the run's estimated time, or {CALIBRATION_FLOOR_S} s), the classic sweep \
          taking {:.3} ms",
         candidates[1],
@@ -553,14 +637,21 @@ fn untimed(budget: &Budget, candidates: &[usize], best: &[f64]) -> String {
     )
 }
 
-/// Times turns of each of `candidates` sweeps per round within `budget`
-/// (see [`turns_per_sweep`]): each one's seconds per sweep, turn by turn.
+/// Times turns of each of `candidates` per round within `budget` (see
+/// [`turns_per_sweep`]), each with its tiles: each one's seconds per
+/// sweep, turn by turn.
 fn calibrate(
     solver: &mut Solver<'_>,
-    candidates: &[usize],
+    candidates: &[Candidate],
     budget: &Budget,
 ) -> Result<Option<Vec<Vec<f64>>>> {
-    turns_per_sweep(solver, candidates, ROUNDS, budget, |_, _| Ok(()))
+    let sweeps: Vec<usize> = candidates.iter().map(|c| c.sweeps).collect();
+    turns_per_sweep(solver, &sweeps, ROUNDS, budget, |s, c| {
+        match candidates[c].start {
+            Some(start) => s.backend.start_tiles(candidates[c].sweeps, start),
+            None => Ok(()),
+        }
+    })
 }
 
 #[cfg(test)]
@@ -660,12 +751,54 @@ mod tests {
         assert!(outweighs(8, mib(4), mib(69)).is_some());
     }
 
+    /// Candidates of `sweeps` without tile heights of their own.
+    fn plain(sweeps: &[usize]) -> Vec<Candidate> {
+        sweeps
+            .iter()
+            .map(|&sweeps| Candidate {
+                sweeps,
+                start: None,
+                rows: None,
+            })
+            .collect()
+    }
+
+    /// Each T is timed with each height it may start with, once where
+    /// they are the same; T=1, and a backend without tiles, without one.
+    #[test]
+    fn each_t_is_timed_with_each_of_its_starting_heights() {
+        let single = crate::comm::SingleComm;
+        let two = |t: usize| if t < 2 { vec![] } else { vec![4, 32 / t] };
+        let list = Candidate::list(&[1, 2, 8, 16], two, &single);
+        let got: Vec<(usize, Option<usize>, Option<usize>)> =
+            list.iter().map(|c| (c.sweeps, c.start, c.rows)).collect();
+        assert_eq!(
+            got,
+            [
+                (1, None, None),
+                (2, Some(0), Some(4)),
+                (2, Some(1), Some(16)),
+                (8, Some(0), Some(4)),
+                (16, Some(0), Some(4)),
+                (16, Some(1), Some(2)),
+            ]
+        );
+        assert_eq!(list[2].to_string(), "T=2 with tiles of 16 rows");
+        assert_eq!(list[0].to_string(), "T=1");
+        let none = Candidate::list(&[1, 4], |_| Vec::new(), &single);
+        assert_eq!(none, plain(&[1, 4]));
+    }
+
     /// With the budget spent, T=1 is taken untimed, saying why.
     #[test]
     fn an_untimed_choice_says_the_budget_was_spent() {
         let ago = std::time::Duration::from_secs(10 * CALIBRATION_FLOOR_S as u64);
         let spent = Budget::since(Instant::now() - ago, RunLength::Iterations(10), 1);
-        let why = untimed(&spent, &[1, 2, 4], &[1e-4, f64::INFINITY, f64::INFINITY]);
+        let why = untimed(
+            &spent,
+            &plain(&[1, 2, 4]),
+            &[1e-4, f64::INFINITY, f64::INFINITY],
+        );
         assert!(why.starts_with("T=1 untimed: a block of T=2"), "{why}");
     }
 
@@ -674,18 +807,20 @@ mod tests {
     /// faster too; else T=1, never a candidate not clearly faster.
     #[test]
     fn a_blocked_candidate_must_be_clearly_faster() {
-        let c = [1, 2, 4, 8];
+        let sweeps = [1, 2, 4, 8];
+        let c = plain(&sweeps);
+        let t = |r: (usize, String)| (sweeps[r.0], r.1);
         let same = [1.0, 0.9, 0.8, 0.9];
-        assert_eq!(choose(&c, &[1.0, 0.9, 0.7, 0.8], &same).0, 4);
+        assert_eq!(t(choose(&c, &[1.0, 0.9, 0.7, 0.8], &same)).0, 4);
         // 2 % faster is within the margin: the classic sweep.
-        let (t, why) = choose(&c, &[1.0, 0.99, 0.98, 1.2], &same);
-        assert_eq!(t, 1);
+        let (t1, why) = t(choose(&c, &[1.0, 0.99, 0.98, 1.2], &same));
+        assert_eq!(t1, 1);
         assert!(why.contains("T=4"), "{why}");
-        assert_eq!(choose(&c, &[1.0, 1.1, 1.2, 1.3], &same).0, 1);
+        assert_eq!(t(choose(&c, &[1.0, 1.1, 1.2, 1.3], &same)).0, 1);
         // One quick turn of T=8, its median slower than the classic
         // sweep's: noise, not a winner.
-        let (t, why) = choose(&c, &[1.0, 1.1, 1.2, 0.6], &[1.05, 1.2, 1.3, 1.1]);
-        assert_eq!(t, 1, "{why}");
+        let (t8, why) = t(choose(&c, &[1.0, 1.1, 1.2, 0.6], &[1.05, 1.2, 1.3, 1.1]));
+        assert_eq!(t8, 1, "{why}");
         assert!(
             why.contains("T=8's best turn") && why.contains("median"),
             "{why}"
@@ -702,9 +837,8 @@ mod tests {
         for _ in 0..1000 {
             let best: Vec<f64> = (0..4).map(|_| next()).collect();
             let median: Vec<f64> = best.iter().map(|b| b * next().max(1.0)).collect();
-            let (t, why) = choose(&c, &best, &median);
-            if t != 1 {
-                let i = c.iter().position(|&s| s == t).unwrap();
+            let (i, why) = choose(&c, &best, &median);
+            if i != 0 {
                 assert!(best[i] < best[0] * (1.0 - MARGIN), "{why}");
                 assert!(median[i] < median[0], "{why}");
                 assert!(best[1..].iter().all(|&b| b >= best[i]), "{why}");

@@ -341,6 +341,23 @@ pub trait Backend {
             "kernel variant {index} asked of a backend that offers none"
         )))
     }
+    /// The tile heights a blocked sweep of `sweeps` sweeps may start with,
+    /// one per cache its tiles may live in (the CPU wavefront: the core's
+    /// private cache and the thread's share of the last level), for
+    /// `--temporal auto` to time each T with each. The same number on every
+    /// rank, whatever its block; empty (the default) when the backend's
+    /// blocked sweep has no tiles, or their height is given.
+    fn tile_starts(&self, sweeps: usize) -> Vec<usize> {
+        let _ = sweeps;
+        Vec::new()
+    }
+    /// Sweeps blocks with entry `index` of [`Backend::tile_starts`] from
+    /// now on, and offers the heights around it as kernel variants
+    /// ([`Backend::kernel_variants`]); nothing where there is none.
+    fn start_tiles(&mut self, sweeps: usize, index: usize) -> Result<()> {
+        let _ = (sweeps, index);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -300,10 +300,13 @@ fn a_timed_blocked_run_is_sized_from_its_calibration() {
             "--format",
             "json",
         ])));
-        // The trial of what was chosen: `trial[key] == choice[name]`.
+        // The trial of what was chosen: `trial[key] == choice[name]`, with
+        // the tiles it was timed with where T was timed with several.
         let chosen_trial = |choice: &serde_json::Value, key: &str, name: &str| {
             let trials = choice["trials"].as_array()?;
-            let trial = trials.iter().find(|t| t[key] == choice[name])?;
+            let trial = trials
+                .iter()
+                .find(|t| t[key] == choice[name] && t["tile_rows"] == choice["tile_rows"])?;
             trial["median_s"].as_f64()
         };
         let pace = chosen_trial(&r["kernel_choice"], "kernel", "chosen")

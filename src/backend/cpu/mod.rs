@@ -301,8 +301,20 @@ pub struct CpuBackend {
     tile_rows: Option<usize>,
     /// The caches the model sizes tiles for.
     core: PerCore,
+    /// Whether `--tile-rows` gave the height (nothing then to time).
+    given_tiles: bool,
     /// Gosa of each sweep of the last call.
     gosa: Vec<f64>,
+}
+
+/// The wavefront's tile heights offered from `start` for `sweeps` sweeps of
+/// rows `nk` values long on a thread of `core`: its own, then the others
+/// worth timing ([`wavefront::other_tile_rows`]).
+fn tile_offer(start: Variant, nk: usize, sweeps: usize, core: &PerCore) -> Offer {
+    Offer::tiles(
+        start,
+        &wavefront::other_tile_rows(start.tile_rows, nk, sweeps, core),
+    )
 }
 
 impl CpuBackend {
@@ -392,9 +404,7 @@ impl CpuBackend {
                         opts.stores == Stores::Auto && over_cache,
                     )
                 } else if opts.tile_rows.is_none() {
-                    let others =
-                        wavefront::other_tile_rows(sizes.tile_rows, lay.dims[2], depth, &core);
-                    Offer::tiles(start, &others)
+                    tile_offer(start, lay.dims[2], depth, &core)
                 } else {
                     Offer::default()
                 }
@@ -408,6 +418,7 @@ impl CpuBackend {
             scratch: Vec::new(),
             tile_rows: opts.tile_rows,
             core,
+            given_tiles: opts.tile_rows.is_some(),
             gosa: vec![0.0; depth],
         };
         cpu.make_scratch(sizes.scratch_rows)?;
@@ -817,6 +828,27 @@ impl Backend for CpuBackend {
         }
         Ok(())
     }
+
+    fn tile_starts(&self, sweeps: usize) -> Vec<usize> {
+        if self.block.depth < 2 || sweeps < 2 || self.given_tiles {
+            return Vec::new();
+        }
+        wavefront::tile_heights(self.lay.dims[2], sweeps, &self.core).to_vec()
+    }
+
+    fn start_tiles(&mut self, sweeps: usize, index: usize) -> Result<()> {
+        let Some(&rows) = self.tile_starts(sweeps).get(index) else {
+            return Ok(());
+        };
+        self.set_tile_rows(rows)?;
+        let start = Variant {
+            prefetch: self.prefetch,
+            streaming: self.streaming,
+            tile_rows: rows,
+        };
+        self.offer = tile_offer(start, self.lay.dims[2], sweeps, &self.core);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -1147,6 +1179,67 @@ mod tests {
         };
         let cpu = CpuBackend::new(&grid, &deep, &given, [0, 1]).unwrap();
         assert!(cpu.kernel_variants().is_empty());
+    }
+
+    /// A blocked backend starts each T with one height per cache (none for
+    /// the classic sweep or a height given); starting with one sweeps with
+    /// it and offers the heights around it, and every start sweeps bitwise
+    /// as the classic sweep.
+    #[test]
+    fn tiles_start_from_either_cache_and_offer_the_heights_around_them() {
+        // Rows of 42 values: 8.7 KB per tile row at T = 4.
+        let grid = Grid::new([12, 40, 40]).unwrap();
+        let mut classic = backend(&grid, 1, 1, Stores::Cached);
+        assert!(classic.tile_starts(4).is_empty());
+        let mut want = vec![0.0; 4];
+        for g in &mut want {
+            let mut one = [0.0];
+            classic.sweeps_start(1).unwrap();
+            classic.sweeps_finish(&mut one).unwrap();
+            classic.swap();
+            *g = one[0];
+        }
+        let field = classic.field().unwrap();
+        let mut cpu = backend(&grid, 4, 2, Stores::Cached);
+        // A 64 KiB L2 (3/8: 24 KiB, 2 rows: the floor) and 256 KiB of
+        // the last level each (a quarter: 64 KiB, 7 rows).
+        cpu.core = PerCore {
+            private_bytes: 64 << 10,
+            shared_bytes: 512 << 10,
+            sharing: 2,
+        };
+        assert!(cpu.tile_starts(1).is_empty());
+        assert_eq!(cpu.tile_starts(4), [wavefront::MIN_TILE_ROWS, 7]);
+        for (start, names) in [
+            (0, ["tiles of 4 rows", "tiles of 8 rows", "tiles of 7 rows"]),
+            (
+                1,
+                ["tiles of 7 rows", "tiles of 14 rows", "tiles of 4 rows"],
+            ),
+        ] {
+            cpu.start_tiles(4, start).unwrap();
+            assert_eq!(cpu.kernel_variants(), names);
+            assert_eq!(cpu.tile_rows, Some(cpu.tile_starts(4)[start]));
+            cpu.reset().unwrap();
+            let mut g = vec![0.0; 4];
+            cpu.sweeps_start(4).unwrap();
+            cpu.sweeps_finish(&mut g).unwrap();
+            cpu.swap();
+            assert_eq!(g, want, "start {start}");
+            assert_eq!(cpu.field().unwrap(), field, "start {start}");
+        }
+        let given = CpuOptions {
+            threads: 2,
+            bind: Bind::None,
+            stores: Stores::Cached,
+            prefetch: Prefetch::Auto,
+            tile_rows: Some(5),
+        };
+        let block = Block::of(&grid, &ProcGrid { p: [1, 1, 1] }, 0).with_depth(4);
+        let mut fixed = CpuBackend::new(&grid, &block, &given, [0, 1]).unwrap();
+        assert!(fixed.tile_starts(4).is_empty());
+        fixed.start_tiles(4, 0).unwrap();
+        assert_eq!(fixed.tile_rows, Some(5));
     }
 
     #[test]

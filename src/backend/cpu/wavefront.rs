@@ -219,19 +219,51 @@ pub fn tile_rows(nk: usize, sweeps: usize, core: &PerCore) -> usize {
     rows_within(core.private_bytes / 8 * PRIVATE_EIGHTHS, nk, sweeps)
 }
 
-/// The tile heights besides `rows` (the height [`tile_rows`] chose for
-/// `sweeps` sweeps of rows `nk` values long on `core`) worth timing on the
-/// machine: half and twice it, and the height that fills the thread's
-/// share of the last-level cache instead, within
-/// [`MIN_TILE_ROWS`]..=[`TILE_ROWS`]. The height that wins moves between
-/// machines and sizes: on a Zen 3 guest (a 512 KiB L2, a fast L3) with two
-/// threads, tiles of 16 rows swept size L 1.2-1.3x faster than tiles of 32
-/// at T = 4 and 8, while on a Xeon guest (a 2 MiB L2) tiles of 32 rows ran
-/// at 0.6-0.8x of tiles of 4 to 12 (notes/cpu-perf.md).
+/// Share of a thread's share of the last-level cache a tile's planes in
+/// flight may fill, in eighths, where they live there. On a Zen 4 guest (a
+/// 1 MiB L2, a 32 MiB L3 for two cores, so 16 MiB each) the fastest tiles
+/// at size L held 3.4-6.8 MB on one thread (T = 8 with 16 rows 18.2
+/// GFLOPS, T = 16 with 16 rows 19.6, against 13.5 and 14.4 with the
+/// private cache's 4) and 3.4 MB on two (T = 8 with 16 rows, T = 16 with
+/// 8: 31.7 and 31.1, against 24.8 and 26.5 with 4); 6.8 MB on each of two
+/// threads ran at 0.83x (notes/cpu-perf.md).
+const SHARED_EIGHTHS: usize = 2;
+
+/// The rows per tile that keep the planes in flight within
+/// [`SHARED_EIGHTHS`] of the thread's share of the last-level cache
+/// ([`PerCore::budget_bytes`]), within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`]:
+/// where a core's private cache is small and the last level fast, the
+/// levels reread one another's rows from there. On a Xeon guest (a 2 MiB
+/// L2) the private cache's heights ran 1.3-1.6x faster than 32 rows instead
+/// (notes/cpu-perf.md).
+pub fn shared_tile_rows(nk: usize, sweeps: usize, core: &PerCore) -> usize {
+    rows_within(core.budget_bytes() / 8 * SHARED_EIGHTHS, nk, sweeps)
+}
+
+/// The heights worth starting `sweeps` sweeps of rows `nk` values long
+/// with on a thread of `core`, one per cache a tile may live in: the
+/// private cache's ([`tile_rows`]) and the last level's
+/// ([`shared_tile_rows`]), which may be equal. `--temporal auto` times
+/// each T with both: which cache wins is the machine's business.
+pub fn tile_heights(nk: usize, sweeps: usize, core: &PerCore) -> [usize; 2] {
+    [
+        tile_rows(nk, sweeps, core),
+        shared_tile_rows(nk, sweeps, core),
+    ]
+}
+
+/// The tile heights besides `rows` worth timing for `sweeps` sweeps of
+/// rows `nk` values long on `core`, once the run has started with `rows`:
+/// half and twice it, and the heights of [`tile_heights`], each once,
+/// within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`]. The height that wins moves
+/// between machines and sizes: on a Zen 3 guest (a 512 KiB L2, a fast L3)
+/// with two threads, tiles of 16 rows swept size L 1.2-1.3x faster than
+/// tiles of 32 at T = 4 and 8, while on a Xeon guest (a 2 MiB L2) tiles of
+/// 32 rows ran at 0.6-0.8x of tiles of 4 to 12 (notes/cpu-perf.md).
 pub fn other_tile_rows(rows: usize, nk: usize, sweeps: usize, core: &PerCore) -> Vec<usize> {
-    let shared = rows_within(core.budget_bytes(), nk, sweeps);
+    let [private, shared] = tile_heights(nk, sweeps, core);
     let mut others: Vec<usize> = Vec::new();
-    for r in [rows / 2, rows * 2, shared] {
+    for r in [rows / 2, rows * 2, private, shared] {
         if (MIN_TILE_ROWS..=TILE_ROWS).contains(&r) && r != rows && !others.contains(&r) {
             others.push(r);
         }
@@ -715,24 +747,49 @@ mod tests {
         assert!(15 * bytes_per_tile_row(258, 4) > (2 << 20) * 3 / 8);
     }
 
-    /// The driver also times half and twice the model's height and the
-    /// last level's share, each once and only within 4 to 32 rows.
+    /// Each T starts with two heights, one per cache: three eighths of the
+    /// private one, a quarter of the thread's share of the last level.
     #[test]
-    fn the_other_heights_are_half_twice_and_the_shared_fit() {
+    fn each_t_starts_with_a_height_for_each_cache() {
+        // A Zen 4 guest: a 1 MiB L2, a 32 MiB L3 for two cores.
+        let zen4 = PerCore {
+            private_bytes: 1 << 20,
+            shared_bytes: 32 << 20,
+            sharing: 2,
+        };
+        // Size L's rows: 214 KB a tile row at T = 8, 4 MiB hold 19.
+        assert_eq!(tile_heights(514, 8, &zen4), [MIN_TILE_ROWS, 19]);
+        assert_eq!(tile_heights(514, 16, &zen4), [MIN_TILE_ROWS, 9]);
+        assert!(19 * bytes_per_tile_row(514, 8) <= 4 << 20);
+        assert!(20 * bytes_per_tile_row(514, 8) > 4 << 20);
+        // Size M's rows at T = 8: the private cache's floor, the ceiling.
+        assert_eq!(tile_heights(258, 8, &zen4), [MIN_TILE_ROWS, TILE_ROWS]);
+        // A Xeon guest's 480 MiB L3: the ceiling for every T.
+        assert_eq!(tile_heights(258, 4, &XEON), [14, TILE_ROWS]);
+        assert_eq!(tile_heights(514, 16, &XEON), [MIN_TILE_ROWS, TILE_ROWS]);
+    }
+
+    /// The driver also times half and twice the starting height and the
+    /// other cache's, each once and only within 4 to 32 rows.
+    #[test]
+    fn the_other_heights_are_half_twice_and_the_other_caches() {
         assert_eq!(other_tile_rows(14, 258, 4, &XEON), [7, 28, 32]);
         // The floor: no half, no 2 below it.
         assert_eq!(other_tile_rows(4, 514, 8, &XEON), [8, 32]);
         // The ceiling: the shared fit is the model's own height.
         assert_eq!(other_tile_rows(32, 10, 2, &XEON), [16]);
-        // A 512 KiB L2 and a 1 MiB share of the L3: the floor, twice it,
-        // and the 19 rows the share holds.
+        // A 512 KiB L2 and a 4 MiB share of the L3: the floor, twice it,
+        // and the 19 rows a quarter of the share holds.
         let small = PerCore {
             private_bytes: 512 << 10,
-            shared_bytes: 2 << 20,
+            shared_bytes: 8 << 20,
             sharing: 2,
         };
         let rows = tile_rows(258, 4, &small);
         assert_eq!(rows, MIN_TILE_ROWS);
         assert_eq!(other_tile_rows(rows, 258, 4, &small), [8, 19]);
+        // Started with the shared height: half, and the private one (twice
+        // is beyond the ceiling).
+        assert_eq!(other_tile_rows(19, 258, 4, &small), [9, 4]);
     }
 }

@@ -216,7 +216,23 @@ pub fn turns_per_sweep(
     sweeps: &[usize],
     rounds: Rounds,
     budget: &Budget,
+    ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
+) -> Result<Option<Vec<Vec<f64>>>> {
+    turns_per_sweep_pruned(solver, sweeps, rounds, budget, ready, |_, _| false)
+}
+
+/// [`turns_per_sweep`], leaving out of the first round (and so of every
+/// round) each candidate `c` besides the first for which `skip(turns, c)`
+/// holds, given the turns timed before its own: the budget then goes to
+/// the others. `skip` must decide alike on every rank from the same
+/// (slowest-rank) times. Collective.
+pub fn turns_per_sweep_pruned(
+    solver: &mut Solver<'_>,
+    sweeps: &[usize],
+    rounds: Rounds,
+    budget: &Budget,
     mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
+    skip: impl Fn(&[Vec<f64>], usize) -> bool,
 ) -> Result<Option<Vec<Vec<f64>>>> {
     let candidates = sweeps.len();
     let mut turns: Vec<Vec<f64>> = vec![Vec::new(); candidates];
@@ -289,7 +305,7 @@ pub fn turns_per_sweep(
             if round == 0 && c > 0 {
                 // Every rank has the same times, so all decide alike.
                 let limit = budget.seconds(best_of(&turns[0]));
-                if budget.spent(solver.comm) + cost(&turns, c) > limit {
+                if skip(&turns, c) || budget.spent(solver.comm) + cost(&turns, c) > limit {
                     continue;
                 }
             } else if turns[c].is_empty() && c > 0 {
@@ -494,6 +510,30 @@ pub(crate) mod tests {
             .unwrap();
         let counts: Vec<usize> = turns.iter().map(Vec::len).collect();
         assert_eq!(counts, [4, 2, 2], "the first is always timed");
+        // A candidate skipped given the turns before it is never timed;
+        // `skip` sees the first's turn, and is never asked of the first.
+        let rounds = Rounds {
+            keep_within: f64::INFINITY,
+            ..rounds
+        };
+        let asked = std::cell::RefCell::new(Vec::new());
+        let turns = turns_per_sweep_pruned(
+            &mut solver,
+            &[1, 2, 4],
+            rounds,
+            &budget,
+            |_, _| Ok(()),
+            |turns, c| {
+                asked.borrow_mut().push(c);
+                assert_eq!(turns[0].len(), 1);
+                c == 1
+            },
+        )
+        .unwrap()
+        .unwrap();
+        let counts: Vec<usize> = turns.iter().map(Vec::len).collect();
+        assert_eq!(counts, [4, 0, 4]);
+        assert_eq!(asked.into_inner(), [1, 2]);
     }
 
     #[test]

@@ -44,7 +44,7 @@
 use crate::backend;
 use crate::calibrate::{
     Budget, Built, CALIBRATION_FLOOR_S, CALIBRATION_SHARE, MARGIN, Rounds, Run, any_other_timed,
-    best_of, bests, clear_winner, median_of, turns_per_sweep,
+    best_of, bests, clear_winner, median_of, turns_per_sweep_pruned,
 };
 use crate::comm::{self, Comm};
 use crate::config::RunConfig;
@@ -572,6 +572,47 @@ impl Candidate {
     }
 }
 
+impl Candidate {
+    /// Whether candidate `c` of `list` is left out, given the `turns` timed
+    /// so far: its starting height (by index) ran more than [`OUTCLASSED`]
+    /// times slower than another of the same T at each of the two
+    /// shallower T's where both were timed last. Which cache a tile should
+    /// live in does not change from T to T (on a Zen 4 guest the last
+    /// level's heights won at size L from T = 3 on, by 1.2-1.6x, and a
+    /// calibration within a 60 s run's budget timed T = 8 but not deeper
+    /// while it still timed the private cache's), so the budget goes to
+    /// deeper T's instead.
+    fn outclassed(list: &[Candidate], turns: &[Vec<f64>], c: usize) -> bool {
+        let Some(start) = list[c].start else {
+            return false;
+        };
+        let best = |i: usize| best_of(&turns[i]);
+        // Per shallower T, deepest first: whether this start lost.
+        let mut shallower: Vec<usize> = list[..c]
+            .iter()
+            .map(|o| o.sweeps)
+            .filter(|&t| t < list[c].sweeps)
+            .collect();
+        shallower.dedup();
+        let lost: Vec<bool> = shallower
+            .iter()
+            .rev()
+            .filter_map(|&t| {
+                let of_t = |want: bool| {
+                    (0..c).filter(move |&i| {
+                        list[i].sweeps == t && (list[i].start == Some(start)) == want
+                    })
+                };
+                let mine = of_t(true).map(best).fold(f64::INFINITY, f64::min);
+                let others = of_t(false).map(best).fold(f64::INFINITY, f64::min);
+                (mine.is_finite() && others.is_finite()).then_some(mine > others * OUTCLASSED)
+            })
+            .take(2)
+            .collect();
+        lost.len() == 2 && lost.iter().all(|&l| l)
+    }
+}
+
 impl std::fmt::Display for Candidate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.rows {
@@ -646,13 +687,23 @@ fn calibrate(
     budget: &Budget,
 ) -> Result<Option<Vec<Vec<f64>>>> {
     let sweeps: Vec<usize> = candidates.iter().map(|c| c.sweeps).collect();
-    turns_per_sweep(solver, &sweeps, ROUNDS, budget, |s, c| {
-        match candidates[c].start {
+    turns_per_sweep_pruned(
+        solver,
+        &sweeps,
+        ROUNDS,
+        budget,
+        |s, c| match candidates[c].start {
             Some(start) => s.backend.start_tiles(candidates[c].sweeps, start),
             None => Ok(()),
-        }
-    })
+        },
+        |turns, c| Candidate::outclassed(candidates, turns, c),
+    )
 }
+
+/// How much slower than the other starting height of the same T a height
+/// must be, at each of the two shallower T's timed last, to be left out
+/// of the deeper ones.
+const OUTCLASSED: f64 = 1.1;
 
 #[cfg(test)]
 mod tests {
@@ -789,6 +840,48 @@ mod tests {
         assert_eq!(none, plain(&[1, 4]));
     }
 
+    /// A starting height that lost by more than a tenth at the two
+    /// shallower T's timed last is left out of the deeper ones; one that
+    /// lost once, or by less, or a T with one height, is not.
+    #[test]
+    fn a_height_that_lost_twice_is_left_out_of_deeper_ts() {
+        let single = crate::comm::SingleComm;
+        let two = |t: usize| if t < 2 { vec![] } else { vec![4, 32] };
+        let list = Candidate::list(&[1, 2, 3, 4, 6], two, &single);
+        // [1, 2a, 2b, 3a, 3b, 4a, 4b, 6a, 6b]
+        let turns = |ms: &[f64]| -> Vec<Vec<f64>> { ms.iter().map(|&t| vec![t]).collect() };
+        let t = turns(&[10.0, 8.0, 8.5, 7.0, 6.0, 6.6, 5.0]);
+        // 4a and 6a: height a lost at T = 3 (1.17x) and T = 4 (1.32x).
+        assert!(
+            !Candidate::outclassed(&list, &t, 5),
+            "only T=3 before it lost"
+        );
+        assert!(Candidate::outclassed(&list, &t, 7));
+        assert!(!Candidate::outclassed(&list, &t, 8), "b won");
+        // Lost at T = 4 by 1.32x but at T = 3 by 1.05x: kept.
+        let close = turns(&[10.0, 8.0, 8.5, 6.3, 6.0, 6.6, 5.0]);
+        assert!(!Candidate::outclassed(&list, &close, 7));
+        // A shallower T whose height was not timed (no turns) does not
+        // count: the two last timed with both heights decide, here T = 4
+        // (lost) and T = 2 (lost by 1.07x, then by 1.29x).
+        let gap = |two_a: f64| {
+            vec![
+                vec![10.0],
+                vec![two_a],
+                vec![7.0],
+                vec![],
+                vec![6.0],
+                vec![6.6],
+                vec![5.0],
+            ]
+        };
+        assert!(!Candidate::outclassed(&list, &gap(7.5), 7));
+        assert!(Candidate::outclassed(&list, &gap(9.0), 7));
+        let one = Candidate::list(&[1, 2, 3, 4], |t| vec![4; usize::from(t > 1)], &single);
+        assert!(!Candidate::outclassed(&one, &turns(&[1.0, 9.0, 9.0]), 3));
+        assert!(!Candidate::outclassed(&list, &t, 0));
+    }
+
     /// With the budget spent, T=1 is taken untimed, saying why.
     #[test]
     fn an_untimed_choice_says_the_budget_was_spent() {
@@ -851,6 +944,7 @@ mod tests {
     #[test]
     fn the_calibration_alternates_its_order() {
         use crate::calibrate::tests::{built, solver};
+        use crate::calibrate::turns_per_sweep;
         let (grid, block, mut cpu, mut halo) = built(4);
         let mut solver = solver((grid, block), &mut cpu, &mut halo);
         let budget = Budget::since(Instant::now(), RunLength::Iterations(1_000_000), 0);

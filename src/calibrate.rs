@@ -50,13 +50,14 @@ pub const CALIBRATION_SHARE: f64 = 0.1;
 /// 0.6-1 s there; with 1 s a `--seconds 0.5` run of L timed each T once at
 /// most, and the deeper ones not at all).
 pub const CALIBRATION_FLOOR_S: f64 = 2.0;
-/// How much slower per sweep than the first candidate a candidate not
-/// yet timed is assumed to run when its first turn is weighed against the
-/// budget (a wavefront over thin planes measured 3.7x slower per sweep).
-const UNTIMED_SLOWDOWN: f64 = 4.0;
+/// How much slower per sweep than the classic sweep (the first candidate)
+/// a blocked candidate not yet timed is assumed to run when its first turn
+/// is weighed against the budget (a wavefront over thin planes measured
+/// 3.7x slower per sweep): `--temporal auto`'s [`Rounds::untimed`].
+pub const UNTIMED_SLOWDOWN: f64 = 4.0;
 /// How much slower per sweep than the slowest other candidate already
 /// timed a candidate not yet timed is assumed to run, when that is less
-/// than [`UNTIMED_SLOWDOWN`] says: a deeper wavefront sweeps at about its
+/// than [`Rounds::untimed`] says: a deeper wavefront sweeps at about its
 /// shallower ones' rate, and assumed 4x slower than the classic sweep, a
 /// block of T = 6 or 8 of size L never fitted a 1 s budget.
 const UNTIMED_AFTER_OTHERS: f64 = 1.5;
@@ -179,6 +180,10 @@ pub struct Rounds {
     /// (`f64::INFINITY`: every candidate every round). Two turns each
     /// first, as one turn may have met a neighbour's burst.
     pub keep_within: f64,
+    /// How much slower per sweep than the first candidate a candidate not
+    /// yet timed is assumed to run when its first turn is weighed against
+    /// the budget.
+    pub untimed: f64,
 }
 
 /// Each candidate's best of its `turns` ([`best_of`]), infinite for a
@@ -251,7 +256,7 @@ pub fn turns_per_sweep_pruned(
                 .copied()
                 .filter(|b| b.is_finite())
                 .fold(0.0, f64::max);
-            let from_first = best[0] * UNTIMED_SLOWDOWN;
+            let from_first = best[0] * rounds.untimed;
             if slowest_other > 0.0 {
                 from_first.min(slowest_other * UNTIMED_AFTER_OTHERS)
             } else {
@@ -434,6 +439,7 @@ pub(crate) mod tests {
             seconds: 1.0,
             alternate: false,
             keep_within: f64::INFINITY,
+            untimed: UNTIMED_SLOWDOWN,
         };
         let mut readied = Vec::new();
         let best = best_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget(0), |_, c| {
@@ -485,6 +491,7 @@ pub(crate) mod tests {
             seconds: 60.0,
             alternate: true,
             keep_within: f64::INFINITY,
+            untimed: UNTIMED_SLOWDOWN,
         };
         let mut readied = Vec::new();
         let turns = turns_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget, |_, c| {
@@ -534,6 +541,39 @@ pub(crate) mod tests {
         let counts: Vec<usize> = turns.iter().map(Vec::len).collect();
         assert_eq!(counts, [4, 0, 4]);
         assert_eq!(asked.into_inner(), [1, 2]);
+    }
+
+    /// Whether a candidate not yet timed gets its first turn within what
+    /// is left of the budget depends on how much slower than the first it
+    /// is assumed to be ([`Rounds::untimed`]).
+    #[test]
+    fn an_untimed_candidate_is_weighed_by_the_slowdown_assumed() {
+        let (grid, block, mut cpu, mut halo) = built(4);
+        let mut solver = solver((grid, block), &mut cpu, &mut halo);
+        let rounds = |untimed: f64| Rounds {
+            min: 1,
+            max: 1,
+            seconds: 1.0,
+            alternate: false,
+            keep_within: f64::INFINITY,
+            untimed,
+        };
+        for (untimed, timed) in [(1.0, true), (1e9, false)] {
+            // A second of the floor left: a turn of a tiny grid's blocks
+            // (MIN_TURN_SECONDS) fits it, a billion times its sweep not.
+            let ago = std::time::Duration::from_secs_f64(CALIBRATION_FLOOR_S - 1.0);
+            let budget = Budget::since(Instant::now() - ago, RunLength::Iterations(10), 1);
+            let best = best_per_sweep(
+                &mut solver,
+                &[1, 4],
+                rounds(untimed),
+                &budget,
+                |_, _| Ok(()),
+            )
+            .unwrap()
+            .unwrap();
+            assert_eq!(best[1].is_finite(), timed, "{untimed}: {best:?}");
+        }
     }
 
     #[test]

@@ -36,7 +36,18 @@ const ROUNDS: Rounds = Rounds {
     seconds: 1.0,
     alternate: true,
     keep_within: f64::INFINITY,
+    untimed: VARIANT_SLOWDOWN,
 };
+
+/// How much slower per sweep than the first kernel another not yet timed
+/// is assumed to run when its first turn is weighed against the budget:
+/// the widest gap measured between two kernels of one sweep (no prefetch
+/// at 0.63x prefetch, tiles of 32 rows at 0.6x tiles of 4 to 12, and 0.6x
+/// of 8 at T = 16 on two threads; notes/cpu-perf.md), not the temporal
+/// calibration's 4x. With 4x, a block of T = 8 at size L, 0.65 s on one
+/// thread of a Zen 4 guest, left a 2 s budget no room for a second tile
+/// height, and the run kept the slowest one.
+pub const VARIANT_SLOWDOWN: f64 = 1.75;
 
 /// The kernel a run swept with and why, as the record states it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -43,8 +43,8 @@
 
 use crate::backend;
 use crate::calibrate::{
-    Budget, Built, CALIBRATION_FLOOR_S, CALIBRATION_SHARE, MARGIN, Rounds, Run, any_other_timed,
-    best_of, bests, clear_winner, median_of, turns_per_sweep_pruned,
+    Budget, Built, CALIBRATION_FLOOR_S, CALIBRATION_SHARE, MARGIN, Rounds, Run, UNTIMED_SLOWDOWN,
+    any_other_timed, best_of, bests, clear_winner, median_of, turns_per_sweep_pruned,
 };
 use crate::comm::{self, Comm};
 use crate::config::RunConfig;
@@ -76,6 +76,7 @@ pub(crate) const ROUNDS: Rounds = Rounds {
     seconds: 1.5,
     alternate: true,
     keep_within: 1.5,
+    untimed: UNTIMED_SLOWDOWN,
 };
 
 /// The sweeps per exchange of a run and why, as the record states it.

@@ -489,7 +489,9 @@ impl Plan {
             Some(best) => choose(&timed, &best, &median),
         };
         let winner = timed[chosen];
-        if winner.sweeps != built.block.depth {
+        if winner.sweeps == built.block.depth {
+            built.backend.reset()?;
+        } else {
             let block = built.block.with_depth(winner.sweeps);
             // The deeper buffers go before the new ones are made.
             drop(built);
@@ -501,10 +503,10 @@ impl Plan {
                 halo,
             };
         }
+        // Tiles change no field: the fields stay in their initial state.
         if let Some(start) = winner.start {
             built.backend.start_tiles(winner.sweeps, start)?;
         }
-        built.backend.reset()?;
         tracing::info!(chosen = winner.sweeps, ?trials, "temporal auto");
         Ok((
             built,
@@ -571,9 +573,7 @@ impl Candidate {
         }
         out
     }
-}
 
-impl Candidate {
     /// Whether candidate `c` of `list` is left out, given the `turns` timed
     /// so far: its starting height (by index) ran more than [`OUTCLASSED`]
     /// times slower than another of the same T at each of the two

@@ -305,7 +305,10 @@ fn calibrated_pace(chosen: &Chosen) -> Option<f64> {
         trial.map(|t| t.median_s.unwrap_or(t.sweep_s))
     });
     let temporal = chosen.temporal.as_ref().and_then(|c| {
-        let trial = (c.trials.iter()).find(|t| t.sweeps == c.sweeps && t.tile_rows == c.tile_rows);
+        let trial = c
+            .trials
+            .iter()
+            .find(|t| t.sweeps == c.sweeps && t.tile_rows == c.tile_rows);
         trial.map(|t| t.median_s.unwrap_or(t.sweep_s))
     });
     kernel.or(temporal)

@@ -756,9 +756,9 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
         return if shape.path == Path::Piece {
             // A piece of a row (the wavefront's points in the ghost
             // layers, a few per row).
-            off_blocks::<_, true>(rows, &coef, k, omega, out)
+            piece(rows, &coef, k, omega, out)
         } else {
-            off_blocks::<_, false>(rows, &coef, k, omega, out)
+            short(rows, &coef, k, omega, out)
         };
     }
     let (k0, m) = (shape.k0, shape.m);
@@ -818,21 +818,18 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
     acc.iter().sum()
 }
 
-/// Points `k` of a row that the blocks do not take (`out` the whole
-/// row), as [`row_body`] sums them. A row shorter than a block
-/// ([`BLOCK`] points, [`Path::Short`]): whole chunks of [`LANES`] points
-/// in the portable steps, then the last `m % LANES` points (the last
-/// [`LANES`] again where there is a chunk before them). A piece of a row
-/// (`PIECE`, [`Path::Piece`]): one point at a time, since the chunks find
-/// their coefficients by the point's place from the row's first owned
-/// point. Not inlined into the instruction-set copies: scalar and
-/// portable steps need no vector features, and the rare paths kept the
-/// hot path's stencil in memory (their pointers spilled to the stack on
-/// every row). `PIECE` is a constant, one copy per path: passed as a
-/// value, the path cost the classic sweep 3 instructions a row (callgrind,
-/// 10x18x98 at T = 1: 7.67 to 7.70 per point).
+/// Points `k` of a row shorter than a block ([`BLOCK`] points,
+/// [`Path::Short`]; `out` the whole row), as [`row_body`] sums them: whole
+/// chunks of [`LANES`] points in the portable steps, then the last `m %
+/// LANES` points (the last [`LANES`] again where there is a chunk before
+/// them). Not inlined into the instruction-set copies, as [`piece`]:
+/// scalar and portable steps need no vector features, and the rare paths
+/// kept the hot path's stencil in memory (their pointers spilled to the
+/// stack on every row; one function per path, as a path passed as a value
+/// cost the classic sweep 3 instructions a row: callgrind, 10x18x98 at
+/// T = 1, 7.67 to 7.70 per point).
 #[inline(never)]
-fn off_blocks<'a, S: Source<'a>, const PIECE: bool>(
+fn short<'a, S: Source<'a>>(
     rows: &S,
     coef: &CoefRow<'_>,
     k: Range<usize>,
@@ -844,7 +841,7 @@ fn off_blocks<'a, S: Source<'a>, const PIECE: bool>(
     let out = &mut out[k];
     let mut acc = Lanes([0.0f64; LANES]);
     let acc = &mut acc.0;
-    let whole = if PIECE { 0 } else { m / LANES * LANES };
+    let whole = m / LANES * LANES;
     for x in (0..whole).step_by(LANES) {
         let (ss, new) = chunk(&set, coef, x, omega);
         for (a, s) in acc.iter_mut().zip(ss.0) {
@@ -868,6 +865,67 @@ fn off_blocks<'a, S: Source<'a>, const PIECE: bool>(
     } else {
         points(&set, coef, k0, 0..m, omega, out, acc);
     }
+    acc.iter().sum()
+}
+
+/// Points `k` of a row that are not its owned points (`out` the whole
+/// row; [`Path::Piece`]: the wavefront's redundant updates in the ghost
+/// layers, up to T - 1 points at a row's end), as [`points`] updates and
+/// sums them one at a time: in chunks of [`LANES`] points where the
+/// chunk's coefficients load as vectors (the ghost points of one side of
+/// the owned ones, which are stored one after the other per field,
+/// [`Packing::ghost_steps`]), the chunk reaching past the piece where the
+/// row leaves room and the points beyond it updated but not stored; one
+/// point at a time elsewhere. Same operations on each point in either, so
+/// the same values and sums. One point at a time, the pieces took 30 %
+/// of a two-rank run of size M at T = 8 split along k (perf;
+/// notes/cpu-perf.md, twenty-second session).
+#[inline(never)]
+fn piece<'a, S: Source<'a>>(
+    rows: &S,
+    coef: &CoefRow<'_>,
+    k: Range<usize>,
+    omega: f32,
+    out: &mut [f32],
+) -> f64 {
+    let packing = coef.packing;
+    let nk = packing.nk();
+    let mut acc = Lanes([0.0f64; LANES]);
+    let acc = &mut acc.0;
+    let mut next = k.start;
+    while next < k.end {
+        let end = (next + LANES).min(k.end);
+        // The chunk from the piece's next point on, or where the row ends
+        // too soon, the chunk ending with the piece's last point.
+        let c = if next + LANES < nk {
+            next
+        } else {
+            end.saturating_sub(LANES)
+        };
+        let bases = (c >= 1 && c + LANES < nk)
+            .then(|| packing.ghost_steps(c, LANES, next..end))
+            .flatten();
+        if let Some(bases) = bases {
+            let set = rows.stencil(&(c..c + LANES));
+            let v = Point::new(
+                each_p!(set, |row| Vector(*part::<LANES>(row, 0))),
+                coefs(|f| Vector(*part::<LANES>(coef.values, bases[f]))),
+            );
+            let ss = v.residual();
+            let new = v.p.c + Vector([omega; LANES]) * ss;
+            for x in next..end {
+                let l = x - c;
+                acc[(x - k.start) % LANES] += f64::from(ss.0[l] * ss.0[l]);
+                out[x] = new.0[l];
+            }
+        } else {
+            let set = rows.stencil(&k);
+            let xs = next - k.start..end - k.start;
+            points(&set, coef, k.start, xs, omega, &mut out[k.clone()], acc);
+        }
+        next = end;
+    }
+    // Lanes combined left to right, as the other paths do.
     acc.iter().sum()
 }
 
@@ -1179,6 +1237,87 @@ mod tests {
                 gosa.to_bits(),
                 want.to_bits(),
                 "{dims:?} {name} vs baseline"
+            );
+        }
+    }
+
+    /// The ghost points of a row in pieces, as the wavefront's redundant
+    /// updates take them: the chunks (where the row leaves room and the
+    /// coefficients load as vectors) give the values and sums that one
+    /// point at a time gives, on rows with ghost points on either side or
+    /// both, for every piece of them, long and short, at the row's ends.
+    #[test]
+    fn ghost_pieces_in_chunks_match_one_point_at_a_time() {
+        for (nk, owned) in [
+            (30, 8..22),
+            (20, 1..12),
+            (12, 5..11),
+            (40, 1..39),
+            (9, 2..4),
+            (60, 17..40),
+        ] {
+            let packing = Packing::new(nk, owned.clone());
+            let value = |f: usize, k: usize| 0.5 + ((f * 31 + k * 7) % 23) as f32 * 0.03;
+            let mut coef = vec![0.0; packing.row_len()];
+            packing.pack_row(&mut coef, value);
+            let coef = CoefRow {
+                values: &coef,
+                packing,
+            };
+            let plane = |a: usize| -> Vec<f32> {
+                (0..3 * nk)
+                    .map(|n| 1.0 + ((n * 13 + a * 5) % 17) as f32 * 0.05)
+                    .collect()
+            };
+            let p = [plane(0), plane(1), plane(2)];
+            let planes = Planes {
+                p: [&p[0][..], &p[1][..], &p[2][..]],
+                nk,
+                coef: Packed {
+                    values: coef.values,
+                    packing,
+                },
+                coef_row: 0,
+                omega: 0.8,
+            };
+            let src = Stacked {
+                planes: &planes,
+                at: 0,
+            };
+            let sides = [1..owned.start, owned.end..nk - 1];
+            let mut in_chunks = 0;
+            for side in sides.iter().filter(|s| !s.is_empty()) {
+                for a in side.clone() {
+                    for b in a + 1..=side.end {
+                        // Where the first chunk is loaded as vectors.
+                        let end = (a + LANES).min(b);
+                        let c = if a + LANES < nk {
+                            a
+                        } else {
+                            end.saturating_sub(LANES)
+                        };
+                        if c >= 1
+                            && c + LANES < nk
+                            && packing.ghost_steps(c, LANES, a..end).is_some()
+                        {
+                            in_chunks += 1;
+                        }
+                        let mut chunked = vec![0.0; nk];
+                        let got = piece(&src, &coef, a..b, 0.8, &mut chunked);
+                        let mut one = vec![0.0; nk];
+                        let mut acc = [0.0f64; LANES];
+                        let set = src.stencil(&(a..b));
+                        points(&set, &coef, a, 0..b - a, 0.8, &mut one[a..b], &mut acc);
+                        let want: f64 = acc.iter().sum();
+                        assert_eq!(chunked, one, "{nk} {owned:?}: {a}..{b}");
+                        assert_eq!(got.to_bits(), want.to_bits(), "{nk} {owned:?}: {a}..{b}");
+                    }
+                }
+            }
+            let has_pieces = sides.iter().any(|s| !s.is_empty());
+            assert!(
+                nk < 10 || !has_pieces || in_chunks > 0,
+                "{nk} {owned:?}: no piece in chunks"
             );
         }
     }

@@ -122,6 +122,38 @@ impl Packing {
         }
     }
 
+    /// Local points per row.
+    pub fn nk(&self) -> usize {
+        self.nk
+    }
+
+    /// Offsets in a row of `w` values of each coefficient whose lane `l`
+    /// holds point `c + l` for every point of `points` (inside `c..c +
+    /// w`), which lie wholly in the ghost points on one side of the owned
+    /// ones (a field's ghost points are stored one after the other, those
+    /// before the owned ones, then those after); the other lanes hold other
+    /// values of the row. `None` where the points are not all on one side,
+    /// or the values would leave the row.
+    pub fn ghost_steps(
+        &self,
+        c: usize,
+        w: usize,
+        points: Range<usize>,
+    ) -> Option<[usize; COEFFICIENTS]> {
+        debug_assert!(c <= points.start && points.end <= c + w && !points.is_empty());
+        let ghosts = self.nk - self.m;
+        let after = self.blocks * BLOCK_VALUES;
+        let first = if points.end <= self.k0 {
+            after + c
+        } else if points.start >= self.k0 + self.m {
+            (after + c).checked_sub(self.m)?
+        } else {
+            return None;
+        };
+        let last = first + (COEFFICIENTS - 1) * ghosts;
+        (last + w <= self.row_len).then(|| std::array::from_fn(|f| first + f * ghosts))
+    }
+
     /// Writes one packed row: `value(f, k)`, coefficient `f` at local
     /// point `k`, into every place that holds it; the unused lanes of a
     /// short row's block are zero.

@@ -27,7 +27,9 @@ pub struct ProblemArgs {
     #[arg(long)]
     pub grid: Option<String>,
     /// Process grid PIxPJxPK (product = number of ranks); default: chosen
-    /// to minimise the halo surface.
+    /// to minimise the halo surface (faces normal to k weighed 4x for GPU
+    /// ranks and for CPU ranks with --temporal above 1, where the blocks
+    /// stay thick enough for T).
     #[arg(long)]
     pub procs: Option<String>,
 }

@@ -52,11 +52,13 @@ impl BackendKind {
     /// kernel, but one normal to k takes a single value from every row:
     /// each 4-byte value then occupies its own 32-byte memory sector, in
     /// the pack and again in the unpack, so such a face is weighed 4 times
-    /// (the cautious end of the 4-8x that uncoalesced access costs).
+    /// (the cautious end of the 4-8x that uncoalesced access costs). CPU
+    /// ranks that block in time weigh k faces as dear too, where that
+    /// leaves T as deep (`ProblemSpec::resolve_blocked`).
     pub fn face_weights(self) -> FaceWeights {
         match self {
             BackendKind::Cpu => FaceWeights::UNIFORM,
-            BackendKind::Gpu => FaceWeights([1, 1, 4]),
+            BackendKind::Gpu => FaceWeights::DEAR_K,
         }
     }
 }

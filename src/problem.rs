@@ -55,6 +55,16 @@ impl Problem {
         }
         self.procs.check_depth(&self.grid, temporal)
     }
+
+    /// `temporal` where the process grid allows it, else 0: the deepest T
+    /// of a run asked for that one (for [`ProblemSpec::resolve_blocked`]).
+    pub fn allows(&self, temporal: usize) -> usize {
+        if self.check_temporal(temporal).is_ok() {
+            temporal
+        } else {
+            0
+        }
+    }
 }
 
 impl ProblemSpec {
@@ -63,6 +73,41 @@ impl ProblemSpec {
     /// every halo value alike (CPU ranks).
     pub fn resolve(&self, default: Preset, ranks: Ranks) -> Result<Problem> {
         self.resolve_weighted(default, ranks, FaceWeights::UNIFORM)
+    }
+
+    /// [`ProblemSpec::resolve`] for CPU ranks that block in time, `deepest`
+    /// giving the deepest T a problem's process grid allows the run: an
+    /// automatic grid weighs faces normal to k as dear
+    /// ([`FaceWeights::DEAR_K`]), unless it allows a shallower T than the
+    /// plain surface's grid, which then decides.
+    pub fn resolve_blocked(
+        &self,
+        default: Preset,
+        ranks: Ranks,
+        deepest: impl Fn(&Problem) -> usize,
+    ) -> Result<Problem> {
+        let problem = self.resolve_weighted(default, ranks, FaceWeights::DEAR_K)?;
+        if self.procs.is_some() {
+            return Ok(problem);
+        }
+        let plain = self.resolve(default, ranks)?;
+        Ok(if deepest(&problem) >= deepest(&plain) {
+            problem
+        } else {
+            plain
+        })
+    }
+
+    /// The problem of CPU ranks that run `temporal` sweeps per exchange:
+    /// [`ProblemSpec::resolve_blocked`] for T above 1, else
+    /// [`ProblemSpec::resolve`] (what `himeno model` and study plans
+    /// predict a run to choose).
+    pub fn resolve_for(&self, default: Preset, ranks: Ranks, temporal: usize) -> Result<Problem> {
+        if temporal > 1 {
+            self.resolve_blocked(default, ranks, |p| p.allows(temporal))
+        } else {
+            self.resolve(default, ranks)
+        }
     }
 
     /// [`ProblemSpec::resolve`] with an automatic process grid that weighs
@@ -168,5 +213,73 @@ mod tests {
         } else {
             assert!(err.to_string().contains("--local-ranks 4"), "{err}");
         }
+    }
+
+    /// Ranks that block in time keep k whole where the plain surface
+    /// splits it (two ranks at M and L: an i split, whose wavefront
+    /// updates no k ghost points), the classic sweep keeps the plain
+    /// surface, and a given grid is kept.
+    #[test]
+    fn blocked_ranks_keep_k_whole_where_it_leaves_t_as_deep() {
+        for (size, ranks, classic, blocked) in [
+            ("M", 2, [1, 1, 2], [2, 1, 1]),
+            ("L", 2, [1, 1, 2], [2, 1, 1]),
+            ("L", 4, [2, 1, 2], [2, 2, 1]),
+        ] {
+            let spec = args(Some(size), None, None);
+            for (t, want) in [(1, classic), (2, blocked), (8, blocked)] {
+                let p = spec.resolve_for(Preset::M, Ranks::Job(ranks), t).unwrap();
+                assert_eq!(p.procs.p, want, "{size} on {ranks} ranks, T = {t}");
+                let model = spec
+                    .resolve_for(Preset::M, Ranks::Model(Some(ranks)), t)
+                    .unwrap();
+                assert_eq!(
+                    model.procs, p.procs,
+                    "the model predicts what the run takes"
+                );
+            }
+        }
+        let given = args(Some("M"), None, Some("1x1x2"));
+        let p = given.resolve_for(Preset::M, Ranks::Job(2), 8).unwrap();
+        assert_eq!(p.procs.p, [1, 1, 2]);
+    }
+
+    /// Where the grid that keeps k whole is too thin for T and the plain
+    /// surface's is not, the plain surface decides: blocking never gets
+    /// shallower (or refused) for weighing k faces.
+    #[test]
+    fn a_grid_too_thin_for_t_falls_back_to_the_plain_surface() {
+        let mut fell_back = 0;
+        for ni in 3..12 {
+            for nj in [3, 5, 9, 20] {
+                for nk in [3, 5, 9, 20, 40] {
+                    let grid = format!("{ni}x{nj}x{nk}");
+                    let spec = args(None, Some(&grid), None);
+                    for ranks in [2, 3, 4] {
+                        for t in [2, 3, 4] {
+                            let Ok(plain) = spec.resolve(Preset::M, Ranks::Job(ranks)) else {
+                                continue;
+                            };
+                            let blocked =
+                                spec.resolve_for(Preset::M, Ranks::Job(ranks), t).unwrap();
+                            assert!(
+                                blocked.allows(t) >= plain.allows(t),
+                                "{grid} {ranks} T = {t}"
+                            );
+                            let dear = spec
+                                .resolve_weighted(Preset::M, Ranks::Job(ranks), FaceWeights::DEAR_K)
+                                .unwrap();
+                            if dear.allows(t) < plain.allows(t) {
+                                assert_eq!(blocked.procs, plain.procs, "{grid} {ranks} T = {t}");
+                                fell_back += 1;
+                            } else {
+                                assert_eq!(blocked.procs, dear.procs, "{grid} {ranks} T = {t}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fell_back > 0, "some grid is too thin along i or j for T");
     }
 }

@@ -195,6 +195,14 @@ impl FaceWeights {
     /// Every value costs the same: what the CPU backend's copies cost
     /// within the noise, and the choice made before weights existed.
     pub const UNIFORM: FaceWeights = FaceWeights([1, 1, 1]);
+
+    /// Faces normal to k weighed 4x: what a GPU pays for them (one value
+    /// per row, uncoalesced), and what CPU ranks that block in time pay:
+    /// the wavefront updates up to T - 1 points of every row in the k
+    /// ghost layers, off the row kernel's blocks, and its rows get shorter
+    /// (two ranks at size M, T = 8: compute 1.2-1.5x an i split's;
+    /// notes/cpu-perf.md, twenty-second session).
+    pub const DEAR_K: FaceWeights = FaceWeights([1, 1, 4]);
 }
 
 /// Positive divisors of `n`, ascending, found by trial division up to the

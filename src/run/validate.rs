@@ -133,6 +133,34 @@ impl RunArgs {
         Ok(())
     }
 
+    /// The problem on `ranks` ranks of `backend`: an automatic process
+    /// grid weighs each face by what the backend pays for it, and CPU
+    /// ranks that block in time weigh faces normal to k as dear where that
+    /// leaves T as deep ([`crate::problem::ProblemSpec::resolve_blocked`]).
+    fn resolve_problem(&self, ranks: usize, backend: BackendKind) -> Result<Problem> {
+        let spec = self.problem.spec();
+        let ranks = Ranks::Job(ranks);
+        if backend == BackendKind::Cpu && self.temporal != Temporal::Sweeps(1) {
+            spec.resolve_blocked(Preset::M, ranks, |p| self.deepest(p))
+        } else {
+            spec.resolve_weighted(Preset::M, ranks, backend.face_weights())
+        }
+    }
+
+    /// The deepest T this run may take on `problem`'s process grid: the T
+    /// asked for (0 where it does not fit), or for `auto` the deepest of
+    /// its candidates that fits (1, the classic sweep, where none does).
+    fn deepest(&self, problem: &Problem) -> usize {
+        match self.temporal {
+            Temporal::Sweeps(t) => problem.allows(t),
+            Temporal::Auto => crate::temporal::AUTO_CANDIDATES
+                .into_iter()
+                .filter(|&t| problem.check_temporal(t).is_ok())
+                .max()
+                .unwrap_or(1),
+        }
+    }
+
     /// Validates the options into the final configuration of a job of
     /// `ranks` ranks, `node_ranks` of them on this rank's node (they share
     /// its CPUs when the launcher did not bind them), whose ranks sweep on
@@ -144,11 +172,7 @@ impl RunArgs {
         node_ranks: usize,
         backend: BackendKind,
     ) -> Result<RunConfig> {
-        let problem = self.problem.spec().resolve_weighted(
-            Preset::M,
-            Ranks::Job(ranks),
-            backend.face_weights(),
-        )?;
+        let problem = self.resolve_problem(ranks, backend)?;
         let threads = threads::for_rank(self.threads, node_ranks)?;
         let length = match self.iterations {
             Some(0) => return Err(Error::usage("--iterations must be at least 1")),
@@ -185,11 +209,7 @@ impl RunArgs {
         // `auto` tries what the process grid allows, up to the candidates.
         let temporal = match self.temporal {
             Temporal::Sweeps(t) => t,
-            Temporal::Auto => crate::temporal::AUTO_CANDIDATES
-                .into_iter()
-                .rev()
-                .find(|&t| problem.check_temporal(t).is_ok())
-                .unwrap_or(1),
+            Temporal::Auto => self.deepest(&problem),
         };
         problem.check_temporal(temporal)?;
         if self.temporal == Temporal::Auto && self.checkpoint.checkpoint_dir.is_some() {
@@ -465,6 +485,18 @@ mod tests {
         assert_eq!(cfg.grid().n, [128, 128, 256]);
         assert_eq!(cfg.length, RunLength::Seconds(60.0));
         assert_eq!(cfg.warmup, 3);
+    }
+
+    /// CPU ranks that block in time, a fixed T or `auto`, keep k whole as
+    /// GPU ranks do; the classic sweep splits it (the plain surface).
+    #[test]
+    fn blocked_cpu_ranks_keep_k_whole() {
+        for (temporal, want) in [("1", [1, 1, 2]), ("4", [2, 1, 1]), ("auto", [2, 1, 1])] {
+            let cfg = args(&["--size", "M", "--backend", "cpu", "--temporal", temporal])
+                .validate(2, 2, BackendKind::Cpu)
+                .unwrap();
+            assert_eq!(cfg.procs().p, want, "--temporal {temporal}");
+        }
     }
 
     #[test]

@@ -608,10 +608,10 @@ fn gpu_halo_report(
 
 /// Runs `himeno model`.
 pub fn model(args: &ModelArgs) -> Result<ExitCode> {
-    let problem = args
-        .problem
-        .spec()
-        .resolve(Preset::M, Ranks::Model(args.ranks))?;
+    let problem =
+        args.problem
+            .spec()
+            .resolve_for(Preset::M, Ranks::Model(args.ranks), args.temporal)?;
     problem.check_temporal(args.temporal)?;
     let (grid, procs) = (problem.grid, problem.procs);
     let size = problem.size.to_string();

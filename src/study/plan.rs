@@ -380,7 +380,7 @@ impl Study {
                         grid: Some(grid.to_string()),
                         procs: procs.map(|p| p.to_string()),
                     }
-                    .resolve(Preset::M, Ranks::Model(Some(np)))
+                    .resolve_for(Preset::M, Ranks::Model(Some(np)), self.temporal)
                     .and_then(|p| p.check_temporal(self.temporal).map(|()| p))
                     .map_err(|e| {
                         Error::usage(format!(

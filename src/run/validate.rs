@@ -96,6 +96,17 @@ impl SelftestArgs {
     }
 }
 
+/// The deepest T `--temporal auto` may take on `problem`'s process grid:
+/// the deepest of its candidates that fits (1, the classic sweep, where
+/// none does).
+fn auto_depth(problem: &Problem) -> usize {
+    crate::temporal::AUTO_CANDIDATES
+        .into_iter()
+        .map(|t| problem.allows(t))
+        .max()
+        .map_or(1, |t| t.max(1))
+}
+
 impl RunArgs {
     /// Refuses options of one backend given to a run of the other, which
     /// it would ignore: the run would not be the one asked for. With
@@ -140,24 +151,14 @@ impl RunArgs {
     fn resolve_problem(&self, ranks: usize, backend: BackendKind) -> Result<Problem> {
         let spec = self.problem.spec();
         let ranks = Ranks::Job(ranks);
-        if backend == BackendKind::Cpu && self.temporal != Temporal::Sweeps(1) {
-            spec.resolve_blocked(Preset::M, ranks, |p| self.deepest(p))
-        } else {
-            spec.resolve_weighted(Preset::M, ranks, backend.face_weights())
-        }
-    }
-
-    /// The deepest T this run may take on `problem`'s process grid: the T
-    /// asked for (0 where it does not fit), or for `auto` the deepest of
-    /// its candidates that fits (1, the classic sweep, where none does).
-    fn deepest(&self, problem: &Problem) -> usize {
-        match self.temporal {
-            Temporal::Sweeps(t) => problem.allows(t),
-            Temporal::Auto => crate::temporal::AUTO_CANDIDATES
-                .into_iter()
-                .filter(|&t| problem.check_temporal(t).is_ok())
-                .max()
-                .unwrap_or(1),
+        match (backend, self.temporal) {
+            (BackendKind::Cpu, Temporal::Sweeps(t)) => spec.resolve_for(Preset::M, ranks, t),
+            (BackendKind::Cpu, Temporal::Auto) => {
+                spec.resolve_blocked(Preset::M, ranks, auto_depth)
+            }
+            (BackendKind::Gpu, _) => {
+                spec.resolve_weighted(Preset::M, ranks, backend.face_weights())
+            }
         }
     }
 
@@ -209,7 +210,7 @@ impl RunArgs {
         // `auto` tries what the process grid allows, up to the candidates.
         let temporal = match self.temporal {
             Temporal::Sweeps(t) => t,
-            Temporal::Auto => self.deepest(&problem),
+            Temporal::Auto => auto_depth(&problem),
         };
         problem.check_temporal(temporal)?;
         if self.temporal == Temporal::Auto && self.checkpoint.checkpoint_dir.is_some() {

@@ -888,24 +888,12 @@ fn piece<'a, S: Source<'a>>(
     omega: f32,
     out: &mut [f32],
 ) -> f64 {
-    let packing = coef.packing;
-    let nk = packing.nk();
     let mut acc = Lanes([0.0f64; LANES]);
     let acc = &mut acc.0;
     let mut next = k.start;
     while next < k.end {
         let end = (next + LANES).min(k.end);
-        // The chunk from the piece's next point on, or where the row ends
-        // too soon, the chunk ending with the piece's last point.
-        let c = if next + LANES < nk {
-            next
-        } else {
-            end.saturating_sub(LANES)
-        };
-        let bases = (c >= 1 && c + LANES < nk)
-            .then(|| packing.ghost_steps(c, LANES, next..end))
-            .flatten();
-        if let Some(bases) = bases {
+        if let Some((c, bases)) = ghost_chunk(coef.packing, next..end) {
             let set = rows.stencil(&(c..c + LANES));
             let v = Point::new(
                 each_p!(set, |row| Vector(*part::<LANES>(row, 0))),
@@ -927,6 +915,24 @@ fn piece<'a, S: Source<'a>>(
     }
     // Lanes combined left to right, as the other paths do.
     acc.iter().sum()
+}
+
+/// Where [`piece`] updates its points `points` (at most [`LANES`]) as one
+/// chunk: the chunk's first point (from the points' first on, or where the
+/// row ends too soon, ending with their last) and each coefficient's
+/// offset in the packed row; `None` where the row or the packed row leaves
+/// no room, or the points are not ghost points of one side.
+fn ghost_chunk(packing: Packing, points: Range<usize>) -> Option<(usize, [usize; COEFFICIENTS])> {
+    let nk = packing.nk();
+    let c = if points.start + LANES < nk {
+        points.start
+    } else {
+        points.end.saturating_sub(LANES)
+    };
+    if c < 1 || c + LANES >= nk {
+        return None;
+    }
+    Some((c, packing.ghost_steps(c, LANES, points)?))
 }
 
 /// Updates the points of the packed `blocks` (whole blocks of
@@ -1290,16 +1296,7 @@ mod tests {
                 for a in side.clone() {
                     for b in a + 1..=side.end {
                         // Where the first chunk is loaded as vectors.
-                        let end = (a + LANES).min(b);
-                        let c = if a + LANES < nk {
-                            a
-                        } else {
-                            end.saturating_sub(LANES)
-                        };
-                        if c >= 1
-                            && c + LANES < nk
-                            && packing.ghost_steps(c, LANES, a..end).is_some()
-                        {
+                        if ghost_chunk(packing, a..(a + LANES).min(b)).is_some() {
                             in_chunks += 1;
                         }
                         let mut chunked = vec![0.0; nk];

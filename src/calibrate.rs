@@ -222,31 +222,77 @@ pub fn turns_per_sweep(
     rounds: Rounds,
     budget: &Budget,
     ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
-) -> Result<Option<Vec<Vec<f64>>>> {
+) -> Result<Option<Timed>> {
     turns_per_sweep_pruned(solver, sweeps, rounds, budget, ready, |_, _| false)
+}
+
+/// What a calibration timed ([`turns_per_sweep`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed {
+    /// Each candidate's seconds per sweep of the whole block, turn by turn
+    /// (none for a candidate not timed).
+    pub turns: Vec<Vec<f64>>,
+    /// Each candidate's sample scale on the rank that sweeps the most of
+    /// its block ([`Backend::sample_scale`]): 1 where the whole block was
+    /// swept, or the candidate not timed.
+    ///
+    /// [`Backend::sample_scale`]: crate::backend::Backend::sample_scale
+    pub scales: Vec<f64>,
 }
 
 /// [`turns_per_sweep`], leaving out of the first round (and so of every
 /// round) each candidate `c` besides the first for which `skip(turns, c)`
 /// holds, given the turns timed before its own: the budget then goes to
 /// the others. `skip` must decide alike on every rank from the same
-/// (slowest-rank) times. Collective.
+/// (slowest-rank) times. A backend that samples its block
+/// ([`Backend::sample`]) sweeps its sample, each turn's time scaled to the
+/// whole block ([`Solver::timed_round`]), and the whole block again
+/// afterwards. Collective.
+///
+/// [`Backend::sample`]: crate::backend::Backend::sample
 pub fn turns_per_sweep_pruned(
+    solver: &mut Solver<'_>,
+    sweeps: &[usize],
+    rounds: Rounds,
+    budget: &Budget,
+    ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
+    skip: impl Fn(&[Vec<f64>], usize) -> bool,
+) -> Result<Option<Timed>> {
+    solver.backend.sample(true);
+    let timed = timed_turns(solver, sweeps, rounds, budget, ready, skip);
+    solver.backend.sample(false);
+    timed
+}
+
+/// [`turns_per_sweep_pruned`] on the block as the backend now sweeps it.
+fn timed_turns(
     solver: &mut Solver<'_>,
     sweeps: &[usize],
     rounds: Rounds,
     budget: &Budget,
     mut ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
     skip: impl Fn(&[Vec<f64>], usize) -> bool,
-) -> Result<Option<Vec<Vec<f64>>>> {
+) -> Result<Option<Timed>> {
     let candidates = sweeps.len();
+    // How many times a turn over the whole block each candidate's turn
+    // over the sample is, the least of any rank (so that every rank
+    // weighs a turn's cost alike); known once it is readied, and until
+    // then taken as the least of those known (a sample's share depends on
+    // its tiles), as the whole block before any.
+    let mut scales: Vec<Option<f64>> = vec![None; candidates];
     let mut turns: Vec<Vec<f64>> = vec![Vec::new(); candidates];
     let mut dropped = vec![false; candidates];
     let started = Instant::now();
     let mut gosa = [0.0; crate::grid::decomp::MAX_DEPTH];
     // What a turn of candidate `c` is expected to take, from its own best
     // time or, not yet timed, the others'.
-    let cost = |turns: &[Vec<f64>], c: usize| {
+    let cost = |turns: &[Vec<f64>], scales: &[Option<f64>], c: usize| {
+        let least = scales
+            .iter()
+            .flatten()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let scale = scales[c].unwrap_or(if least.is_finite() { least } else { 1.0 });
         let best: Vec<f64> = turns.iter().map(|t| best_of(t)).collect();
         let per_sweep = if best[c].is_finite() {
             best[c]
@@ -263,7 +309,7 @@ pub fn turns_per_sweep_pruned(
                 from_first
             }
         };
-        (per_sweep * sweeps[c] as f64).max(MIN_TURN_SECONDS)
+        (per_sweep * sweeps[c] as f64 / scale).max(MIN_TURN_SECONDS)
     };
     // One untimed block of the first candidate: the first sweeps after
     // the fields were made pay their page faults (a block of 3x1250x3
@@ -291,7 +337,7 @@ pub fn turns_per_sweep_pruned(
         if round > 0 {
             let next: f64 = (0..candidates)
                 .filter(|&c| !turns[c].is_empty() && !dropped[c])
-                .map(|c| cost(&turns, c))
+                .map(|c| cost(&turns, &scales, c))
                 .sum();
             let limit = budget.seconds(best_of(&turns[0]));
             if budget.spent(solver.comm) + next > limit {
@@ -310,26 +356,28 @@ pub fn turns_per_sweep_pruned(
             if round == 0 && c > 0 {
                 // Every rank has the same times, so all decide alike.
                 let limit = budget.seconds(best_of(&turns[0]));
-                if skip(&turns, c) || budget.spent(solver.comm) + cost(&turns, c) > limit {
+                if skip(&turns, c) || budget.spent(solver.comm) + cost(&turns, &scales, c) > limit {
                     continue;
                 }
             } else if turns[c].is_empty() && c > 0 {
                 continue;
             }
             ready(solver, c)?;
+            scales[c] = Some(-solver.comm.max(-solver.backend.sample_scale(sweeps[c])));
             let sweeps = sweeps[c];
             // Blocks again until the turn lasts MIN_TURN_SECONDS (every rank
             // sees the same slowest-rank times, so all run as many).
-            let (mut seconds, mut swept) = (0.0, 0);
-            while swept == 0 || seconds < MIN_TURN_SECONDS {
-                let (s, stop) = solver.timed_round(&mut gosa[..sweeps])?;
+            let (mut whole, mut took, mut swept) = (0.0, 0.0, 0);
+            while swept == 0 || took < MIN_TURN_SECONDS {
+                let (round, stop) = solver.timed_round(&mut gosa[..sweeps])?;
                 if stop {
                     return Ok(None);
                 }
-                seconds += s;
+                whole += round.whole;
+                took += round.took;
                 swept += sweeps;
             }
-            turns[c].push(seconds / swept as f64);
+            turns[c].push(whole / swept as f64);
         }
         if round + 1 >= rounds.min
             && solver.comm.max(started.elapsed().as_secs_f64()) > rounds.seconds
@@ -337,7 +385,13 @@ pub fn turns_per_sweep_pruned(
             break;
         }
     }
-    Ok(Some(turns))
+    // An untimed candidate swept nothing.
+    let scales = scales
+        .iter()
+        .zip(&turns)
+        .map(|(s, t)| s.filter(|_| !t.is_empty()).unwrap_or(1.0))
+        .collect();
+    Ok(Some(Timed { turns, scales }))
 }
 
 #[cfg(test)]
@@ -352,8 +406,8 @@ pub(crate) mod tests {
         budget: &Budget,
         ready: impl FnMut(&mut Solver<'_>, usize) -> Result<()>,
     ) -> Result<Option<Vec<f64>>> {
-        let turns = turns_per_sweep(solver, sweeps, rounds, budget, ready)?;
-        Ok(turns.as_deref().map(bests))
+        let timed = turns_per_sweep(solver, sweeps, rounds, budget, ready)?;
+        Ok(timed.map(|t| bests(&t.turns)))
     }
 
     /// The winner is the fastest after the first, taken only beyond the
@@ -499,7 +553,8 @@ pub(crate) mod tests {
             Ok(())
         })
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .turns;
         assert_eq!(
             readied,
             [0, 0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0],
@@ -514,7 +569,8 @@ pub(crate) mod tests {
         };
         let turns = turns_per_sweep(&mut solver, &[1, 2, 4], rounds, &budget, |_, _| Ok(()))
             .unwrap()
-            .unwrap();
+            .unwrap()
+            .turns;
         let counts: Vec<usize> = turns.iter().map(Vec::len).collect();
         assert_eq!(counts, [4, 2, 2], "the first is always timed");
         // A candidate skipped given the turns before it is never timed;
@@ -537,7 +593,8 @@ pub(crate) mod tests {
             },
         )
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .turns;
         let counts: Vec<usize> = turns.iter().map(Vec::len).collect();
         assert_eq!(counts, [4, 0, 4]);
         assert_eq!(asked.into_inner(), [1, 2]);

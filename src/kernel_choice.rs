@@ -72,6 +72,12 @@ pub struct KernelTrial {
     /// written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median_s: Option<f64>,
+    /// Where the calibration swept a sample of each block, how many times
+    /// the sample's updates the whole block's are (as a temporal trial's
+    /// `sample_scale`). Absent where the whole block was swept, and in
+    /// older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_scale: Option<f64>,
 }
 
 /// Times the kernels the backend of `built` offers, when every rank offers
@@ -93,13 +99,15 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
         return Ok(None);
     }
     let sweeps = vec![built.block.depth; offer.len()];
-    let turns = calibrate::turns_per_sweep(
+    let calibrated = calibrate::turns_per_sweep(
         &mut built.solver(run),
         &sweeps,
         ROUNDS,
         run.budget,
         |s, k| s.backend.use_kernel_variant(k),
     )?;
+    let scales = calibrated.as_ref().map(|c| c.scales.clone());
+    let turns = calibrated.map(|c| c.turns);
     let best = turns.as_deref().map(calibrate::bests);
     let (chosen, reason) = match &best {
         None => (0, "a stop signal came during the calibration".to_string()),
@@ -120,11 +128,13 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
     let trials = offer
         .iter()
         .zip(turns.iter().flatten())
-        .filter(|(_, t)| !t.is_empty())
-        .map(|(kernel, t)| KernelTrial {
+        .zip(scales.iter().flatten())
+        .filter(|((_, t), _)| !t.is_empty())
+        .map(|((kernel, t), &scale)| KernelTrial {
             kernel: *kernel,
             sweep_s: calibrate::best_of(t),
             median_s: Some(calibrate::median_of(t)),
+            sample_scale: (scale > 1.0).then_some(scale),
         })
         .collect::<Vec<_>>();
     tracing::info!(chosen = %offer[chosen], ?trials, "kernel auto");

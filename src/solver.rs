@@ -171,6 +171,17 @@ fn check_round(gosa: &[f64], before: u64) -> Result<()> {
     Ok(())
 }
 
+/// The seconds of one calibration round on the slowest rank
+/// ([`Solver::timed_round`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Round {
+    /// What the round would have taken over the whole block: its compute
+    /// scaled where the backend swept a sample.
+    pub whole: f64,
+    /// What it took.
+    pub took: f64,
+}
+
 /// Everything the loop works on.
 pub struct Solver<'a> {
     /// The job's communicator.
@@ -368,12 +379,26 @@ impl Solver<'_> {
 
     /// One round of `gosa.len()` sweeps outside the timed loop, as the run
     /// makes it: the slowest rank's seconds for it, and whether a rank was
-    /// asked to stop. Collective (`--temporal auto`'s calibration).
-    pub fn timed_round(&mut self, gosa: &mut [f64]) -> Result<(f64, bool)> {
-        let mut scratch = PhaseTimes::default();
+    /// asked to stop. Where the backend sweeps a sample of the block
+    /// ([`Backend::sample`]) the round's compute is scaled to the whole
+    /// block ([`Backend::sample_scale`]) and its exchange, of whole faces,
+    /// counted as it was. Collective (the calibrations).
+    ///
+    /// [`Backend::sample`]: crate::backend::Backend::sample
+    /// [`Backend::sample_scale`]: crate::backend::Backend::sample_scale
+    pub fn timed_round(&mut self, gosa: &mut [f64]) -> Result<(Round, bool)> {
+        let mut times = PhaseTimes::default();
         let started = Instant::now();
-        let (stop, _) = self.round(gosa, false, &mut scratch)?;
-        Ok((self.comm.max(started.elapsed().as_secs_f64()), stop))
+        let (stop, _) = self.round(gosa, false, &mut times)?;
+        let took = started.elapsed().as_secs_f64();
+        let compute = times.get(Phase::Compute).min(took);
+        let scale = self.backend.sample_scale(gosa.len());
+        let whole = took + compute * (scale - 1.0);
+        let round = Round {
+            whole: self.comm.max(whole),
+            took: self.comm.max(took),
+        };
+        Ok((round, stop))
     }
 
     /// Applies the injected fault, if any, meant for the `sweeps` iterations

@@ -39,12 +39,15 @@
 //! must not outweigh the classic sweep's memory (`outweighs`) and must
 //! fit every node and process (`crate::preflight::fits`), and its blocks
 //! must fit the time the calibrations may take, a share of the run
-//! ([`Budget`], `crate::calibrate`).
+//! ([`Budget`], `crate::calibrate`). Blocks far beyond the last-level
+//! cache are timed on samples, scaled to the whole (`Backend::sample`),
+//! so that a short run of size L reaches T = 16 within that share.
 
 use crate::backend;
 use crate::calibrate::{
-    Budget, Built, CALIBRATION_FLOOR_S, CALIBRATION_SHARE, MARGIN, Rounds, Run, UNTIMED_SLOWDOWN,
-    any_other_timed, best_of, bests, clear_winner, median_of, turns_per_sweep_pruned,
+    Budget, Built, CALIBRATION_FLOOR_S, CALIBRATION_SHARE, MARGIN, Rounds, Run, Timed,
+    UNTIMED_SLOWDOWN, any_other_timed, best_of, bests, clear_winner, median_of,
+    turns_per_sweep_pruned,
 };
 use crate::comm::{self, Comm};
 use crate::config::RunConfig;
@@ -151,6 +154,13 @@ pub struct Trial {
     /// heights (absent otherwise, and in older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tile_rows: Option<usize>,
+    /// Where the calibration swept a sample of each block, how many times
+    /// the sample's updates the whole block's are, on the rank whose
+    /// sample is the largest share (`Backend::sample_scale`): its times
+    /// are the sample's scaled to the whole block. Absent where the whole
+    /// block was swept, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_scale: Option<f64>,
 }
 
 /// What one rank's model allows.
@@ -459,7 +469,9 @@ impl Plan {
             return Ok((built, self.decided));
         }
         let timed = Candidate::list(&self.candidates, |t| built.backend.tile_starts(t), run.comm);
-        let turns = calibrate(&mut built.solver(run), &timed, run.budget)?;
+        let calibrated = calibrate(&mut built.solver(run), &timed, run.budget)?;
+        let scales = calibrated.as_ref().map(|c| c.scales.clone());
+        let turns = calibrated.map(|c| c.turns);
         let best = turns.as_deref().map(bests);
         let median = turns
             .as_ref()
@@ -469,13 +481,15 @@ impl Plan {
         let trials: Vec<Trial> = timed
             .iter()
             .zip(turns.iter().flatten())
-            .filter(|(_, t)| !t.is_empty())
-            .map(|(c, t)| Trial {
+            .zip(scales.iter().flatten())
+            .filter(|((_, t), _)| !t.is_empty())
+            .map(|((c, t), &scale)| Trial {
                 sweeps: c.sweeps,
                 sweep_s: best_of(t),
                 median_s: Some(median_of(t)),
                 turns: Some(t.len()),
                 tile_rows: c.rows,
+                sample_scale: (scale > 1.0).then_some(scale),
             })
             .collect();
         let deepest = timed.iter().position(|c| c.sweeps == built.block.depth);
@@ -681,12 +695,12 @@ fn untimed(budget: &Budget, candidates: &[Candidate], best: &[f64]) -> String {
 
 /// Times turns of each of `candidates` per round within `budget` (see
 /// [`turns_per_sweep`]), each with its tiles: each one's seconds per
-/// sweep, turn by turn.
+/// sweep, turn by turn, and the sample swept.
 fn calibrate(
     solver: &mut Solver<'_>,
     candidates: &[Candidate],
     budget: &Budget,
-) -> Result<Option<Vec<Vec<f64>>>> {
+) -> Result<Option<Timed>> {
     let sweeps: Vec<usize> = candidates.iter().map(|c| c.sweeps).collect();
     turns_per_sweep_pruned(
         solver,
@@ -955,7 +969,8 @@ mod tests {
             Ok(())
         })
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .turns;
         // The untimed block of the classic sweep, then the rounds.
         assert_eq!(order[0], 0);
         let rounds: Vec<&[usize]> = order[1..].chunks(4).collect();

@@ -358,6 +358,26 @@ pub trait Backend {
         let _ = (sweeps, index);
         Ok(())
     }
+    /// From now on (`on`) sweeps only a sample of the block, for the
+    /// calibrations: a share of it that is swept as the whole is, so that
+    /// its time scaled by [`Backend::sample_scale`] is the whole block's;
+    /// the whole block again when not `on`. The fields a sampled sweep
+    /// leaves are not the run's (the driver resets them). Returns whether
+    /// the backend samples: the CPU backend where the node's fields are
+    /// far beyond the last-level cache; the default sweeps the whole
+    /// block.
+    fn sample(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+    /// The updates of a round of `sweeps` sweeps of the whole block over
+    /// those of the sample it sweeps while sampling ([`Backend::sample`],
+    /// with the tiles now in use): what a sampled round's compute time is
+    /// scaled by; 1 for the whole block.
+    fn sample_scale(&self, sweeps: usize) -> f64 {
+        let _ = sweeps;
+        1.0
+    }
 }
 
 #[cfg(test)]

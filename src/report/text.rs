@@ -86,15 +86,23 @@ pub fn render(r: &Record) -> String {
         let _ = if c.asked == Asked::Auto {
             writeln!(
                 s,
-                "Temporal auto: {} sweep(s) per halo exchange; {}",
-                c.sweeps, c.reason
+                "Temporal auto: {} sweep(s) per halo exchange; {}{}",
+                c.sweeps,
+                c.reason,
+                sampled(c.trials.iter().any(|t| t.sample_scale.is_some()))
             )
         } else {
             writeln!(s, "Warning: {}", c.reason)
         };
     }
     if let Some(c) = &r.kernel_choice {
-        let _ = writeln!(s, "Kernel auto: {}; {}", c.chosen, c.reason);
+        let _ = writeln!(
+            s,
+            "Kernel auto: {}; {}{}",
+            c.chosen,
+            c.reason,
+            sampled(c.trials.iter().any(|t| t.sample_scale.is_some()))
+        );
     }
     if r.ranks > 1 {
         let _ = writeln!(
@@ -301,6 +309,16 @@ pub fn render(r: &Record) -> String {
         }
     }
     s
+}
+
+/// What a calibration line adds when its times came from samples of the
+/// blocks, scaled to the whole (`Backend::sample`): nothing otherwise.
+fn sampled(sample: bool) -> &'static str {
+    if sample {
+        " (timed on samples of the blocks, scaled to the whole)"
+    } else {
+        ""
+    }
 }
 
 /// The report's one line on energy: the job's joules, power, GFLOPS per

@@ -80,6 +80,62 @@ fn size_s_on_four_ranks_with_depth_four_matches_the_known_answer() {
     }
 }
 
+/// Fields far beyond the last-level cache (here a stated 1 MiB one) are
+/// calibrated on samples of each block, each turn scaled to the whole
+/// block: the record gives the scale of each trial that sampled (the
+/// classic sweep a quarter of its rows, a wavefront the first three tiles
+/// of each band), the report says so, and the answer is the classic one
+/// bit for bit, on one rank and on two that split i.
+#[test]
+fn auto_calibrates_large_blocks_on_samples() {
+    for launcher in launchers() {
+        for (np, procs) in [(1, "1x1x1"), (2, "2x1x1")] {
+            let base = [
+                "--grid",
+                "134x66x34",
+                "--iterations",
+                "8",
+                "--threads",
+                "1",
+                "--procs",
+                procs,
+            ];
+            let small_cache = |args: &[&str]| {
+                let mut cmd = ranks(launcher, np, args);
+                cmd.env("HIMENO_LLC_BYTES", "1M");
+                run(cmd)
+            };
+            let json =
+                |args: &[&str]| json_ok(&small_cache(&[args, &["--format", "json"]].concat()));
+            let classic = json(&base);
+            // Tiles of 4 rows: three tiles of every T up to 16 fit half a
+            // band of 64 rows.
+            let auto = [&base[..], &["--temporal", "auto", "--tile-rows", "4"]].concat();
+            let r = json(&auto);
+            let choice = &r["temporal_choice"];
+            let case = format!("{launcher:?} {procs}: {choice}");
+            assert_eq!(r["p_fingerprint"], classic["p_fingerprint"], "{case}");
+            assert_eq!(r["gosa"], classic["gosa"], "{case}");
+            let trials = choice["trials"].as_array().unwrap();
+            assert!(trials.len() >= 3 && trial_sweeps(choice)[0] == 1, "{case}");
+            let scale = |t: &serde_json::Value| t["sample_scale"].as_f64();
+            let classic_scale = scale(&trials[0]).expect("the classic sweep sampled");
+            assert!((3.9..=4.0).contains(&classic_scale), "{case}");
+            assert!(
+                trials[1..]
+                    .iter()
+                    .any(|t| scale(t).is_some_and(|s| s > 2.0)),
+                "{case}"
+            );
+            let text = stdout_ok(&small_cache(&auto));
+            assert!(
+                text.contains("(timed on samples of the blocks, scaled to the whole)"),
+                "{text}"
+            );
+        }
+    }
+}
+
 /// Runs `cmd` (a benchmark run with `-vv` and a JSON report) and returns
 /// the report and the gosa trace.
 pub(crate) fn traced(mut cmd: Command) -> (serde_json::Value, BTreeMap<u64, u64>) {

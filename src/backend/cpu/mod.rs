@@ -305,6 +305,30 @@ pub struct CpuBackend {
     given_tiles: bool,
     /// Gosa of each sweep of the last call.
     gosa: Vec<f64>,
+    /// The least share of the block a calibration's sample holds, where
+    /// the block is large enough to sample ([`sample_share`]).
+    sample_share: Option<f64>,
+    /// Whether the calibrations sweep a sample now ([`Backend::sample`]).
+    sampling: bool,
+}
+
+/// How many times the last-level cache the node's fields must hold for
+/// the calibrations to sweep a sample of each block: a sample of a
+/// quarter of them then still holds twice the cache.
+const SAMPLE_CACHES: usize = 8;
+
+/// The share of the rows of each thread the classic sweep's sample
+/// sweeps: its first quarter.
+const CLASSIC_SAMPLE: usize = 4;
+
+/// The least share of a block a calibration's sample holds, for fields
+/// of `node_fields` bytes on the node and a last level of `llc` bytes:
+/// what holds twice the cache, so that a sample swept turn after turn is
+/// fed from memory as the whole block is; `None` (whole blocks) for
+/// fields within [`SAMPLE_CACHES`] times the cache.
+fn sample_share(node_fields: usize, llc: usize) -> Option<f64> {
+    (node_fields >= SAMPLE_CACHES.saturating_mul(llc))
+        .then(|| 2.0 * llc as f64 / node_fields as f64)
 }
 
 /// The wavefront's tile heights offered from `start` for `sweeps` sweeps of
@@ -391,6 +415,8 @@ impl CpuBackend {
             streaming,
             prefetch,
             first_prefetch: beyond_half,
+            sample_share: sample_share(node_fields, llc.node_bytes),
+            sampling: false,
             offer: {
                 let start = Variant {
                     prefetch,
@@ -591,23 +617,67 @@ impl PartSweep<'_> {
 }
 
 impl CpuBackend {
+    /// Each thread's band of owned rows (local j) in a wavefront.
+    fn bands(&self) -> Vec<Range<usize>> {
+        let (j0, threads) = (self.block.origin(1), self.scratch.len().max(1));
+        (0..threads)
+            .map(|t| {
+                let (start, len) = split(self.block.n[1], threads, t);
+                j0 + start..j0 + start + len
+            })
+            .collect()
+    }
+
+    /// The rows of `band` the wavefront of `plan` sweeps: all of them, or
+    /// while the calibrations sample ([`Backend::sample`]) its sample's
+    /// first rows ([`wavefront::Plan::sample_rows`]).
+    fn swept_band(&self, plan: &wavefront::Plan, band: Range<usize>) -> Range<usize> {
+        let share = self.sample_share.filter(|_| self.sampling);
+        match share.and_then(|share| plan.sample_rows(band.len(), share)) {
+            Some(n) => band.start..band.start + n,
+            None => band,
+        }
+    }
+
+    /// The classic sweep's parts as it sweeps them: whole, or while the
+    /// calibrations sample the first [`CLASSIC_SAMPLE`]th of each one's
+    /// rows (and at least the block's sample share), its memory range
+    /// kept.
+    fn sweep_parts(&self) -> Vec<Part> {
+        let Some(share) = self.sample_share.filter(|_| self.sampling) else {
+            return self.parts.clone();
+        };
+        let share = share.max(1.0 / CLASSIC_SAMPLE as f64);
+        self.parts
+            .iter()
+            .map(|p| {
+                let len = ((p.rows.len() as f64 * share).ceil() as usize).min(p.rows.len());
+                Part {
+                    rows: p.rows.start..p.rows.start + len,
+                    mem: p.mem.clone(),
+                }
+            })
+            .collect()
+    }
+
     /// One classic sweep: each thread its static part of the rows.
     fn sweep_rows(&mut self) {
         let lay = self.lay;
+        let parts = self.sweep_parts();
         let nk = lay.dims[2];
         let isa = self.isa;
         let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
         let mut out_rest = next;
         let mut gosa_rest = &mut self.row_gosa[..];
-        let mut work = Vec::with_capacity(self.parts.len());
-        for part in &self.parts {
+        let mut work = Vec::with_capacity(parts.len());
+        for part in &parts {
             let (out, o_tail) = out_rest.split_at_mut(part.mem.len() * nk);
             let (g, g_tail) = gosa_rest.split_at_mut(part.rows.len());
             out_rest = o_tail;
             gosa_rest = g_tail;
             work.push((out, g));
         }
-        let (parts, block) = (&self.parts, &self.block);
+        let block = &self.block;
         let streaming = self.streaming;
         let rows_at: RowsAt = if self.prefetch {
             kernel::sweep_rows_at
@@ -641,6 +711,11 @@ impl CpuBackend {
         let lay = self.lay;
         let isa = self.isa;
         let plan = wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps));
+        let swept: Vec<Range<usize>> = self
+            .bands()
+            .into_iter()
+            .map(|band| self.swept_band(&plan, band))
+            .collect();
         let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
         let threads = self.scratch.len();
         let j0 = self.block.origin(1);
@@ -664,7 +739,7 @@ impl CpuBackend {
             };
             work.push((
                 wavefront::Band {
-                    rows: rows.clone(),
+                    rows: swept[t].clone(),
                     next,
                     gosa,
                     offset,
@@ -849,6 +924,27 @@ impl Backend for CpuBackend {
         self.offer = tile_offer(start, self.lay.dims[2], sweeps, &self.core);
         Ok(())
     }
+
+    fn sample(&mut self, on: bool) -> bool {
+        self.sampling = on && self.sample_share.is_some();
+        self.sampling
+    }
+
+    fn sample_scale(&self, sweeps: usize) -> f64 {
+        if !self.sampling {
+            return 1.0;
+        }
+        if sweeps == 1 {
+            let rows = |parts: &[Part]| parts.iter().map(|p| p.rows.len()).sum::<usize>() as f64;
+            return rows(&self.parts) / rows(&self.sweep_parts());
+        }
+        let plan = wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps));
+        let (whole, swept) = self.bands().into_iter().fold((0, 0), |(w, s), band| {
+            let part = self.swept_band(&plan, band.clone());
+            (w + plan.band_updates(&band), s + plan.band_updates(&part))
+        });
+        whole as f64 / swept.max(1) as f64
+    }
 }
 
 #[cfg(test)]
@@ -989,6 +1085,94 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A calibration's sample ([`Backend::sample`]) updates only its
+    /// points: the wavefront three tiles from the start of each thread's
+    /// band, every plane, the classic sweep the first quarter of each
+    /// thread's rows; its scale is the whole block's updates over the
+    /// sample's. A block the cache holds is not sampled. Sampling no
+    /// more, the backend sweeps bitwise as one that never sampled.
+    #[test]
+    fn a_sample_sweeps_its_points_only_and_whole_again_as_before() {
+        let grid = Grid::new([12, 50, 9]).unwrap();
+        // Rows (local i, j) of `field` that differ from `before`'s.
+        let changed = |before: &Array3<f32>, field: &Array3<f32>| -> Vec<(usize, usize)> {
+            let (ni, nj, _) = field.dim();
+            (0..ni * nj)
+                .map(|r| (r / nj, r % nj))
+                .filter(|&(i, j)| {
+                    before.slice(ndarray::s![i, j, ..]) != field.slice(ndarray::s![i, j, ..])
+                })
+                .collect()
+        };
+        let sweep = |cpu: &mut CpuBackend, sweeps: usize| {
+            let mut g = vec![0.0; sweeps];
+            cpu.sweeps_start(sweeps).unwrap();
+            cpu.sweeps_finish(&mut g).unwrap();
+            cpu.swap();
+        };
+        for threads in 1..=3 {
+            let mut cpu = backend(&grid, 4, threads, Stores::Cached);
+            assert_eq!(cpu.sample_share, None, "a small block is swept whole");
+            assert!(!cpu.sample(true));
+            assert_eq!(cpu.sample_scale(4), 1.0);
+            cpu.sample_share = Some(0.01);
+            cpu.set_tile_rows(2).unwrap();
+            assert!(cpu.sample(true));
+            let (i0, ni) = (cpu.block.origin(0), cpu.block.n[0]);
+            // Tiles of 4, 2 and 2 rows from each band's start.
+            let mut want = Vec::new();
+            for band in cpu.bands() {
+                want.extend(
+                    (i0..i0 + ni).flat_map(|i| (band.start..band.start + 8).map(move |j| (i, j))),
+                );
+            }
+            want.sort_unstable();
+            let before = cpu.field().unwrap();
+            sweep(&mut cpu, 4);
+            assert_eq!(
+                changed(&before, &cpu.field().unwrap()),
+                want,
+                "{threads} threads"
+            );
+            if threads == 1 {
+                // 48 rows at every level of the whole band; 11, 10, 9 and 8
+                // at levels 1 to 4 of the sample (three more, two, one into
+                // the rows after it).
+                assert_eq!(cpu.sample_scale(4), 192.0 / 38.0);
+            }
+            // The classic sweep: the first quarter of each thread's rows.
+            cpu.reset().unwrap();
+            let before = cpu.field().unwrap();
+            sweep(&mut cpu, 1);
+            let rows = changed(&before, &cpu.field().unwrap()).len();
+            let quarters: usize = cpu.parts.iter().map(|p| p.rows.len().div_ceil(4)).sum();
+            assert_eq!(rows, quarters, "{threads} threads");
+            assert_eq!(
+                cpu.sample_scale(1),
+                (ni * cpu.block.n[1]) as f64 / rows as f64
+            );
+            // Whole again: bitwise what a backend that never sampled makes.
+            assert!(!cpu.sample(false));
+            assert_eq!(cpu.sample_scale(4), 1.0);
+            cpu.reset().unwrap();
+            let mut fresh = backend(&grid, 4, threads, Stores::Cached);
+            fresh.set_tile_rows(2).unwrap();
+            sweep(&mut cpu, 4);
+            sweep(&mut fresh, 4);
+            assert_eq!(cpu.field().unwrap(), fresh.field().unwrap());
+        }
+    }
+
+    /// Blocks are sampled from eight times the last-level cache on, the
+    /// sample holding at least twice the cache.
+    #[test]
+    fn blocks_far_beyond_the_cache_are_sampled() {
+        let mib = 1 << 20;
+        assert_eq!(sample_share(8 * mib - 1, mib), None);
+        assert_eq!(sample_share(8 * mib, mib), Some(0.25));
+        assert_eq!(sample_share(64 * mib, mib), Some(2.0 / 64.0));
     }
 
     /// A 6x6x6 grid on one rank, its block, and options of one thread with

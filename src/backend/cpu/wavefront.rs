@@ -127,6 +127,37 @@ impl Plan {
             .collect()
     }
 
+    /// Rows (local j) level `s` of a band of `rows` updates: its own and,
+    /// towards a neighbour or the next thread's band, `sweeps - s` more.
+    fn level_rows(&self, rows: &Range<usize>, s: usize) -> Range<usize> {
+        let e = self.sweeps - s;
+        let range = self.range(1, s);
+        range.start.max(rows.start.saturating_sub(e))..range.end.min(rows.end + e)
+    }
+
+    /// Row updates per plane of a band of `rows`, all levels together,
+    /// redundant ones included: what its wavefront's time goes with.
+    pub fn band_updates(&self, rows: &Range<usize>) -> usize {
+        (1..=self.sweeps)
+            .map(|s| self.level_rows(rows, s).len())
+            .sum()
+    }
+
+    /// The rows, from a band's first, of a calibration's sample of a band
+    /// of `rows` rows (`Backend::sample`): three tiles (the first, which
+    /// differs, and two more), and at least `share` of the band, so that
+    /// the sample holds what the cache cannot; `None` where that is more
+    /// than half the band (then it is swept whole). Its tiles walk every
+    /// plane, as the band's do, so that a tile finds the previous one's
+    /// rows in the cache as far as in the whole band: a sample of the
+    /// first planes instead swept tiles of 4 rows at size L 1.5x faster
+    /// than the whole block (notes/cpu-perf.md, twenty-third session).
+    pub fn sample_rows(&self, rows: usize, share: f64) -> Option<usize> {
+        let least = (rows as f64 * share).ceil() as usize;
+        let n = (self.first_tile() + 2 * self.rest_tile()).max(least);
+        (2 * n <= rows).then_some(n)
+    }
+
     /// Fewest rows of the first tile of a band of several.
     fn first_tile(&self) -> usize {
         self.rest_tile().max(self.sweeps)
@@ -332,9 +363,7 @@ pub fn sweep_band(
             (0..=sweeps)
                 .map(|s| {
                     let s = s.max(1);
-                    let range = plan.range(1, s);
-                    let first = range.start.max(rows.start.saturating_sub(sweeps - s));
-                    let end = range.end.min(rows.end + sweeps - s);
+                    let Range { start: first, end } = plan.level_rows(&rows, s);
                     if t == 0 {
                         first
                     } else if t == tiles {

@@ -516,8 +516,9 @@ impl Solver<'_> {
             }
         };
         // A blocked run sized from its calibration checks its own pace
-        // once (a restart's loop, timed in segments, keeps its plan).
-        let mut pace_check = match length {
+        // (a restart's loop, timed in segments, keeps its plan).
+        let mut checks = PACE_CHECK_EIGHTHS.iter().copied().peekable();
+        let pace_check = match length {
             RunLength::Seconds(target)
                 if calibrated.is_some() && planned > 0 && self.extras.checkpoint.is_none() =>
             {
@@ -552,11 +553,12 @@ impl Solver<'_> {
                 self.watched_round(&mut gosa[..sweeps], late, &mut times, &mut per_sweep)?;
             done += sweeps as u64;
             if let Some(target) = pace_check
-                && done * 8 >= planned * PACE_CHECK_EIGHTHS
+                && let Some(&eighths) = checks.peek()
+                && done * 8 >= planned * eighths
             {
                 // Every rank reaches this round and takes the slowest
                 // rank's time, so all plan alike.
-                pace_check = None;
+                checks.next();
                 let so_far = self.comm.max(clock.elapsed());
                 planned = planned_iterations(target, so_far / done as f64, None).max(done);
             }
@@ -672,8 +674,10 @@ impl Solver<'_> {
 /// by 15-25 % within a run, so sized from the calibration alone (its best
 /// turn, then its median) `--seconds 20` runs with `--temporal auto` on a
 /// 2-vCPU Xeon guest took 18.6-21.3 s. The loop's rate from then on is
-/// what the rest of the run sees.
-pub const PACE_CHECK_EIGHTHS: u64 = 1;
+/// what the rest of the run sees; checked again half way, as the first
+/// eighth's pace alone (a few blocks of T = 8) sized `--seconds 5` runs of
+/// size L on two threads of a Zen 4 guest to 5.26-5.34 s.
+pub const PACE_CHECK_EIGHTHS: [u64; 2] = [1, 4];
 
 /// Iterations of a run of `target` seconds: as the original, `target`
 /// over the seconds per iteration of the rehearsal (`rehearsed`), unless

@@ -136,7 +136,7 @@ pub struct Record {
     pub planned_iterations: u64,
     /// For a blocked `--seconds` run, the iterations first planned from
     /// the calibration, before the loop planned again from its own pace
-    /// an eighth of the way in (`planned_iterations`); absent otherwise.
+    /// an eighth and half of the way in (`planned_iterations`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_iterations: Option<u64>,
     /// False when the run was stopped early by a signal.

@@ -72,7 +72,7 @@ pub struct RunArgs {
     /// Target duration of the timed run in seconds, sized from the rehearsal
     /// as the original does (with --temporal T > 1, from the calibration of
     /// the T and tiles when they were timed, then from the loop's own pace
-    /// an eighth of the way in).
+    /// an eighth and half of the way in).
     #[arg(long, default_value_t = 60.0, allow_negative_numbers = true, value_parser = number)]
     pub seconds: f64,
     /// Rehearsal iterations before the timed run (not recorded; the fields

@@ -274,7 +274,7 @@ fn auto_records_its_choice_and_keeps_the_classic_answer() {
 /// (the kernel's trial, timed last, else the temporal one's), not from its
 /// rehearsal: three iterations on a block of T = 4 or 8 are one round of
 /// three sweeps, and a `--seconds 20` run sized from them ended after
-/// 16-17 s (issue 42); then, an eighth of the way in, from its own loop's
+/// 16-17 s (issue 42); then, an eighth and half of the way in, from its own loop's
 /// pace. The record holds every number the first sizing used, so that
 /// estimate is checked exactly (the old sizings fail it); the loop's
 /// length only loosely, as this is a timing on a machine that may be
@@ -320,7 +320,7 @@ fn a_timed_blocked_run_is_sized_from_its_calibration() {
         };
         let planned = (target / per.max(1e-9)).floor().clamp(1.0, 1e9) as u64;
         // A blocked run's estimate from its calibration's median turn, then
-        // the plan its own loop made an eighth of the way in; a classic
+        // the plan its own loop made an eighth and half of the way in; a classic
         // one's plan from the rehearsal, as the original's.
         let (estimate, plan) = if r["temporal"].as_u64().unwrap() > 1 {
             let plan = r["planned_iterations"].as_u64().unwrap();

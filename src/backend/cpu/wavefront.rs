@@ -151,7 +151,10 @@ impl Plan {
     /// plane, as the band's do, so that a tile finds the previous one's
     /// rows in the cache as far as in the whole band: a sample of the
     /// first planes instead swept tiles of 4 rows at size L 1.5x faster
-    /// than the whole block (notes/cpu-perf.md, twenty-third session).
+    /// than the whole block. Where T is far taller than the tiles the
+    /// first tile (T rows, which sweep faster per row) weighs more in the
+    /// sample than in the band: T = 16 with 4-row tiles read 1.36x fast at
+    /// L, taller tiles 0.9-1.03x (notes/cpu-perf.md, twenty-third session).
     pub fn sample_rows(&self, rows: usize, share: f64) -> Option<usize> {
         let least = (rows as f64 * share).ceil() as usize;
         let n = (self.first_tile() + 2 * self.rest_tile()).max(least);

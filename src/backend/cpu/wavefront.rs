@@ -146,19 +146,22 @@ impl Plan {
     /// The rows, from a band's first, of a calibration's sample of a band
     /// of `rows` rows (`Backend::sample`): three tiles (the first, which
     /// differs, and two more), and at least `share` of the band, so that
-    /// the sample holds what the cache cannot; `None` where that is more
-    /// than half the band (then it is swept whole). Its tiles walk every
-    /// plane, as the band's do, so that a tile finds the previous one's
-    /// rows in the cache as far as in the whole band: a sample of the
-    /// first planes instead swept tiles of 4 rows at size L 1.5x faster
-    /// than the whole block. Where T is far taller than the tiles the
-    /// first tile (T rows, which sweep faster per row) weighs more in the
-    /// sample than in the band: T = 16 with 4-row tiles read 1.36x fast at
-    /// L, taller tiles 0.9-1.03x (notes/cpu-perf.md, twenty-third session).
+    /// the sample holds what the cache cannot; `None` (the band is swept
+    /// whole) where that is more than half the band, or where the first
+    /// tile, as tall as T, is more than twice the others. Its tiles walk
+    /// every plane, as the band's do, so that a tile finds the previous
+    /// one's rows in the cache as far as in the whole band: a sample of
+    /// the first planes instead swept tiles of 4 rows at size L 1.5x
+    /// faster than the whole block. A tall first tile sweeps faster per
+    /// row and is a larger part of the sample than of the band: with
+    /// 4-row tiles at L, T = 8 read 1.12x fast, T = 12 and 16 1.29-1.36x,
+    /// where taller tiles read 0.9-1.03x (notes/cpu-perf.md,
+    /// twenty-third session).
     pub fn sample_rows(&self, rows: usize, share: f64) -> Option<usize> {
+        let (first, rest) = (self.first_tile(), self.rest_tile());
         let least = (rows as f64 * share).ceil() as usize;
-        let n = (self.first_tile() + 2 * self.rest_tile()).max(least);
-        (2 * n <= rows).then_some(n)
+        let n = (first + 2 * rest).max(least);
+        (first <= 2 * rest && 2 * n <= rows).then_some(n)
     }
 
     /// Fewest rows of the first tile of a band of several.
@@ -762,6 +765,25 @@ mod tests {
         shared_bytes: 480 << 20,
         sharing: 2,
     };
+
+    /// A band's sample is three tiles, at least the share asked for and
+    /// at most half the band; a first tile (T rows) more than twice the
+    /// others leaves the band whole.
+    #[test]
+    fn a_sample_is_three_tiles_unless_the_first_is_far_taller() {
+        let grid = crate::grid::Grid::new([257, 257, 513]).unwrap();
+        let one = crate::grid::decomp::ProcGrid { p: [1, 1, 1] };
+        let block = Block::of(&grid, &one, 0).with_depth(16);
+        let plan = |sweeps: usize, rows: usize| Plan::new(&block, sweeps, rows);
+        assert_eq!(plan(16, 9).sample_rows(255, 0.01), Some(34));
+        assert_eq!(plan(8, 19).sample_rows(255, 0.01), Some(57));
+        assert_eq!(plan(8, 4).sample_rows(255, 0.01), Some(16));
+        assert_eq!(plan(8, 4).sample_rows(255, 0.2), Some(51));
+        assert_eq!(plan(12, 4).sample_rows(255, 0.01), None);
+        assert_eq!(plan(16, 4).sample_rows(255, 0.01), None);
+        assert_eq!(plan(8, 19).sample_rows(113, 0.01), None);
+        assert_eq!(plan(8, 19).sample_rows(114, 0.01), Some(57));
+    }
 
     /// The model fills three eighths of the private cache, within 4 to 32
     /// rows: the heights measured fastest there at sizes M and L.

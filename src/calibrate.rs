@@ -5,8 +5,10 @@
 //! `--prefetch`/`--stores auto` (`crate::kernel_choice`: which kernel).
 //!
 //! The alternatives run on the job's own buffers ([`Built`]) through the
-//! solver's round, so what is timed is what the run will do; every rank
-//! sees the slowest rank's times, so every rank decides alike.
+//! solver's round, so what is timed is what the run will do (on a sample
+//! of each block where the fields are far beyond the cache, its time
+//! scaled to the whole: [`Backend::sample`]); every rank sees the slowest
+//! rank's times, so every rank decides alike.
 
 use crate::backend::Backend;
 use crate::comm::Comm;

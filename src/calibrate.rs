@@ -242,6 +242,19 @@ pub struct Timed {
     pub scales: Vec<f64>,
 }
 
+impl Timed {
+    /// The candidates timed, in order: each one's index, turns, and sample
+    /// scale where it swept a sample (`None` for the whole block).
+    pub fn timed(&self) -> impl Iterator<Item = (usize, &[f64], Option<f64>)> {
+        self.turns
+            .iter()
+            .zip(&self.scales)
+            .enumerate()
+            .filter(|(_, (t, _))| !t.is_empty())
+            .map(|(c, (t, &scale))| (c, t.as_slice(), (scale > 1.0).then_some(scale)))
+    }
+}
+
 /// [`turns_per_sweep`], leaving out of the first round (and so of every
 /// round) each candidate `c` besides the first for which `skip(turns, c)`
 /// holds, given the turns timed before its own: the budget then goes to
@@ -387,12 +400,8 @@ fn timed_turns(
             break;
         }
     }
-    // An untimed candidate swept nothing.
-    let scales = scales
-        .iter()
-        .zip(&turns)
-        .map(|(s, t)| s.filter(|_| !t.is_empty()).unwrap_or(1.0))
-        .collect();
+    // A candidate is readied (its scale known) only to be timed.
+    let scales = scales.iter().map(|s| s.unwrap_or(1.0)).collect();
     Ok(Some(Timed { turns, scales }))
 }
 

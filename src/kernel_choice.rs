@@ -106,9 +106,7 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
         run.budget,
         |s, k| s.backend.use_kernel_variant(k),
     )?;
-    let scales = calibrated.as_ref().map(|c| c.scales.clone());
-    let turns = calibrated.map(|c| c.turns);
-    let best = turns.as_deref().map(calibrate::bests);
+    let best = calibrated.as_ref().map(|c| calibrate::bests(&c.turns));
     let (chosen, reason) = match &best {
         None => (0, "a stop signal came during the calibration".to_string()),
         Some(best) if !calibrate::any_other_timed(best) => (
@@ -125,16 +123,14 @@ pub fn settle(run: Run<'_>, built: &mut Built) -> Result<Option<KernelChoice>> {
     built.backend.use_kernel_variant(chosen)?;
     built.backend.reset()?;
     // Kernels the budget left untimed are no trials.
-    let trials = offer
+    let trials = calibrated
         .iter()
-        .zip(turns.iter().flatten())
-        .zip(scales.iter().flatten())
-        .filter(|((_, t), _)| !t.is_empty())
-        .map(|((kernel, t), &scale)| KernelTrial {
-            kernel: *kernel,
+        .flat_map(calibrate::Timed::timed)
+        .map(|(k, t, sample_scale)| KernelTrial {
+            kernel: offer[k],
             sweep_s: calibrate::best_of(t),
             median_s: Some(calibrate::median_of(t)),
-            sample_scale: (scale > 1.0).then_some(scale),
+            sample_scale,
         })
         .collect::<Vec<_>>();
     tracing::info!(chosen = %offer[chosen], ?trials, "kernel auto");

@@ -470,28 +470,25 @@ impl Plan {
         }
         let timed = Candidate::list(&self.candidates, |t| built.backend.tile_starts(t), run.comm);
         let calibrated = calibrate(&mut built.solver(run), &timed, run.budget)?;
-        let scales = calibrated.as_ref().map(|c| c.scales.clone());
+        // Candidates the budget left untimed are no trials.
+        let trials: Vec<Trial> = calibrated
+            .iter()
+            .flat_map(Timed::timed)
+            .map(|(c, t, sample_scale)| Trial {
+                sweeps: timed[c].sweeps,
+                sweep_s: best_of(t),
+                median_s: Some(median_of(t)),
+                turns: Some(t.len()),
+                tile_rows: timed[c].rows,
+                sample_scale,
+            })
+            .collect();
         let turns = calibrated.map(|c| c.turns);
         let best = turns.as_deref().map(bests);
         let median = turns
             .as_ref()
             .map(|t| t.iter().map(|c| median_of(c)).collect::<Vec<f64>>())
             .unwrap_or_default();
-        // Candidates the budget left untimed are no trials.
-        let trials: Vec<Trial> = timed
-            .iter()
-            .zip(turns.iter().flatten())
-            .zip(scales.iter().flatten())
-            .filter(|((_, t), _)| !t.is_empty())
-            .map(|((c, t), &scale)| Trial {
-                sweeps: c.sweeps,
-                sweep_s: best_of(t),
-                median_s: Some(median_of(t)),
-                turns: Some(t.len()),
-                tile_rows: c.rows,
-                sample_scale: (scale > 1.0).then_some(scale),
-            })
-            .collect();
         let deepest = timed.iter().position(|c| c.sweeps == built.block.depth);
         let (chosen, reason) = match best {
             // The run ends in its rehearsal; no time goes into a rebuild.

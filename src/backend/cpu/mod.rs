@@ -331,6 +331,24 @@ fn sample_share(node_fields: usize, llc: usize) -> Option<f64> {
         .then(|| 2.0 * llc as f64 / node_fields as f64)
 }
 
+/// The classic sweep's `parts` as a calibration's sample sweeps them: the
+/// first [`CLASSIC_SAMPLE`]th of each one's rows (and at least `share`), so
+/// that a thread sweeps rows it first-touched, as in the run, its memory
+/// range kept.
+fn sample_parts(parts: &[Part], share: f64) -> Vec<Part> {
+    let share = share.max(1.0 / CLASSIC_SAMPLE as f64);
+    parts
+        .iter()
+        .map(|p| {
+            let len = ((p.rows.len() as f64 * share).ceil() as usize).min(p.rows.len());
+            Part {
+                rows: p.rows.start..p.rows.start + len,
+                mem: p.mem.clone(),
+            }
+        })
+        .collect()
+}
+
 /// The wavefront's tile heights offered from `start` for `sweeps` sweeps of
 /// rows `nk` values long on a thread of `core`: its own, then the others
 /// worth timing ([`wavefront::other_tile_rows`]).
@@ -628,49 +646,38 @@ impl CpuBackend {
             .collect()
     }
 
+    /// The least share of the block a sample holds while the calibrations
+    /// sample ([`Backend::sample`]); `None` while the block is swept whole.
+    fn sampled(&self) -> Option<f64> {
+        self.sample_share.filter(|_| self.sampling)
+    }
+
     /// The rows of `band` the wavefront of `plan` sweeps: all of them, or
-    /// while the calibrations sample ([`Backend::sample`]) its sample's
-    /// first rows ([`wavefront::Plan::sample_rows`]).
+    /// while the calibrations sample its sample's first rows
+    /// ([`wavefront::Plan::sample_rows`]).
     fn swept_band(&self, plan: &wavefront::Plan, band: Range<usize>) -> Range<usize> {
-        let share = self.sample_share.filter(|_| self.sampling);
-        match share.and_then(|share| plan.sample_rows(band.len(), share)) {
+        match self
+            .sampled()
+            .and_then(|share| plan.sample_rows(band.len(), share))
+        {
             Some(n) => band.start..band.start + n,
             None => band,
         }
     }
 
-    /// The classic sweep's parts as it sweeps them: whole, or while the
-    /// calibrations sample the first [`CLASSIC_SAMPLE`]th of each one's
-    /// rows (and at least the block's sample share), its memory range
-    /// kept.
-    fn sweep_parts(&self) -> Vec<Part> {
-        let Some(share) = self.sample_share.filter(|_| self.sampling) else {
-            return self.parts.clone();
-        };
-        let share = share.max(1.0 / CLASSIC_SAMPLE as f64);
-        self.parts
-            .iter()
-            .map(|p| {
-                let len = ((p.rows.len() as f64 * share).ceil() as usize).min(p.rows.len());
-                Part {
-                    rows: p.rows.start..p.rows.start + len,
-                    mem: p.mem.clone(),
-                }
-            })
-            .collect()
-    }
-
-    /// One classic sweep: each thread its static part of the rows.
+    /// One classic sweep: each thread its static part of the rows (while
+    /// the calibrations sample, the first rows of it: [`sample_parts`]).
     fn sweep_rows(&mut self) {
         let lay = self.lay;
-        let parts = self.sweep_parts();
+        let sample = self.sampled().map(|share| sample_parts(&self.parts, share));
+        let parts = sample.as_deref().unwrap_or(&self.parts);
         let nk = lay.dims[2];
         let isa = self.isa;
         let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
         let mut out_rest = next;
         let mut gosa_rest = &mut self.row_gosa[..];
         let mut work = Vec::with_capacity(parts.len());
-        for part in &parts {
+        for part in parts {
             let (out, o_tail) = out_rest.split_at_mut(part.mem.len() * nk);
             let (g, g_tail) = gosa_rest.split_at_mut(part.rows.len());
             out_rest = o_tail;
@@ -711,26 +718,24 @@ impl CpuBackend {
         let lay = self.lay;
         let isa = self.isa;
         let plan = wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps));
-        let swept: Vec<Range<usize>> = self
-            .bands()
-            .into_iter()
-            .map(|band| self.swept_band(&plan, band))
+        let bands = self.bands();
+        let swept: Vec<Range<usize>> = bands
+            .iter()
+            .map(|band| self.swept_band(&plan, band.clone()))
             .collect();
         let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
         let threads = self.scratch.len();
-        let j0 = self.block.origin(1);
         let mut next_rest = Some(ArrayViewMut3::from_shape(lay.dims, next).expect("field shape"));
         let mut gosa_rest = Some(self.level_gosa.view_mut());
         let mut offset = 0;
         let mut work = Vec::with_capacity(threads);
         for (t, scratch) in self.scratch.iter_mut().enumerate() {
-            let (start, len) = split(self.block.n[1], threads, t);
-            let rows = j0 + start..j0 + start + len;
+            let rows = bands[t].clone();
             let (next, gosa) = (next_rest.take(), gosa_rest.take());
             let (next, gosa) = (next.expect("one per thread"), gosa.expect("one per thread"));
             let (next, gosa) = if t + 1 < threads {
                 let (mine, rest) = next.split_at(Axis(1), rows.end - offset);
-                let (g_mine, g_rest) = gosa.split_at(Axis(2), len);
+                let (g_mine, g_rest) = gosa.split_at(Axis(2), rows.len());
                 next_rest = Some(rest);
                 gosa_rest = Some(g_rest);
                 (mine, g_mine)
@@ -931,12 +936,12 @@ impl Backend for CpuBackend {
     }
 
     fn sample_scale(&self, sweeps: usize) -> f64 {
-        if !self.sampling {
+        let Some(share) = self.sampled() else {
             return 1.0;
-        }
+        };
         if sweeps == 1 {
             let rows = |parts: &[Part]| parts.iter().map(|p| p.rows.len()).sum::<usize>() as f64;
-            return rows(&self.parts) / rows(&self.sweep_parts());
+            return rows(&self.parts) / rows(&sample_parts(&self.parts, share));
         }
         let plan = wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps));
         let (whole, swept) = self.bands().into_iter().fold((0, 0), |(w, s), band| {

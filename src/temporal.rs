@@ -264,12 +264,13 @@ const EXTRA_MEMORY_FLOOR: u128 = 64 << 20;
 
 /// Why a wavefront of `sweeps` sweeps, whose rank needs `blocked` against
 /// `classic` for the classic sweep, is not worth timing, if it is not: its
-/// own buffers (the deeper ghost layers, each thread's levels and edge
+/// own buffers (the deeper ghost layers, each thread's rings, the edge
 /// rows) would hold more than the classic sweep's whole need, and more
 /// than [`EXTRA_MEMORY_FLOOR`]. Such buffers cannot stay in any cache, so
-/// the wavefront would move more memory than it saves, and allocating
-/// them only to time them cost 11.5 GB and 16 s before a 1 s run of a
-/// 100000x3x3 grid, whose 100000 planes each have an edge buffer.
+/// the wavefront would move more memory than it saves: allocating them
+/// only to time them cost 11.5 GB and 16 s before a 1 s run of a
+/// 100000x3x3 grid when each thread had edge rows of every plane (the
+/// threads now share them, so this is a safeguard).
 fn outweighs(sweeps: usize, classic: Footprint, blocked: Footprint) -> Option<String> {
     let extra = blocked.resident.saturating_sub(classic.resident);
     (extra > classic.resident.max(EXTRA_MEMORY_FLOOR)).then(|| {

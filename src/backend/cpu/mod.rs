@@ -194,18 +194,26 @@ impl Sizes {
             + HugeBuffer::<f32>::footprint(self.packed, COEF_SHIFT)
             + Footprint::vec::<f64>(self.owned_rows)
             + Footprint::vec::<f64>(self.sweeps * self.owned_rows)
-            + Footprint::vec::<f32>(scratch_len(block, self.threads, self.scratch_rows))
-                .times(self.threads)
+            + Footprint::vec::<f32>(scratch_len(block, self.scratch_rows)).times(self.threads)
+            + Footprint::vec::<f32>(edges_len(block))
             + Footprint::threads(self.spawned)
     }
 }
 
-/// Values in each of `threads` threads' wavefront buffers for tiles of
-/// `tile_rows` rows (0 for the classic sweep).
-fn scratch_len(block: &Block, threads: usize, tile_rows: usize) -> usize {
+/// Values in each thread's wavefront rings for tiles of `tile_rows` rows
+/// of the block's one band (0 for the classic sweep).
+fn scratch_len(block: &Block, tile_rows: usize) -> usize {
     if block.depth > 1 {
-        let band_rows = block.n[1].div_ceil(threads);
-        wavefront::Plan::new(block, block.depth, tile_rows).scratch_len(band_rows)
+        wavefront::Plan::new(block, block.depth, tile_rows).scratch_len(block.n[1])
+    } else {
+        0
+    }
+}
+
+/// Values in the wavefront's shared edge buffer (0 for the classic sweep).
+fn edges_len(block: &Block) -> usize {
+    if block.depth > 1 {
+        wavefront::Plan::new(block, block.depth, 1).edges_len()
     } else {
         0
     }
@@ -292,8 +300,11 @@ pub struct CpuBackend {
     row_gosa: Vec<f64>,
     /// The wavefront's residual sums: `[level, i, j]` over owned rows.
     level_gosa: Array3<f64>,
-    /// Each thread's wavefront buffers (empty with one ghost layer).
+    /// Each thread's wavefront rings (empty with one ghost layer).
     scratch: Vec<Vec<f32>>,
+    /// The wavefront's edge buffer, which the threads share
+    /// ([`wavefront::Edges`]; empty with one ghost layer).
+    edges: Vec<f32>,
     /// Rows per wavefront tile when fixed: by `--tile-rows`, or by the
     /// driver's choice among the heights offered. Until then each call
     /// takes the model's height for its number of sweeps, so that
@@ -460,6 +471,7 @@ impl CpuBackend {
             )
             .expect("the shape's length"),
             scratch: Vec::new(),
+            edges: Vec::new(),
             tile_rows: opts.tile_rows,
             core,
             given_tiles: opts.tile_rows.is_some(),
@@ -489,7 +501,11 @@ impl CpuBackend {
     /// large enough are kept (they are made for the tallest height a run
     /// may take).
     fn make_scratch(&mut self, rows: usize) -> Result<()> {
-        let len = scratch_len(&self.block, self.parts.len(), rows);
+        let edges = edges_len(&self.block);
+        if self.edges.len() < edges {
+            self.edges = alloc::zeroed::<f32>(edges, "the wavefront's edge buffer")?;
+        }
+        let len = scratch_len(&self.block, rows);
         if self.scratch.len() == self.parts.len() && self.scratch.iter().all(|s| s.len() >= len) {
             return Ok(());
         }
@@ -635,15 +651,18 @@ impl PartSweep<'_> {
 }
 
 impl CpuBackend {
-    /// Each thread's band of owned rows (local j) in a wavefront.
-    fn bands(&self) -> Vec<Range<usize>> {
-        let (j0, threads) = (self.block.origin(1), self.scratch.len().max(1));
-        (0..threads)
-            .map(|t| {
-                let (start, len) = split(self.block.n[1], threads, t);
-                j0 + start..j0 + start + len
-            })
-            .collect()
+    /// The wavefront's band: the block's owned rows (local j), whose
+    /// tiles the threads take in turn.
+    fn band(&self) -> Range<usize> {
+        let j0 = self.block.origin(1);
+        j0..j0 + self.block.n[1]
+    }
+
+    /// The wavefront's plan for `sweeps` sweeps, its tiles shared by the
+    /// threads.
+    fn plan(&self, sweeps: usize) -> wavefront::Plan {
+        wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps))
+            .shared_by(self.scratch.len())
     }
 
     /// The least share of the block a sample holds while the calibrations
@@ -713,53 +732,35 @@ impl CpuBackend {
         self.gosa[0] = self.row_gosa.iter().sum();
     }
 
-    /// `sweeps` sweeps as a wavefront: each thread a band of owned j rows.
+    /// `sweeps` sweeps as a wavefront: the threads take the band's tiles
+    /// in turn (tile `t` on thread `t % threads`).
     fn sweep_wavefront(&mut self, sweeps: usize) {
         let lay = self.lay;
         let isa = self.isa;
-        let plan = wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps));
-        let bands = self.bands();
-        let swept: Vec<Range<usize>> = bands
-            .iter()
-            .map(|band| self.swept_band(&plan, band.clone()))
-            .collect();
+        let plan = self.plan(sweeps);
+        let band = self.band();
+        let schedule = wavefront::Schedule::new(&plan, self.swept_band(&plan, band.clone()));
         let (inp, next) = sweep_io(&mut self.fields, &self.coef, self.packing, lay);
+        let next = ArrayViewMut3::from_shape(lay.dims, next).expect("field shape");
+        let tiles = schedule.split(next, self.level_gosa.view_mut(), band.start);
         let threads = self.scratch.len();
-        let mut next_rest = Some(ArrayViewMut3::from_shape(lay.dims, next).expect("field shape"));
-        let mut gosa_rest = Some(self.level_gosa.view_mut());
-        let mut offset = 0;
-        let mut work = Vec::with_capacity(threads);
-        for (t, scratch) in self.scratch.iter_mut().enumerate() {
-            let rows = bands[t].clone();
-            let (next, gosa) = (next_rest.take(), gosa_rest.take());
-            let (next, gosa) = (next.expect("one per thread"), gosa.expect("one per thread"));
-            let (next, gosa) = if t + 1 < threads {
-                let (mine, rest) = next.split_at(Axis(1), rows.end - offset);
-                let (g_mine, g_rest) = gosa.split_at(Axis(2), rows.len());
-                next_rest = Some(rest);
-                gosa_rest = Some(g_rest);
-                (mine, g_mine)
-            } else {
-                (next, gosa)
-            };
-            work.push((
-                wavefront::Band {
-                    rows: swept[t].clone(),
-                    next,
-                    gosa,
-                    offset,
-                },
-                &mut scratch[..],
-            ));
-            offset = rows.end;
+        let mut work: Vec<(Vec<wavefront::TileOut>, &mut [f32])> = self
+            .scratch
+            .iter_mut()
+            .map(|scratch| (Vec::new(), &mut scratch[..]))
+            .collect();
+        for tile in tiles {
+            work[tile.tile % threads].0.push(tile);
         }
+        let edges = wavefront::Edges::new(&plan, &mut self.edges);
+        let shared = wavefront::Shared::new(edges, schedule.tiles());
         let kernel = wavefront::Kernel {
             streaming: self.streaming,
             prefetch: self.first_prefetch,
         };
-        let spans = self.pool.scatter(work, |_, (mut band, scratch)| {
+        let spans = self.pool.scatter(work, |_, (tiles, scratch)| {
             let start = Instant::now();
-            wavefront::sweep_band(isa, &plan, &inp, &mut band, scratch, kernel);
+            wavefront::sweep_tiles(isa, &plan, &inp, &schedule, &shared, tiles, scratch, kernel);
             (start, Instant::now())
         });
         timeline::record_threads(&spans);
@@ -943,12 +944,10 @@ impl Backend for CpuBackend {
             let rows = |parts: &[Part]| parts.iter().map(|p| p.rows.len()).sum::<usize>() as f64;
             return rows(&self.parts) / rows(&sample_parts(&self.parts, share));
         }
-        let plan = wavefront::Plan::new(&self.block, sweeps, self.rows_for(sweeps));
-        let (whole, swept) = self.bands().into_iter().fold((0, 0), |(w, s), band| {
-            let part = self.swept_band(&plan, band.clone());
-            (w + plan.band_updates(&band), s + plan.band_updates(&part))
-        });
-        whole as f64 / swept.max(1) as f64
+        let plan = self.plan(sweeps);
+        let band = self.band();
+        let swept = self.swept_band(&plan, band.clone());
+        plan.band_updates(&band) as f64 / plan.band_updates(&swept).max(1) as f64
     }
 }
 
@@ -1126,14 +1125,13 @@ mod tests {
             cpu.set_tile_rows(2).unwrap();
             assert!(cpu.sample(true));
             let (i0, ni) = (cpu.block.origin(0), cpu.block.n[0]);
-            // Tiles of 4, 2 and 2 rows from each band's start.
-            let mut want = Vec::new();
-            for band in cpu.bands() {
-                want.extend(
-                    (i0..i0 + ni).flat_map(|i| (band.start..band.start + 8).map(move |j| (i, j))),
-                );
-            }
-            want.sort_unstable();
+            // A tile of 4 rows, then 2-row tiles: three tiles per thread
+            // from the band's start.
+            let band = cpu.band();
+            let rows = 4 + (3 * threads - 1) * 2;
+            let want: Vec<(usize, usize)> = (i0..i0 + ni)
+                .flat_map(|i| (band.start..band.start + rows).map(move |j| (i, j)))
+                .collect();
             let before = cpu.field().unwrap();
             sweep(&mut cpu, 4);
             assert_eq!(

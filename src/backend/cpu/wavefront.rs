@@ -4,8 +4,13 @@
 //! once per iteration. Level `s` (1 to `L`) is the wavefront's `s`-th
 //! sweep; `sweeps` counts them.
 //!
-//! The block's owned rows are split along j into one band per thread and
-//! each band into tiles of a few rows. A tile walks the whole i extent of
+//! The block's owned rows form one band along j, cut into tiles of a few
+//! rows that the threads take in turn (tile `t` on thread `t % threads`),
+//! each tile a step of the walk behind the tile before it, whose edge rows
+//! it reads (see [`Shared`]): so no row is updated twice between threads,
+//! as it was when each thread had a band of its own and its levels reached
+//! `T-s` rows into the next thread's (at size M on two threads and T = 12,
+//! 9 % of the updates). A tile walks the whole i extent of
 //! the block plane by plane; at each step level 1 updates plane `w` from the
 //! field in memory, level 2 plane `w-1` from level 1's planes, and so on, so
 //! the planes each level needs were made one, two and three steps before
@@ -29,8 +34,8 @@
 //!
 //! At the band's ends a level covers `L-s` rows more than the band: into
 //! the ghost layers received from a neighbour (filled by the exchange,
-//! `depth >= L` deep), and into the next thread's band. Those redundant
-//! updates repeat arithmetic that another thread or rank also does, with
+//! `depth >= L` deep), and, in a calibration's sample, into the rows after
+//! it. Those redundant updates repeat arithmetic that another rank also does, with
 //! the same inputs and so the same bits; only the band's own rows are
 //! stored or counted in gosa. The same holds along i and k, whose ranges
 //! grow by `L-s` towards each neighbour. At the grid's edge the sweeps stop
@@ -46,7 +51,9 @@ use crate::grid::decomp::Block;
 use crate::machine::cache::PerCore;
 use crate::machine::isa::Isa;
 use ndarray::{ArrayViewMut2, ArrayViewMut3, Axis, s};
+use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Ring slots per intermediate level: a level reads its predecessor's
 /// planes `q-1`, `q` and `q+1`.
@@ -77,6 +84,8 @@ pub struct Plan {
     pub depth: usize,
     /// Rows per tile (the last tiles of a band may be shorter).
     pub tile_rows: usize,
+    /// Threads that take the band's tiles in turn.
+    pub threads: usize,
 }
 
 impl Plan {
@@ -91,6 +100,15 @@ impl Plan {
             sweeps,
             depth: block.depth.max(sweeps),
             tile_rows: tile_rows.max(1),
+            threads: 1,
+        }
+    }
+
+    /// The plan with its band's tiles taken in turn by `threads` threads.
+    pub fn shared_by(self, threads: usize) -> Plan {
+        Plan {
+            threads: threads.max(1),
+            ..self
         }
     }
 
@@ -116,12 +134,35 @@ impl Plan {
     /// least `tile_rows` rows (and two), the first of at least `sweeps`
     /// (its sweeps start at the band's start, not skewed, and must still
     /// leave two rows for the next tile), one tile when the band is short.
+    /// With several threads, as many more tiles (of fewer rows, two at
+    /// least) as make them a multiple of the threads, so that each thread
+    /// sweeps as many (one tile more on some threads cost the others its
+    /// whole walk: at M on two threads, 4 tiles against 3).
     fn tile_starts(&self, rows: usize) -> Vec<usize> {
         let (first, rest) = (self.first_tile(), self.rest_tile());
-        if rows < first + rest {
+        let single = if rows < first + rest {
+            0
+        } else {
+            (rows - first) / rest
+        };
+        let (first, tiles) = if self.threads == 1 {
+            (first, single)
+        } else {
+            // Tiles after the first, so that all of them are a multiple of
+            // the threads; on a short band a first tile of T rows only.
+            let want = (single + 1).next_multiple_of(self.threads) - 1;
+            let least = self.sweeps.max(2);
+            if rows >= first + 2 * want {
+                (first, want)
+            } else if rows >= least + 2 {
+                (least, want.min((rows - least) / 2))
+            } else {
+                (first, 0)
+            }
+        };
+        if tiles == 0 {
             return vec![0];
         }
-        let tiles = (rows - first) / rest;
         std::iter::once(0)
             .chain((0..tiles).map(|t| first + crate::grid::decomp::split(rows - first, tiles, t).0))
             .collect()
@@ -144,8 +185,9 @@ impl Plan {
     }
 
     /// The rows, from a band's first, of a calibration's sample of a band
-    /// of `rows` rows (`Backend::sample`): three tiles (the first, which
-    /// differs, and two more), and at least `share` of the band, so that
+    /// of `rows` rows (`Backend::sample`): three tiles per thread (the
+    /// first, which differs, and the others after it), and at least
+    /// `share` of the band, so that
     /// the sample holds what the cache cannot; `None` (the band is swept
     /// whole) where that is more than half the band, or where the first
     /// tile, as tall as T, is more than twice the others. Its tiles walk
@@ -160,7 +202,7 @@ impl Plan {
     pub fn sample_rows(&self, rows: usize, share: f64) -> Option<usize> {
         let (first, rest) = (self.first_tile(), self.rest_tile());
         let least = (rows as f64 * share).ceil() as usize;
-        let n = (first + 2 * rest).max(least);
+        let n = (first + (3 * self.threads - 1) * rest).max(least);
         (first <= 2 * rest && 2 * n <= rows).then_some(n)
     }
 
@@ -183,11 +225,18 @@ impl Plan {
         (first + self.rest_tile()).min(band_rows.max(1)) + 2 * self.depth
     }
 
-    /// Values of the scratch space one thread with a band of at most
-    /// `band_rows` rows needs for calls of up to `depth` sweeps (with room
-    /// to start it on a 4 KiB boundary).
+    /// Values of the scratch space (the rings) one thread sweeping a band
+    /// of at most `band_rows` rows needs for calls of up to `depth` sweeps
+    /// (with room to start it on a 4 KiB boundary).
     pub fn scratch_len(&self, band_rows: usize) -> usize {
         (self.depth - 1) * self.level_stride(band_rows) + PAGE_FLOATS
+    }
+
+    /// Values of the edge buffer the threads of a band share ([`Edges`]):
+    /// two rows of every plane of every level below the last, for calls
+    /// of up to `depth` sweeps.
+    pub fn edges_len(&self) -> usize {
+        (self.depth - 1) * self.dims[0] * 2 * self.dims[2]
     }
 
     /// Distance between ring slots: the rows, the two rows below them
@@ -197,18 +246,9 @@ impl Plan {
         (self.ring_rows(band_rows) + 3) * self.dims[2] + PAGE_FLOATS
     }
 
-    /// Distance between the planes of an edge buffer: two rows, and room
-    /// to shift them within 4 KiB.
-    fn edge_plane(&self) -> usize {
-        2 * self.dims[2] + PAGE_FLOATS
-    }
-
-    /// Distance between the buffers of consecutive sweeps: three slots
-    /// and the edge buffer of every plane, laid out as for two (the
-    /// memory model `--temporal auto` weighs its candidates by, whose
-    /// tests of thin grids are sized on it, is unchanged).
+    /// Distance between the buffers of consecutive sweeps: three slots.
     fn level_stride(&self, band_rows: usize) -> usize {
-        SLOTS * self.slot_stride(band_rows) + 2 * self.dims[0] * self.edge_plane()
+        SLOTS * self.slot_stride(band_rows)
     }
 }
 
@@ -308,88 +348,302 @@ pub fn other_tile_rows(rows: usize, nk: usize, sweeps: usize, core: &PerCore) ->
     others
 }
 
-/// One thread's part of a wavefront: its band of owned rows, the band of
-/// `next` and of the per-row gosa those rows land in.
-pub struct Band<'a> {
-    /// Owned rows (local j) of the band.
-    pub rows: Range<usize>,
-    /// `next` over local j `offset..`, all i and k.
-    pub next: ArrayViewMut3<'a, f32>,
-    /// Gosa per level and owned row: `[level, i - owned i start, j -
-    /// rows.start]`.
-    pub gosa: ArrayViewMut3<'a, f64>,
-    /// Local j of the first row of `next`.
-    pub offset: usize,
+/// The tiles of one wavefront over a band of owned rows: where each level
+/// of each tile starts.
+pub struct Schedule {
+    /// The band's owned rows (local j) swept.
+    rows: Range<usize>,
+    /// `lo[t][s]`: the first row level `s` of tile `t` updates (tile `t`
+    /// ends where tile `t + 1` starts; `lo[tiles]` is the band's end).
+    lo: Vec<Vec<usize>>,
 }
 
-impl Band<'_> {
-    /// Keeps the sums `gosa` of `level`'s rows: those of the band's own
-    /// rows of an owned plane (the level's other rows repeat another
-    /// thread's or rank's updates, which that one sums).
-    fn keep(&mut self, plan: &Plan, level: &Level<'_>, gosa: &[f64]) {
-        let (lo, hi) = (level.rows.start, level.rows.end);
-        let (a, b) = (lo.max(self.rows.start), hi.min(self.rows.end));
-        if !plan.owned[0].contains(&level.q) || a >= b {
-            return;
+impl Schedule {
+    /// The tiles of `plan` over the band `rows`.
+    pub fn new(plan: &Plan, rows: Range<usize>) -> Schedule {
+        let sweeps = plan.sweeps;
+        let starts = if rows.is_empty() {
+            Vec::new()
+        } else {
+            plan.tile_starts(rows.len())
+        };
+        let tiles = starts.len();
+        let lo = (0..=tiles)
+            .map(|t| {
+                (0..=sweeps)
+                    .map(|s| {
+                        let s = s.max(1);
+                        let Range { start: first, end } = plan.level_rows(&rows, s);
+                        if t == 0 {
+                            first
+                        } else if t == tiles {
+                            end
+                        } else {
+                            let a = rows.start + starts[t];
+                            (a.saturating_sub(s - 1)).clamp(first, end)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Schedule { rows, lo }
+    }
+
+    /// Number of tiles.
+    pub fn tiles(&self) -> usize {
+        self.lo.len() - 1
+    }
+
+    /// The rows of level `s` of tile `t` whose sums the tile keeps: those
+    /// of the band's own rows.
+    fn kept(&self, t: usize, s: usize) -> Range<usize> {
+        let clamp = |j: usize| j.clamp(self.rows.start, self.rows.end);
+        clamp(self.lo[t][s])..clamp(self.lo[t + 1][s])
+    }
+
+    /// Cuts what the band's wavefront writes into each tile's part: `next`
+    /// (the whole field) and `gosa` (`[level, i - owned i start, j -
+    /// offset]`), one [`TileOut`] per tile in order.
+    pub fn split<'a>(
+        &self,
+        next: ArrayViewMut3<'a, f32>,
+        gosa: ArrayViewMut3<'a, f64>,
+        offset: usize,
+    ) -> Vec<TileOut<'a>> {
+        let tiles = self.tiles();
+        if tiles == 0 {
+            return Vec::new();
         }
-        let sums = self.gosa.index_axis_mut(Axis(0), level.s - 1);
-        let plane = sums.index_axis_move(Axis(0), level.q - plan.owned[0].start);
-        let plane = plane.into_slice().expect("a plane's sums are contiguous");
-        let r0 = self.rows.start;
-        plane[a - r0..b - r0].copy_from_slice(&gosa[a - lo..b - lo]);
+        let sweeps = self.lo[0].len() - 1;
+        // Level `sweeps` writes `next`: each tile its rows of that level.
+        let mut nexts = Vec::with_capacity(tiles);
+        let (_, mut rest) = next.split_at(Axis(1), self.rows.start);
+        for t in 0..tiles {
+            let rows = self.kept(t, sweeps);
+            let (mine, after) = rest.split_at(Axis(1), rows.len());
+            nexts.push((mine, rows.start));
+            rest = after;
+        }
+        let mut sums: Vec<Vec<(ArrayViewMut2<'a, f64>, usize)>> =
+            (0..tiles).map(|_| Vec::with_capacity(sweeps)).collect();
+        let mut levels = gosa;
+        for s in 0..sweeps {
+            let (level, after) = levels.split_at(Axis(0), 1);
+            levels = after;
+            let plane = level.index_axis_move(Axis(0), 0);
+            let (_, mut rest) = plane.split_at(Axis(1), self.rows.start - offset);
+            for (t, tile) in sums.iter_mut().enumerate() {
+                let rows = self.kept(t, s + 1);
+                let (mine, after) = rest.split_at(Axis(1), rows.len());
+                tile.push((mine, rows.start));
+                rest = after;
+            }
+        }
+        nexts
+            .into_iter()
+            .zip(sums)
+            .enumerate()
+            .map(|(tile, ((next, first), gosa))| TileOut {
+                tile,
+                next,
+                first,
+                gosa,
+            })
+            .collect()
     }
 }
 
-/// Runs the wavefront of `plan` over one thread's `band`, reading `inp` (the
-/// field at the start and the coefficients), with `scratch` of at least
-/// `plan.scratch_len(band rows)` values, with the `kernel` asked for.
-pub fn sweep_band(
+/// What one tile's wavefront writes: its rows of `next` (from level
+/// `sweeps`) and its sums of the band's own rows at every level.
+pub struct TileOut<'a> {
+    /// The tile's number in the band.
+    pub tile: usize,
+    /// `next` over the tile's rows of the last level, all i and k.
+    next: ArrayViewMut3<'a, f32>,
+    /// Local j of the first row of `next`.
+    first: usize,
+    /// Per level: the sums `[i - owned i start, j - first]` of the rows
+    /// the tile keeps, and local j of the first.
+    gosa: Vec<(ArrayViewMut2<'a, f64>, usize)>,
+}
+
+impl TileOut<'_> {
+    /// Keeps the sums `gosa` of `level`'s rows: those of the band's own
+    /// rows of an owned plane (the level's other rows repeat another
+    /// rank's updates, or the rows after a sample, which are not summed).
+    fn keep(&mut self, plan: &Plan, level: &Level<'_>, gosa: &[f64]) {
+        if !plan.owned[0].contains(&level.q) {
+            return;
+        }
+        let lo = level.rows.start;
+        let (sums, first) = &mut self.gosa[level.s - 1];
+        let (a, b) = (*first, *first + sums.dim().1);
+        if a >= b {
+            return;
+        }
+        let plane = sums.index_axis_mut(Axis(0), level.q - plan.owned[0].start);
+        let plane = plane.into_slice().expect("a plane's sums are contiguous");
+        plane.copy_from_slice(&gosa[a - lo..b - lo]);
+    }
+}
+
+/// The edge buffer the threads of a band share: two rows of every plane
+/// of every level below the last, where a tile leaves its last two rows of
+/// each for the next tile, which another thread may sweep. Written and
+/// read through raw pointers: entry `(s, q)` is written by tile `t` at
+/// step `q + s - 1` of its walk after it read the entry there, and read
+/// by tile `t + 1` at the same step, which waits for tile `t` to have
+/// finished that step ([`Shared::wait`]); so the writes and reads of
+/// every entry follow the tiles' order, one at a time.
+pub struct Edges<'a> {
+    values: *mut f32,
+    len: usize,
+    /// Planes per level (local i extent).
+    planes: usize,
+    /// Values per entry: two rows.
+    entry: usize,
+    buffer: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: the entries are reached only through `read` and `write`, whose
+// callers keep to the order above.
+unsafe impl Send for Edges<'_> {}
+unsafe impl Sync for Edges<'_> {}
+
+impl<'a> Edges<'a> {
+    /// The edge buffer of `plan` in `buffer` (at least
+    /// [`Plan::edges_len`] values).
+    pub fn new(plan: &Plan, buffer: &'a mut [f32]) -> Edges<'a> {
+        assert!(
+            buffer.len() >= plan.edges_len(),
+            "an edge buffer as planned"
+        );
+        Edges {
+            values: buffer.as_mut_ptr(),
+            len: buffer.len(),
+            planes: plan.dims[0],
+            entry: 2 * plan.dims[2],
+            buffer: PhantomData,
+        }
+    }
+
+    /// Where entry `(s, q)` starts.
+    fn at(&self, s: usize, q: usize) -> usize {
+        let at = ((s - 1) * self.planes + q) * self.entry;
+        assert!(at + self.entry <= self.len, "an entry of the buffer");
+        at
+    }
+
+    /// Copies entry `(s, q)` into `rows`.
+    ///
+    /// # Safety
+    /// No other thread writes the entry meanwhile: the tile that wrote it
+    /// last has finished the step that wrote it.
+    unsafe fn read(&self, s: usize, q: usize, rows: &mut [f32]) {
+        assert_eq!(rows.len(), self.entry, "two rows");
+        let at = self.at(s, q);
+        // SAFETY: in bounds (`at`); no write races (the caller).
+        unsafe { std::ptr::copy_nonoverlapping(self.values.add(at), rows.as_mut_ptr(), self.entry) }
+    }
+
+    /// Copies `rows` into entry `(s, q)`.
+    ///
+    /// # Safety
+    /// No other thread reads or writes the entry meanwhile: the tile that
+    /// read it last has finished the step that read it.
+    unsafe fn write(&self, s: usize, q: usize, rows: &[f32]) {
+        assert_eq!(rows.len(), self.entry, "two rows");
+        let at = self.at(s, q);
+        // SAFETY: in bounds (`at`); no other access (the caller).
+        unsafe { std::ptr::copy_nonoverlapping(rows.as_ptr(), self.values.add(at), self.entry) }
+    }
+}
+
+/// What the threads sweeping one band share: the edge buffer and how far
+/// each tile has got.
+pub struct Shared<'a> {
+    edges: Edges<'a>,
+    /// Steps each tile has finished.
+    done: Vec<AtomicUsize>,
+    /// Set when a thread's sweep panics, so that no thread waits for a
+    /// tile that will not go on.
+    failed: AtomicBool,
+}
+
+impl<'a> Shared<'a> {
+    /// The shared state of a band of `tiles` tiles with edge buffer `edges`.
+    pub fn new(edges: Edges<'a>, tiles: usize) -> Shared<'a> {
+        Shared {
+            edges,
+            done: (0..tiles).map(|_| AtomicUsize::new(0)).collect(),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// Waits until tile `t` has finished `steps` steps: spinning briefly
+    /// (the tile before is one step ahead, a few tens of microseconds),
+    /// then giving the CPU to others, so that a team with more threads
+    /// than CPUs still goes on. Panics where another thread failed.
+    fn wait(&self, t: usize, steps: usize) {
+        let mut spins = 0;
+        while self.done[t].load(Ordering::Acquire) < steps {
+            assert!(
+                !self.failed.load(Ordering::Relaxed),
+                "a thread sweeping an earlier tile failed"
+            );
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Marks the band failed where a thread's sweep unwinds.
+struct Failing<'s>(&'s AtomicBool);
+
+impl Drop for Failing<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs the wavefront of `plan` over one thread's `tiles` of the band of
+/// `schedule` (in order; each after the band's tile before it has gone a
+/// step ahead, `shared`), reading `inp` (the field at the start and the
+/// coefficients), with `scratch` of at least `plan.scratch_len(band
+/// rows)` values, with the `kernel` asked for.
+#[allow(clippy::too_many_arguments)]
+pub fn sweep_tiles(
     isa: Isa,
     plan: &Plan,
     inp: &Inputs<'_>,
-    band: &mut Band<'_>,
+    schedule: &Schedule,
+    shared: &Shared<'_>,
+    tiles: Vec<TileOut<'_>>,
     scratch: &mut [f32],
     kernel: Kernel,
 ) {
-    let rows = band.rows.clone();
-    if rows.is_empty() {
-        return;
-    }
+    let _failing = Failing(&shared.failed);
+    let rows = &schedule.rows;
     let sweeps = plan.sweeps;
+    let lo = &schedule.lo;
+    let count = schedule.tiles();
     // The scratch space starts on 4 KiB, so that a row placed at an offset
     // with the same residue as its field row has that row's address bits.
     let to_page = (scratch.as_ptr() as usize % 4096) / 4;
     let scratch = &mut scratch[(PAGE_FLOATS - to_page) % PAGE_FLOATS..];
-    let starts = plan.tile_starts(rows.len());
-    let tiles = starts.len();
-    // lo[t][s]: the first row level s of tile t updates (tile t ends where
-    // tile t+1 starts; lo[tiles] is the band's end).
-    let lo: Vec<Vec<usize>> = (0..=tiles)
-        .map(|t| {
-            (0..=sweeps)
-                .map(|s| {
-                    let s = s.max(1);
-                    let Range { start: first, end } = plan.level_rows(&rows, s);
-                    if t == 0 {
-                        first
-                    } else if t == tiles {
-                        end
-                    } else {
-                        let a = rows.start + starts[t];
-                        (a.saturating_sub(s - 1)).clamp(first, end)
-                    }
-                })
-                .collect()
-        })
-        .collect();
     let at = Offsets {
         lay: inp.lay,
         slot: plan.slot_stride(rows.len()),
-        edge_plane: plan.edge_plane(),
         level: plan.level_stride(rows.len()),
     };
     // The most rows of a level in one tile: the longest run.
-    let longest = (0..tiles)
+    let longest = (0..count)
         .flat_map(|t| (1..=sweeps).map(move |s| (t, s)))
         .map(|(t, s)| lo[t + 1][s] - lo[t][s])
         .max()
@@ -399,7 +653,7 @@ pub fn sweep_band(
         plan,
         inp,
         at,
-        band,
+        shared,
         scratch,
         work: Work {
             gosa: vec![0.0; longest],
@@ -408,28 +662,31 @@ pub fn sweep_band(
             prefetch: kernel.prefetch,
         },
     };
-    for t in 0..tiles {
+    for mut out in tiles {
+        let t = out.tile;
         let tile = Tile {
+            t,
             lo: &lo[t],
             hi: &lo[t + 1],
-            end: &lo[tiles],
+            end: &lo[count],
             after: t > 0,
-            before: t + 1 < tiles,
+            before: t + 1 < count,
         };
-        front.sweep_tile(&tile);
+        front.sweep_tile(&tile, &mut out);
     }
 }
 
-/// One thread's wavefront over its band: what every level reads (the
+/// One thread's wavefront over its tiles: what every level reads (the
 /// instruction set, the plan, the field at the start and the
-/// coefficients, where the levels' rows lie in the scratch space) and
-/// what the levels write (the band, the scratch space, the runs' sums).
-struct Front<'t, 'b> {
+/// coefficients, where the levels' rows lie in the scratch space, what
+/// the band's threads share) and what the levels write (the scratch
+/// space, the runs' sums).
+struct Front<'t> {
     isa: Isa,
     plan: &'t Plan,
     inp: &'t Inputs<'t>,
     at: Offsets,
-    band: &'t mut Band<'b>,
+    shared: &'t Shared<'t>,
     scratch: &'t mut [f32],
     work: Work,
 }
@@ -443,7 +700,6 @@ struct Front<'t, 'b> {
 struct Offsets {
     lay: Layout,
     slot: usize,
-    edge_plane: usize,
     level: usize,
 }
 
@@ -462,15 +718,12 @@ impl Offsets {
         let shift = (self.lay.row(q, lo) + LEVEL_STAGGER[s % 2] + below) % PAGE_FLOATS;
         (q % SLOTS) * self.slot + shift
     }
-
-    /// The edge buffer's two rows of plane `q`.
-    fn edge(&self, q: usize) -> usize {
-        SLOTS * self.slot + q * self.edge_plane
-    }
 }
 
 /// One tile's rows at every level.
 struct Tile<'a> {
+    /// The tile's number in the band.
+    t: usize,
     /// First row of each level.
     lo: &'a [usize],
     /// End of each level's rows.
@@ -510,16 +763,22 @@ pub struct Kernel {
     pub prefetch: bool,
 }
 
-impl Front<'_, '_> {
+impl Front<'_> {
     /// The wavefront of one tile: at each step `w`, level `s` updates
-    /// plane `w + 1 - s`.
-    fn sweep_tile(&mut self, tile: &Tile<'_>) {
+    /// plane `w + 1 - s`; each step once the tile before has finished it
+    /// (and left the edge rows the step reads), the step's end made known
+    /// to the tile after.
+    fn sweep_tile(&mut self, tile: &Tile<'_>, out: &mut TileOut<'_>) {
         let sweeps = self.plan.sweeps;
         let i_range: Vec<Range<usize>> =
             (0..=sweeps).map(|s| self.plan.range(0, s.max(1))).collect();
         let first = i_range[1].start;
         let last = i_range[1].end + sweeps - 1;
         for w in first..last {
+            let step = w + 1 - first;
+            if tile.after {
+                self.shared.wait(tile.t - 1, step);
+            }
             for s in 1..=sweeps {
                 let Some(q) = (w + 1).checked_sub(s) else {
                     continue;
@@ -534,11 +793,12 @@ impl Front<'_, '_> {
                     i_range: &i_range,
                 };
                 if s < sweeps {
-                    self.sweep_inner(tile, &level);
+                    self.sweep_inner(tile, &level, out);
                 } else {
-                    self.sweep_last(tile, &level);
+                    self.sweep_last(tile, &level, out);
                 }
             }
+            self.shared.done[tile.t].store(step, Ordering::Release);
         }
     }
 
@@ -548,14 +808,14 @@ impl Front<'_, '_> {
     /// fixed boundary) and, at the level's end, `p`'s row above them: so
     /// the next level finds the three rows around each of its rows in one
     /// run of rows.
-    fn sweep_inner(&mut self, tile: &Tile<'_>, level: &Level<'_>) {
+    fn sweep_inner(&mut self, tile: &Tile<'_>, level: &Level<'_>, dst: &mut TileOut<'_>) {
         // The fields as locals, as the borrows below split them.
         let Front {
             isa,
             plan,
             inp,
             ref at,
-            ref mut band,
+            shared,
             ref mut scratch,
             ref mut work,
         } = *self;
@@ -568,8 +828,14 @@ impl Front<'_, '_> {
         let row_at = |j: usize| base + (j + 2 - lo) * nk;
         let p_row = |j: usize| &inp.p[inp.lay.row(q, j)..][..nk];
         if tile.after {
-            let e = at.edge(q);
-            todo.copy_within(e..e + 2 * nk, row_at(lo - 2));
+            // SAFETY: the tile before finished this step (`sweep_tile`),
+            // which wrote the entry; the tile after reads it only once
+            // this tile has finished the step.
+            unsafe {
+                shared
+                    .edges
+                    .read(s, q, &mut todo[row_at(lo - 2)..][..2 * nk]);
+            }
         } else {
             for j in lo.saturating_sub(2)..lo {
                 todo[row_at(j)..][..nk].copy_from_slice(p_row(j));
@@ -615,15 +881,17 @@ impl Front<'_, '_> {
             }
         }
         if tile.before {
-            let e = at.edge(q);
-            todo.copy_within(row_at(hi - 2)..row_at(hi), e);
+            // SAFETY: this tile read the entry above in this step, after
+            // the tile before wrote it; the tile after reads it only once
+            // this tile has finished the step.
+            unsafe { shared.edges.write(s, q, &todo[row_at(hi - 2)..row_at(hi)]) };
         }
-        band.keep(plan, level, gosa);
+        dst.keep(plan, level, gosa);
     }
 
     /// The last level of plane `q`: the tile's rows of this plane, all
     /// owned and in the band, into the new field.
-    fn sweep_last(&mut self, tile: &Tile<'_>, level: &Level<'_>) {
+    fn sweep_last(&mut self, tile: &Tile<'_>, level: &Level<'_>, out: &mut TileOut<'_>) {
         let (plan, inp) = (self.plan, self.inp);
         let (s, q, lo, hi) = (level.s, level.q, level.rows.start, level.rows.end);
         let nk = plan.dims[2];
@@ -631,10 +899,9 @@ impl Front<'_, '_> {
             return;
         }
         let k_own = plan.owned[2].clone();
-        let band = &mut *self.band;
         let mut plane: ArrayViewMut2<f32> =
-            band.next
-                .slice_mut(s![q, lo - band.offset..hi - band.offset, ..]);
+            out.next
+                .slice_mut(s![q, lo - out.first..hi - out.first, ..]);
         let dst = plane
             .as_slice_mut()
             .expect("rows of a plane are contiguous");
@@ -667,7 +934,7 @@ impl Front<'_, '_> {
             (None, Some(planes)) => kernel::sweep_planes(isa, &planes, k_own, dst, gosa),
             (None, None) => first(isa, inp, q, lo..hi, k_own, dst, gosa),
         }
-        band.keep(plan, level, gosa);
+        out.keep(plan, level, gosa);
     }
 }
 
@@ -783,6 +1050,108 @@ mod tests {
         assert_eq!(plan(16, 4).sample_rows(255, 0.01), None);
         assert_eq!(plan(8, 19).sample_rows(113, 0.01), None);
         assert_eq!(plan(8, 19).sample_rows(114, 0.01), Some(57));
+    }
+
+    /// Several threads get as many tiles each: the one-thread count rounded
+    /// up to a multiple of the threads, of two rows at least, on a short
+    /// band a first tile of T rows and the rest split; one thread's tiles
+    /// are as before.
+    #[test]
+    fn threads_get_as_many_tiles_each() {
+        let grid = crate::grid::Grid::new([34, 130, 34]).unwrap();
+        let one = crate::grid::decomp::ProcGrid { p: [1, 1, 1] };
+        let block = Block::of(&grid, &one, 0).with_depth(8);
+        let starts = |sweeps: usize, rows: usize, threads: usize, band: usize| {
+            Plan::new(&block, sweeps, rows)
+                .shared_by(threads)
+                .tile_starts(band)
+        };
+        // One thread: a first tile of 16, then tiles of 16 to 31 rows.
+        assert_eq!(starts(8, 16, 1, 127), [0, 16, 35, 54, 73, 91, 109]);
+        // Two: 8 tiles, 3: 9, 4: 8.
+        assert_eq!(starts(8, 16, 2, 127), [0, 16, 32, 48, 64, 80, 96, 112]);
+        for threads in 1..=8 {
+            let n = starts(12, 16, threads, 127).len();
+            assert!(n.is_multiple_of(threads), "{threads} threads: {n} tiles");
+            assert!(n >= 7, "{threads} threads: {n} tiles");
+        }
+        // A band shorter than two tiles: T rows, then the rest split.
+        assert_eq!(starts(8, 32, 1, 16), [0]);
+        assert_eq!(starts(8, 32, 2, 16), [0, 8]);
+        assert_eq!(starts(4, 32, 3, 16), [0, 4, 10]);
+        // Too short for a second tile of two rows.
+        assert_eq!(starts(8, 32, 2, 9), [0]);
+        // Every tile after the first has two rows at least.
+        for band in 2..60 {
+            for threads in 1..=5 {
+                let s = starts(4, 2, threads, band);
+                assert!(
+                    s.windows(2).all(|w| w[1] - w[0] >= 2),
+                    "{band} {threads}: {s:?}"
+                );
+                assert!(
+                    band - s.last().unwrap() >= 2 || s.len() == 1,
+                    "{band} {threads}: {s:?}"
+                );
+            }
+        }
+    }
+
+    /// The tiles' parts of `next` and of the sums cover the band's rows
+    /// once, at every level.
+    #[test]
+    fn the_tiles_outputs_cover_the_band_once() {
+        let grid = crate::grid::Grid::new([6, 40, 5]).unwrap();
+        let one = crate::grid::decomp::ProcGrid { p: [1, 1, 1] };
+        let block = Block::of(&grid, &one, 0).with_depth(4);
+        let dims = block.local_dims();
+        let plan = Plan::new(&block, 4, 3).shared_by(2);
+        let j0 = block.origin(1);
+        for rows in [j0..j0 + block.n[1], j0..j0 + 17] {
+            let schedule = Schedule::new(&plan, rows.clone());
+            let mut next = ndarray::Array3::<f32>::zeros(dims);
+            let mut gosa = ndarray::Array3::<f64>::zeros((4, block.n[0], block.n[1]));
+            let tiles = schedule.split(next.view_mut(), gosa.view_mut(), j0);
+            assert!(tiles.len().is_multiple_of(2) && tiles.len() > 2);
+            let mut seen = vec![vec![0; dims[1]]; 5];
+            for (t, tile) in tiles.iter().enumerate() {
+                assert_eq!(tile.tile, t);
+                let mine = tile.first..tile.first + tile.next.dim().1;
+                seen[0][mine].iter_mut().for_each(|n| *n += 1);
+                for (s, (sums, first)) in tile.gosa.iter().enumerate() {
+                    let mine = *first..first + sums.dim().1;
+                    seen[s + 1][mine].iter_mut().for_each(|n| *n += 1);
+                }
+            }
+            for counts in seen {
+                let want: Vec<usize> = (0..dims[1])
+                    .map(|j| usize::from(rows.contains(&j)))
+                    .collect();
+                assert_eq!(counts, want, "{rows:?}");
+            }
+        }
+    }
+
+    /// A thread waiting for a tile whose thread failed gives up (panics)
+    /// instead of waiting for ever.
+    #[test]
+    fn a_wait_for_a_failed_tile_ends() {
+        let grid = crate::grid::Grid::new([6, 10, 5]).unwrap();
+        let one = crate::grid::decomp::ProcGrid { p: [1, 1, 1] };
+        let plan = Plan::new(&Block::of(&grid, &one, 0).with_depth(2), 2, 2);
+        let mut buffer = vec![0.0; plan.edges_len()];
+        let shared = Shared::new(Edges::new(&plan, &mut buffer), 2);
+        shared.done[0].store(3, Ordering::Release);
+        shared.wait(0, 3);
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| shared.wait(0, 4));
+            let failing = scope.spawn(|| {
+                let _failing = Failing(&shared.failed);
+                panic!("a sweep fails");
+            });
+            assert!(failing.join().is_err());
+            assert!(waiter.join().is_err(), "the waiter gave up");
+        });
     }
 
     /// The model fills three eighths of the private cache, within 4 to 32

@@ -99,24 +99,25 @@ const WIDE: usize = 16;
 /// Defines `$name(isa, args..)`, the row kernel `$body` compiled once per
 /// instruction set as [`multiversion!`] does, each copy with its own step
 /// width: [`WIDE`] points where the registers hold them (AVX-512), else
-/// [`LANES`]. `prefetch` is the body's `PREFETCH` parameter.
+/// [`LANES`]. `prefetch` is the body's `PREFETCH` parameter ([`NONE`],
+/// [`STREAMS`] or [`COEFS`]).
 macro_rules! per_isa {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:ident, prefetch = $pf:literal) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:ident, prefetch = $pf:ident) => {
         $(#[$meta])*
         #[inline]
         $vis fn $name(isa: Isa, $($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2")]
             fn avx2($($arg: $ty),*) -> $ret {
-                $body::<ymm::Ymm, ymm::Ymm, LANES, $pf>($($arg),*)
+                $body::<ymm::Ymm, ymm::Ymm, LANES, { $pf }>($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,avx512f,avx512vl")]
             fn avx512($($arg: $ty),*) -> $ret {
-                $body::<zmm::Zmm, ymm::Ymm, WIDE, $pf>($($arg),*)
+                $body::<zmm::Zmm, ymm::Ymm, WIDE, { $pf }>($($arg),*)
             }
             match isa.set() {
-                Set::Baseline => $body::<Vector<LANES>, Vector<LANES>, LANES, $pf>($($arg),*),
+                Set::Baseline => $body::<Vector<LANES>, Vector<LANES>, LANES, { $pf }>($($arg),*),
                 // SAFETY: an `Isa` naming AVX2 or AVX-512 is only made after
                 // run-time detection found those features on this CPU.
                 #[cfg(target_arch = "x86_64")]
@@ -144,7 +145,14 @@ per_isa!(
     /// Every row is found at its offset from the one field, which the
     /// compiler turns into fewer live pointers than nine separate rows
     /// (measured 7% faster at size M).
-    pub fn sweep_rows_at(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = true
+    pub fn sweep_rows_at(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = STREAMS
+);
+
+per_isa!(
+    /// As [`sweep_rows_at`], prefetching the packed coefficients as well:
+    /// the wavefront's first level, which reads each tile's rows of a
+    /// plane from memory in a burst between the cached levels.
+    pub fn sweep_rows_ahead(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = COEFS
 );
 
 per_isa!(
@@ -153,7 +161,7 @@ per_isa!(
     /// most half the last-level cache, where it measured 1.08-1.4x faster
     /// than with prefetch (notes/cpu-perf.md), as a row already in the L2
     /// did (about 25%; a row from memory was 30-50% slower without).
-    pub fn sweep_rows_at_cached(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = false
+    pub fn sweep_rows_at_cached(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = NONE
 );
 
 per_isa!(
@@ -164,7 +172,7 @@ per_isa!(
     /// classic sweep: called per row, with its nine rows found one by one,
     /// the wavefront spent a third of its instructions outside the kernel
     /// (notes/cpu-perf.md, eighteenth session).
-    pub fn sweep_planes(planes: &Planes<'_>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => planes_run, prefetch = false
+    pub fn sweep_planes(planes: &Planes<'_>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => planes_run, prefetch = NONE
 );
 
 /// Where a row update finds the rows of `p` it reads.
@@ -277,7 +285,7 @@ impl<'a> Source<'a> for Around<'a, '_> {
 /// [`row_body`] over the run of rows `js` of plane `i` of the fields,
 /// with prefetch or without.
 #[inline(always)]
-fn rows_at<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
+fn rows_at<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: u8>(
     inp: &Inputs<'_>,
     i: usize,
     js: Range<usize>,
@@ -375,7 +383,7 @@ impl Shape {
 /// [`row_body`] over the run of rows of `planes`, with prefetch or
 /// without.
 #[inline(always)]
-fn planes_run<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: bool>(
+fn planes_run<V: Step<W>, N: Step<LANES>, const W: usize, const PREFETCH: u8>(
     planes: &Planes<'_>,
     k: Range<usize>,
     out: &mut [f32],
@@ -740,7 +748,7 @@ fn part<const W: usize>(a: &[f32], at: usize) -> &[f32; W] {
 /// step of type `V` in the cache, [`LANES`] per step of type `N` where
 /// the wide steps do not pay; `PREFETCH` asks for the inputs ahead of use.
 #[inline(always)]
-fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool, const W: usize>(
+fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: u8, const W: usize>(
     rows: &S,
     coef: &[f32],
     shape: &Shape,
@@ -779,7 +787,7 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: bool,
     let regular = shape.regular * BLOCK;
     let blocks_of = &coef.as_chunks::<BLOCK_VALUES>().0[..shape.regular];
     let first = &mut out[..regular];
-    if W > LANES && !PREFETCH {
+    if W > LANES && PREFETCH == NONE {
         blocks::<V, PREFETCH, W>(&set, blocks_of, omega, first, acc);
     } else {
         blocks::<N, PREFETCH, LANES>(&set, blocks_of, omega, first, acc);
@@ -940,7 +948,7 @@ fn ghost_chunk(packing: Packing, points: Range<usize>) -> Option<(usize, [usize;
 /// exactly those points) in steps of `W`, adding each point's squared
 /// residual to lane `x % LANES` of `acc`.
 #[inline(always)]
-fn blocks<V: Step<W>, const PREFETCH: bool, const W: usize>(
+fn blocks<V: Step<W>, const PREFETCH: u8, const W: usize>(
     set: &PRows<'_>,
     blocks: &[[f32; BLOCK_VALUES]],
     omega: f32,
@@ -958,22 +966,31 @@ fn blocks<V: Step<W>, const PREFETCH: bool, const W: usize>(
     // found that set.
     let omega = unsafe { V::splat(omega) };
     for b in 0..n {
-        if PREFETCH {
+        if PREFETCH != NONE {
             // Two distances: far into L2 so the line is on its way from
             // memory, near into L1 so the loads find it there. A block
             // covers one line of each row of p and of `next` (only the
             // leading row of p, the others were loaded by earlier rows).
-            // The coefficients, one sequential stream now, are left to
-            // the hardware prefetchers: prefetching them at all made the
-            // sweep from memory slower on a Zen 3 (sizes M and L, 1 and 2
-            // threads: their 12 lines per block at both distances
-            // 0.7-0.9x, at the far one 0.77-0.9x, at 2 or 4 blocks
-            // 0.7-0.9x, one line per block 8 blocks ahead 0.75-0.88x;
-            // notes/cpu-perf.md).
             let at = b * BLOCK;
             for row in [rows.ipjp.as_ptr().cast::<f32>(), out.as_ptr().cast()] {
                 prefetch::<L1>(row, at + PREFETCH_AHEAD);
                 prefetch::<L2>(row, at + PREFETCH_L2_AHEAD);
+            }
+            // With [`COEFS`] (the wavefront's first level) also the
+            // coefficients' 12 lines of the block [`COEF_AHEAD`] blocks
+            // on, into L2: that level reads them in bursts of a tile's
+            // rows between the cached levels, and ran 1.07-1.20x faster
+            // with them at size L (T = 8, one and two threads, Zen 4).
+            // The classic sweep, a steady stream, leaves them to the
+            // hardware: with them its prefetching copy was as fast as
+            // the one without on Zen 4, so `--prefetch auto` took either
+            // by the noise, and on a Zen 3 they made it slower (12 lines
+            // per block at 2 or 4 blocks 0.7-0.9x; notes/cpu-perf.md).
+            if PREFETCH == COEFS {
+                let coef = blocks.as_ptr().cast::<f32>();
+                for line in 0..BLOCK_VALUES / LINE_VALUES {
+                    prefetch::<L2>(coef, (b + COEF_AHEAD) * BLOCK_VALUES + line * LINE_VALUES);
+                }
             }
         }
         let block = &blocks[b];
@@ -1053,6 +1070,20 @@ fn points(
         out[x] = v.p.c + omega * ss;
     }
 }
+
+/// A row kernel's software prefetch (its `PREFETCH` parameter): none.
+const NONE: u8 = 0;
+/// The leading row of `p` and the new row, ahead of use.
+const STREAMS: u8 = 1;
+/// [`STREAMS`] and the packed coefficients.
+const COEFS: u8 = 2;
+
+/// How many blocks ahead [`COEFS`] prefetches the coefficients into L2
+/// (3 KiB; 8 blocks measured the same).
+const COEF_AHEAD: usize = 4;
+
+/// Values per cache line.
+const LINE_VALUES: usize = 16;
 
 /// How far ahead, in values, the streams are prefetched into L1 (256 B).
 const PREFETCH_AHEAD: usize = 64;

@@ -993,10 +993,11 @@ fn planes<'a>(
 /// without.
 type FirstLevel = fn(Isa, &Inputs<'_>, usize, Range<usize>, Range<usize>, &mut [f32], &mut [f64]);
 
-/// Level 1's kernel, with prefetch or without.
+/// Level 1's kernel: with prefetch (of the coefficients too,
+/// [`kernel::sweep_rows_ahead`]) or without.
 fn first_level(prefetch: bool) -> FirstLevel {
     if prefetch {
-        kernel::sweep_rows_at
+        kernel::sweep_rows_ahead
     } else {
         kernel::sweep_rows_at_cached
     }

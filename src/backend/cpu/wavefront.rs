@@ -149,16 +149,17 @@ impl Plan {
             (first, single)
         } else {
             // Tiles after the first, so that all of them are a multiple of
-            // the threads; on a short band a first tile of T rows only.
-            let want = (single + 1).next_multiple_of(self.threads) - 1;
+            // the threads, of even heights (the first of T rows at least,
+            // the others of two): a first tile of the model's height and
+            // the rest of two rows kept one thread waiting on the other's
+            // short tile (a 16-row band at T = 2 on two threads, 0.56x).
             let least = self.sweeps.max(2);
-            if rows >= first + 2 * want {
-                (first, want)
-            } else if rows >= least + 2 {
-                (least, want.min((rows - least) / 2))
-            } else {
-                (first, 0)
+            if rows < least + 2 {
+                return vec![0];
             }
+            let tiles = ((single + 1).next_multiple_of(self.threads) - 1).min((rows - least) / 2);
+            let first = least.max(rows / (tiles + 1)).min(rows - 2 * tiles);
+            (first, tiles)
         };
         if tiles == 0 {
             return vec![0];
@@ -1069,31 +1070,33 @@ mod tests {
         };
         // One thread: a first tile of 16, then tiles of 16 to 31 rows.
         assert_eq!(starts(8, 16, 1, 127), [0, 16, 35, 54, 73, 91, 109]);
-        // Two: 8 tiles, 3: 9, 4: 8.
-        assert_eq!(starts(8, 16, 2, 127), [0, 16, 32, 48, 64, 80, 96, 112]);
+        // Two: 8 tiles, 3: 9, 4: 8, of even heights.
+        assert_eq!(starts(8, 16, 2, 127), [0, 15, 31, 47, 63, 79, 95, 111]);
         for threads in 1..=8 {
             let n = starts(12, 16, threads, 127).len();
             assert!(n.is_multiple_of(threads), "{threads} threads: {n} tiles");
             assert!(n >= 7, "{threads} threads: {n} tiles");
         }
-        // A band shorter than two tiles: T rows, then the rest split.
+        // A band shorter than two tiles: split evenly, the first of T
+        // rows at least.
         assert_eq!(starts(8, 32, 1, 16), [0]);
         assert_eq!(starts(8, 32, 2, 16), [0, 8]);
-        assert_eq!(starts(4, 32, 3, 16), [0, 4, 10]);
+        assert_eq!(starts(2, 32, 2, 16), [0, 8]);
+        assert_eq!(starts(4, 32, 3, 16), [0, 5, 11]);
+        assert_eq!(starts(12, 32, 2, 16), [0, 12]);
+        assert_eq!(starts(8, 32, 2, 40), [0, 20]);
         // Too short for a second tile of two rows.
         assert_eq!(starts(8, 32, 2, 9), [0]);
-        // Every tile after the first has two rows at least.
+        // The first tile has T rows at least, every other two.
         for band in 2..60 {
             for threads in 1..=5 {
-                let s = starts(4, 2, threads, band);
-                assert!(
-                    s.windows(2).all(|w| w[1] - w[0] >= 2),
-                    "{band} {threads}: {s:?}"
-                );
-                assert!(
-                    band - s.last().unwrap() >= 2 || s.len() == 1,
-                    "{band} {threads}: {s:?}"
-                );
+                for sweeps in [2, 4, 7] {
+                    let s = starts(sweeps, 2, threads, band);
+                    let case = format!("{band} rows, {threads} threads, T={sweeps}: {s:?}");
+                    assert!(s.len() == 1 || s[1] >= sweeps, "{case}");
+                    assert!(s.windows(2).all(|w| w[1] - w[0] >= 2), "{case}");
+                    assert!(band - s.last().unwrap() >= 2 || s.len() == 1, "{case}");
+                }
             }
         }
     }

@@ -50,7 +50,7 @@ use super::lines::{LineWriter, RowBuffer};
 use crate::grid::decomp::Block;
 use crate::machine::cache::PerCore;
 use crate::machine::isa::Isa;
-use ndarray::{ArrayViewMut2, ArrayViewMut3, Axis, s};
+use ndarray::{ArrayViewMut, ArrayViewMut2, ArrayViewMut3, Axis, Dimension, s};
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -402,6 +402,25 @@ impl Schedule {
         clamp(self.lo[t][s])..clamp(self.lo[t + 1][s])
     }
 
+    /// Cuts `view` (local j from `offset` along its second axis) into each
+    /// tile's kept rows of level `s`, with the local j of each part's first.
+    fn cut<'a, A, D: Dimension>(
+        &self,
+        view: ArrayViewMut<'a, A, D>,
+        offset: usize,
+        s: usize,
+    ) -> Vec<(ArrayViewMut<'a, A, D>, usize)> {
+        let (_, mut rest) = view.split_at(Axis(1), self.rows.start - offset);
+        let mut parts = Vec::with_capacity(self.tiles());
+        for t in 0..self.tiles() {
+            let rows = self.kept(t, s);
+            let (mine, after) = rest.split_at(Axis(1), rows.len());
+            parts.push((mine, rows.start));
+            rest = after;
+        }
+        parts
+    }
+
     /// Cuts what the band's wavefront writes into each tile's part: `next`
     /// (the whole field) and `gosa` (`[level, i - owned i start, j -
     /// offset]`), one [`TileOut`] per tile in order.
@@ -417,27 +436,16 @@ impl Schedule {
         }
         let sweeps = self.lo[0].len() - 1;
         // Level `sweeps` writes `next`: each tile its rows of that level.
-        let mut nexts = Vec::with_capacity(tiles);
-        let (_, mut rest) = next.split_at(Axis(1), self.rows.start);
-        for t in 0..tiles {
-            let rows = self.kept(t, sweeps);
-            let (mine, after) = rest.split_at(Axis(1), rows.len());
-            nexts.push((mine, rows.start));
-            rest = after;
-        }
+        let nexts = self.cut(next, 0, sweeps);
         let mut sums: Vec<Vec<(ArrayViewMut2<'a, f64>, usize)>> =
             (0..tiles).map(|_| Vec::with_capacity(sweeps)).collect();
         let mut levels = gosa;
-        for s in 0..sweeps {
+        for s in 1..=sweeps {
             let (level, after) = levels.split_at(Axis(0), 1);
             levels = after;
             let plane = level.index_axis_move(Axis(0), 0);
-            let (_, mut rest) = plane.split_at(Axis(1), self.rows.start - offset);
-            for (t, tile) in sums.iter_mut().enumerate() {
-                let rows = self.kept(t, s + 1);
-                let (mine, after) = rest.split_at(Axis(1), rows.len());
-                tile.push((mine, rows.start));
-                rest = after;
+            for (tile, piece) in sums.iter_mut().zip(self.cut(plane, offset, s)) {
+                tile.push(piece);
             }
         }
         nexts

@@ -175,6 +175,14 @@ per_isa!(
     pub fn sweep_planes(planes: &Planes<'_>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => planes_run, prefetch = NONE
 );
 
+per_isa!(
+    /// As [`sweep_planes`], prefetching the packed coefficients into L2
+    /// ahead of use: for the cached levels of a wavefront whose fields
+    /// the cache cannot hold, where a tile's levels' coefficients live in
+    /// the L3 ([`COEFS_ONLY`]).
+    pub fn sweep_planes_ahead(planes: &Planes<'_>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => planes_run, prefetch = COEFS_ONLY
+);
+
 /// Where a row update finds the rows of `p` it reads.
 trait Source<'a> {
     /// The 19 rows of `p` that the update of points `k` reads, each as
@@ -781,13 +789,14 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: u8, c
     // The whole blocks, then the row's last block again where it is not
     // whole blocks. Points are summed in increasing order, each into its
     // lane, so the sums do not depend on W.
-    // Only rows already in the cache take the wide steps: from memory
-    // (with prefetch) they measured 3-7% slower than 8-point chunks at
-    // sizes M and L on one thread (notes/cpu-perf.md), as on Zen 4 before.
+    // Only rows already in the cache (whose `p` is not prefetched) take
+    // the wide steps: from memory (with prefetch) they measured 3-7%
+    // slower than 8-point chunks at sizes M and L on one thread
+    // (notes/cpu-perf.md), as on Zen 4 before.
     let regular = shape.regular * BLOCK;
     let blocks_of = &coef.as_chunks::<BLOCK_VALUES>().0[..shape.regular];
     let first = &mut out[..regular];
-    if W > LANES && PREFETCH == NONE {
+    if W > LANES && (PREFETCH == NONE || PREFETCH == COEFS_ONLY) {
         blocks::<V, PREFETCH, W>(&set, blocks_of, omega, first, acc);
     } else {
         blocks::<N, PREFETCH, LANES>(&set, blocks_of, omega, first, acc);
@@ -966,7 +975,7 @@ fn blocks<V: Step<W>, const PREFETCH: u8, const W: usize>(
     // found that set.
     let omega = unsafe { V::splat(omega) };
     for b in 0..n {
-        if PREFETCH != NONE {
+        if PREFETCH == STREAMS || PREFETCH == COEFS {
             // Two distances: far into L2 so the line is on its way from
             // memory, near into L1 so the loads find it there. A block
             // covers one line of each row of p and of `next` (only the
@@ -976,21 +985,25 @@ fn blocks<V: Step<W>, const PREFETCH: u8, const W: usize>(
                 prefetch::<L1>(row, at + PREFETCH_AHEAD);
                 prefetch::<L2>(row, at + PREFETCH_L2_AHEAD);
             }
-            // With [`COEFS`] (the wavefront's first level) also the
-            // coefficients' 12 lines of the block [`COEF_AHEAD`] blocks
-            // on, into L2: that level reads them in bursts of a tile's
-            // rows between the cached levels, and ran 1.07-1.20x faster
-            // with them at size L (T = 8, one and two threads, Zen 4).
-            // The classic sweep, a steady stream, leaves them to the
-            // hardware: with them its prefetching copy was as fast as
-            // the one without on Zen 4, so `--prefetch auto` took either
-            // by the noise, and on a Zen 3 they made it slower (12 lines
-            // per block at 2 or 4 blocks 0.7-0.9x; notes/cpu-perf.md).
-            if PREFETCH == COEFS {
-                let coef = blocks.as_ptr().cast::<f32>();
-                for line in 0..BLOCK_VALUES / LINE_VALUES {
-                    prefetch::<L2>(coef, (b + COEF_AHEAD) * BLOCK_VALUES + line * LINE_VALUES);
-                }
+        }
+        // With [`COEFS`] (the wavefront's first level) also the
+        // coefficients' 12 lines of the block [`COEF_AHEAD`] blocks on,
+        // into L2: that level reads them in bursts of a tile's rows
+        // between the cached levels, and ran 1.07-1.20x faster with them
+        // at size L (T = 8, one and two threads, Zen 4). With
+        // [`COEFS_ONLY`] (the cached levels, whose rows of `p` are in the
+        // cache but whose coefficients a step's other levels have pushed
+        // out to L3) only those: 1.02-1.08x at L on one thread, T = 8,
+        // and 1.07-1.10x on two at T = 12 (notes/cpu-perf.md). The
+        // classic sweep, a steady stream, leaves them to the hardware:
+        // with them its prefetching copy was as fast as the one without
+        // on Zen 4, so `--prefetch auto` took either by the noise, and on
+        // a Zen 3 they made it slower (12 lines per block at 2 or 4
+        // blocks 0.7-0.9x; notes/cpu-perf.md).
+        if PREFETCH == COEFS || PREFETCH == COEFS_ONLY {
+            let coef = blocks.as_ptr().cast::<f32>();
+            for line in 0..BLOCK_VALUES / LINE_VALUES {
+                prefetch::<L2>(coef, (b + COEF_AHEAD) * BLOCK_VALUES + line * LINE_VALUES);
             }
         }
         let block = &blocks[b];
@@ -1077,6 +1090,8 @@ const NONE: u8 = 0;
 const STREAMS: u8 = 1;
 /// [`STREAMS`] and the packed coefficients.
 const COEFS: u8 = 2;
+/// The packed coefficients only, for rows of `p` already in the cache.
+const COEFS_ONLY: u8 = 3;
 
 /// How many blocks ahead [`COEFS`] prefetches the coefficients into L2
 /// (3 KiB; 8 blocks measured the same).
@@ -1233,6 +1248,12 @@ mod tests {
                     sweep_planes(isa, &planes(j), 1..nk - 1, &mut one, &mut g);
                     assert_eq!(&one[1..nk - 1], &row[1..nk - 1]);
                     assert_eq!(g[0].to_bits(), g_run[j - 1].to_bits());
+                    // The copy that prefetches the coefficients: the same.
+                    let mut ahead = vec![0.0; nk];
+                    let mut g_ahead = [0.0];
+                    sweep_planes_ahead(isa, &planes(j), 1..nk - 1, &mut ahead, &mut g_ahead);
+                    assert_eq!(&ahead[1..nk - 1], &row[1..nk - 1]);
+                    assert_eq!(g_ahead[0].to_bits(), g[0].to_bits());
                     let mut at_cached = vec![0.0; nk];
                     let mut g_at = [0.0];
                     sweep_rows_at_cached(

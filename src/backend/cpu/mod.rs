@@ -1443,7 +1443,7 @@ mod tests {
     /// lengths (1 to 17 points, and longer rows that are not whole
     /// blocks), with 1 to 3 threads, T = 2 to 4, tiles of one row (the
     /// most tiles and edge rows), two rows and the default height, cached
-    /// and streaming stores, the first level with and without prefetch.
+    /// and streaming stores, the levels with and without prefetch.
     #[test]
     fn every_isa_and_thread_count_sweeps_the_wavefront_alike() {
         let sweeps = 5;

@@ -755,11 +755,11 @@ struct Work {
     spare: Vec<f64>,
     /// A whole row, for streaming stores.
     row_buf: Option<RowBuffer>,
-    /// Whether level 1 prefetches.
+    /// Whether the levels prefetch ([`Kernel::prefetch`]).
     prefetch: bool,
 }
 
-/// How a wavefront's first and last levels meet memory.
+/// How a wavefront's levels meet memory.
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel {
     /// Whether the last level writes `next` with streaming stores.
@@ -768,7 +768,8 @@ pub struct Kernel {
     /// sweep does, prefetches them as the classic sweep would (fields
     /// beyond the cache): in the cache the prefetch instructions were a
     /// tenth of level 1's (notes/cpu-perf.md, eighteenth session), as
-    /// they slowed the classic sweep there.
+    /// they slowed the classic sweep there. The cached levels then
+    /// prefetch their coefficients ([`cached_level`]).
     pub prefetch: bool,
 }
 
@@ -868,8 +869,9 @@ impl Front<'_> {
             });
         } else {
             let planes = planes(plan, inp, tile, at, done, level);
+            let cached = cached_level(work.prefetch);
             in_pieces(&k, own, gosa, spare, |k, g| {
-                kernel::sweep_planes(isa, &planes, k, out, g);
+                cached(isa, &planes, k, out, g);
             });
         }
         // The fixed boundary values just outside the level's k range,
@@ -916,6 +918,7 @@ impl Front<'_> {
             .expect("rows of a plane are contiguous");
         let gosa = &mut self.work.gosa[..hi - lo];
         let first = first_level(self.work.prefetch);
+        let cached = cached_level(self.work.prefetch);
         let planes = if s == 1 {
             None
         } else {
@@ -933,14 +936,14 @@ impl Front<'_> {
                     match &planes {
                         Some(planes) => {
                             let one = planes.from_row(n);
-                            kernel::sweep_planes(isa, &one, k_own.clone(), row, g);
+                            cached(isa, &one, k_own.clone(), row, g);
                         }
                         None => first(isa, inp, q, j..j + 1, k_own.clone(), row, g),
                     }
                     writer.write(n * nk, row);
                 }
             }
-            (None, Some(planes)) => kernel::sweep_planes(isa, &planes, k_own, dst, gosa),
+            (None, Some(planes)) => cached(isa, &planes, k_own, dst, gosa),
             (None, None) => first(isa, inp, q, lo..hi, k_own, dst, gosa),
         }
         out.keep(plan, level, gosa);
@@ -1009,6 +1012,23 @@ fn first_level(prefetch: bool) -> FirstLevel {
         kernel::sweep_rows_ahead
     } else {
         kernel::sweep_rows_at_cached
+    }
+}
+
+/// The kernel of the levels after the first, which read their rows of `p`
+/// from the cache.
+type CachedLevel = fn(Isa, &Planes<'_>, Range<usize>, &mut [f32], &mut [f64]);
+
+/// The cached levels' kernel: where the fields are beyond the cache (and
+/// level 1 prefetches), prefetching the coefficients, which a step's
+/// other levels have pushed out to the L3
+/// ([`kernel::sweep_planes_ahead`]); in the cache without, as the
+/// prefetch instructions would only take issue slots there.
+fn cached_level(prefetch: bool) -> CachedLevel {
+    if prefetch {
+        kernel::sweep_planes_ahead
+    } else {
+        kernel::sweep_planes
     }
 }
 

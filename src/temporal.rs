@@ -9,7 +9,7 @@
 //! read from it every sweep anyway (a gain remains where several threads
 //! or ranks meet once per sweep, which blocking makes once per T sweeps:
 //! those runs time the candidates), and a wavefront whose tiles of
-//! [`MIN_TILE_ROWS`] rows do not fit a thread's share of the cache falls
+//! [`least_tile_rows`] rows do not fit a thread's share of the cache falls
 //! out of it (shorter tiles cut level 1's memory runs short: 8-row tiles
 //! ran at 0.93x of the classic sweep, notes/cpu-perf.md). Those cases the
 //! model settles with T = 1. Fields that only the last-level cache holds
@@ -64,8 +64,8 @@ use serde::{Deserialize, Serialize};
 /// The sweeps per exchange `--temporal auto` tries beside the classic one
 /// (each where its tiles fit, timed with its own tile height).
 pub const AUTO_CANDIDATES: [usize; 7] = [2, 3, 4, 6, 8, 12, 16];
-pub use crate::backend::cpu::wavefront::MIN_TILE_ROWS;
 use crate::backend::cpu::wavefront::bytes_per_tile_row;
+use crate::backend::cpu::wavefront::least_tile_rows;
 /// How long `--temporal auto` times its candidates: 3 to 10 rounds of one
 /// turn each, the order reversed every other round (none always runs
 /// after another, or first), ending after 1.5 s once it has 3; from the
@@ -190,10 +190,8 @@ struct Machine {
     nk: usize,
     /// One thread's share of the cache (`PerCore::budget_bytes`).
     budget: usize,
-    /// Rows per tile asked for (`--tile-rows`), else [`MIN_TILE_ROWS`].
-    rows: usize,
-    /// Whether `rows` came from `--tile-rows`.
-    given: bool,
+    /// Rows per tile asked for (`--tile-rows`), if any.
+    given: Option<usize>,
 }
 
 impl Machine {
@@ -201,14 +199,19 @@ impl Machine {
         Machine {
             nk: block.local_dims()[2],
             budget: core.budget_bytes(),
-            rows: cfg.tile_rows.unwrap_or(MIN_TILE_ROWS),
-            given: cfg.tile_rows.is_some(),
+            given: cfg.tile_rows,
         }
+    }
+
+    /// Rows per tile of `sweeps` sweeps the model weighs: those asked
+    /// for, else the fewest the tiles may have ([`least_tile_rows`]).
+    fn rows(&self, sweeps: usize) -> usize {
+        self.given.unwrap_or_else(|| least_tile_rows(sweeps))
     }
 
     /// Whether `sweeps` sweeps' tiles fit one thread's cache share.
     fn fits(&self, sweeps: usize) -> bool {
-        working_set(self.nk, sweeps, self.rows) <= self.budget
+        working_set(self.nk, sweeps, self.rows(sweeps)) <= self.budget
     }
 
     /// The one-line warning for an explicit `sweeps` that does not fit.
@@ -221,11 +224,12 @@ impl Machine {
             "--temporal {sweeps}: the wavefront's tiles of {} rows need {:.1} MiB of cache per \
              thread, more than a thread's {:.1} MiB share of this machine's cache, so its \
              sweeps come from memory and it may run slower than --temporal 1; {}",
-            self.rows,
-            mib(working_set(self.nk, sweeps, self.rows)),
+            self.rows(sweeps),
+            mib(working_set(self.nk, sweeps, self.rows(sweeps))),
             mib(self.budget),
             match largest {
-                _ if self.given => "give fewer --tile-rows, or use --temporal auto".to_string(),
+                _ if self.given.is_some() =>
+                    "give fewer --tile-rows, or use --temporal auto".to_string(),
                 Some(t) if t > 1 => format!("--temporal {t} fits, or use --temporal auto"),
                 _ => "use --temporal 1 or --temporal auto".to_string(),
             }
@@ -347,8 +351,12 @@ fn model(
             "the wavefront of {} sweeps needs {:.1} MiB of cache per thread for tiles of {} \
              rows, more than a thread's {:.1} MiB share",
             AUTO_CANDIDATES[0],
-            mib(working_set(m.nk, AUTO_CANDIDATES[0], m.rows)),
-            m.rows,
+            mib(working_set(
+                m.nk,
+                AUTO_CANDIDATES[0],
+                m.rows(AUTO_CANDIDATES[0])
+            )),
+            m.rows(AUTO_CANDIDATES[0]),
             mib(m.budget)
         ),
         _ => String::new(),
@@ -724,33 +732,40 @@ mod tests {
     use crate::config::RunLength;
     use std::time::Instant;
 
-    fn machine(nk: usize, budget: usize, rows: usize) -> Machine {
+    fn machine(nk: usize, budget: usize) -> Machine {
         Machine {
             nk,
             budget,
-            rows,
-            given: false,
+            given: None,
         }
     }
 
     #[test]
     fn a_wavefront_fits_while_its_tiles_do() {
-        // Size M rows (258 values), tiles of 16 rows: 215 KB per level.
-        let m = machine(258, 1 << 20, 16);
-        assert!(m.fits(4));
-        assert!(!m.fits(5));
-        assert_eq!(m.warning(4, 32), None);
+        // Size M rows (258 values): T = 12's tiles of six rows take 966
+        // KB, T = 13's of seven 1220 KB.
+        let m = machine(258, 1 << 20);
+        assert!(m.fits(12));
+        assert!(!m.fits(13));
+        assert_eq!(m.warning(12, 32), None);
         assert_eq!(m.warning(1, 32), None);
-        let w = m.warning(8, 32).expect("8 sweeps do not fit 1 MiB");
-        assert!(w.contains("--temporal 4 fits"), "{w}");
+        let w = m.warning(16, 32).expect("16 sweeps do not fit 1 MiB");
+        assert!(w.contains("tiles of 8 rows"), "{w}");
+        assert!(w.contains("--temporal 12 fits"), "{w}");
         assert!(!w.contains('\n'), "{w}");
         // Nothing above 1 fits: the advice is T=1 or auto.
-        let tiny = machine(258, 100 << 10, 16);
+        let tiny = machine(258, 100 << 10);
         let w = tiny.warning(2, 32).unwrap();
         assert!(w.contains("use --temporal 1 or --temporal auto"), "{w}");
+        // Tiles asked for: the model weighs them, and the advice is fewer.
         let given = Machine {
-            given: true,
-            ..machine(258, 1 << 20, 64)
+            given: Some(16),
+            ..machine(258, 1 << 20)
+        };
+        assert!(given.fits(4) && !given.fits(5));
+        let given = Machine {
+            given: Some(64),
+            ..machine(258, 1 << 20)
         };
         assert!(given.warning(2, 32).unwrap().contains("fewer --tile-rows"));
     }
@@ -782,11 +797,12 @@ mod tests {
     #[test]
     fn deep_candidates_are_offered_while_their_shortest_tiles_fit() {
         // Size M rows, a 240 MiB share: every depth.
-        let big = machine(258, 240 << 20, MIN_TILE_ROWS);
+        let big = machine(258, 240 << 20);
         assert!(AUTO_CANDIDATES.iter().all(|&t| big.fits(t)));
-        // A 1 MiB share: T = 16's four rows take 858 KB, T = 20's 1073.
-        let share = machine(258, 1 << 20, MIN_TILE_ROWS);
-        assert!(share.fits(16) && !share.fits(20));
+        // A 1 MiB share: T = 8's four rows take 429 KB, T = 12's six 966,
+        // T = 16's eight 1717.
+        let share = machine(258, 1 << 20);
+        assert!(share.fits(8) && share.fits(12) && !share.fits(16));
     }
 
     /// A wavefront whose own buffers would hold more than the classic

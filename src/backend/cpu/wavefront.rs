@@ -267,6 +267,18 @@ pub const TILE_ROWS: usize = 32;
 /// the driver times the taller heights too ([`other_tile_rows`]).
 pub const MIN_TILE_ROWS: usize = 4;
 
+/// Fewest rows per tile the model gives for `sweeps` sweeps: [`MIN_TILE_ROWS`]
+/// and half of T, within [`TILE_ROWS`]. A band's first tile has at least T
+/// rows; with others of fewer than half as many a calibration cannot sample
+/// the band ([`Plan::sample_rows`]) and sweeps the whole block, which at
+/// size L with T = 12 and a 2 s budget left the 4-row tiles untimed. Those
+/// tiles were also slow: at L on a Zen 4 guest tiles of T/2 rows ran
+/// 1.15-1.3x faster than 4-row ones at T = 12 and 16, one and two threads
+/// (notes/cpu-perf.md, twenty-fifth session).
+pub fn least_tile_rows(sweeps: usize) -> usize {
+    MIN_TILE_ROWS.max(sweeps.div_ceil(2)).min(TILE_ROWS)
+}
+
 /// Bytes of the thirteen arrays' rows (`p` and twelve coefficients) of
 /// one tile row of `nk` values in each of `sweeps` planes in flight: what
 /// a tile of one row keeps in the cache.
@@ -282,15 +294,15 @@ pub fn bytes_per_tile_row(nk: usize, sweeps: usize) -> usize {
 const PRIVATE_EIGHTHS: usize = 3;
 
 /// Rows that fit `bytes` for `sweeps` sweeps of rows `nk` values long,
-/// within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`].
+/// within [`least_tile_rows`]..=[`TILE_ROWS`].
 fn rows_within(bytes: usize, nk: usize, sweeps: usize) -> usize {
-    (bytes / bytes_per_tile_row(nk, sweeps).max(1)).clamp(MIN_TILE_ROWS, TILE_ROWS)
+    (bytes / bytes_per_tile_row(nk, sweeps).max(1)).clamp(least_tile_rows(sweeps), TILE_ROWS)
 }
 
 /// Chooses the rows per tile for `sweeps` sweeps of rows `nk` values long
 /// on a thread of `core`: as many as keep the planes in flight within
 /// [`PRIVATE_EIGHTHS`] of the core's private cache, where a tile's levels
-/// reread one another's rows, within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`].
+/// reread one another's rows, within [`least_tile_rows`]..=[`TILE_ROWS`].
 /// Each T gets its own height, so `--temporal auto` times every candidate
 /// with the tiles it would run with.
 pub fn tile_rows(nk: usize, sweeps: usize, core: &PerCore) -> usize {
@@ -309,7 +321,7 @@ const SHARED_EIGHTHS: usize = 2;
 
 /// The rows per tile that keep the planes in flight within
 /// [`SHARED_EIGHTHS`] of the thread's share of the last-level cache
-/// ([`PerCore::budget_bytes`]), within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`]:
+/// ([`PerCore::budget_bytes`]), within [`least_tile_rows`]..=[`TILE_ROWS`]:
 /// where a core's private cache is small and the last level fast, the
 /// levels reread one another's rows from there. On a Xeon guest (a 2 MiB
 /// L2) the private cache's heights ran 1.3-1.6x faster than 32 rows instead
@@ -333,7 +345,7 @@ pub fn tile_heights(nk: usize, sweeps: usize, core: &PerCore) -> [usize; 2] {
 /// The tile heights besides `rows` worth timing for `sweeps` sweeps of
 /// rows `nk` values long on `core`, once the run has started with `rows`:
 /// half and twice it, and the heights of [`tile_heights`], each once,
-/// within [`MIN_TILE_ROWS`]..=[`TILE_ROWS`]. The height that wins moves
+/// within [`least_tile_rows`]..=[`TILE_ROWS`]. The height that wins moves
 /// between machines and sizes: on a Zen 3 guest (a 512 KiB L2, a fast L3)
 /// with two threads, tiles of 16 rows swept size L 1.2-1.3x faster than
 /// tiles of 32 at T = 4 and 8, while on a Xeon guest (a 2 MiB L2) tiles of
@@ -342,7 +354,7 @@ pub fn other_tile_rows(rows: usize, nk: usize, sweeps: usize, core: &PerCore) ->
     let [private, shared] = tile_heights(nk, sweeps, core);
     let mut others: Vec<usize> = Vec::new();
     for r in [rows / 2, rows * 2, private, shared] {
-        if (MIN_TILE_ROWS..=TILE_ROWS).contains(&r) && r != rows && !others.contains(&r) {
+        if (least_tile_rows(sweeps)..=TILE_ROWS).contains(&r) && r != rows && !others.contains(&r) {
             others.push(r);
         }
     }
@@ -1080,6 +1092,24 @@ mod tests {
         assert_eq!(plan(16, 4).sample_rows(255, 0.01), None);
         assert_eq!(plan(8, 19).sample_rows(113, 0.01), None);
         assert_eq!(plan(8, 19).sample_rows(114, 0.01), Some(57));
+        // Every height the model offers leaves a sample, on any cache and
+        // for every depth: on a 256 KiB L2 and on a Xeon's 2 MiB.
+        let small = PerCore {
+            private_bytes: 256 << 10,
+            shared_bytes: 4 << 20,
+            sharing: 2,
+        };
+        for core in [small, XEON] {
+            for sweeps in 2..=16 {
+                for rows in tile_heights(514, sweeps, &core) {
+                    let others = other_tile_rows(rows, 514, sweeps, &core);
+                    for r in std::iter::once(rows).chain(others) {
+                        let sample = plan(sweeps, r).sample_rows(255, 0.01);
+                        assert!(sample.is_some(), "T={sweeps}, tiles of {r} rows");
+                    }
+                }
+            }
+        }
     }
 
     /// Several threads get as many tiles each: the one-thread count rounded
@@ -1214,14 +1244,16 @@ mod tests {
         };
         // Size L's rows: 214 KB a tile row at T = 8, 4 MiB hold 19.
         assert_eq!(tile_heights(514, 8, &zen4), [MIN_TILE_ROWS, 19]);
-        assert_eq!(tile_heights(514, 16, &zen4), [MIN_TILE_ROWS, 9]);
+        // T = 16: half of T is the floor.
+        assert_eq!(tile_heights(514, 16, &zen4), [8, 9]);
         assert!(19 * bytes_per_tile_row(514, 8) <= 4 << 20);
         assert!(20 * bytes_per_tile_row(514, 8) > 4 << 20);
         // Size M's rows at T = 8: the private cache's floor, the ceiling.
         assert_eq!(tile_heights(258, 8, &zen4), [MIN_TILE_ROWS, TILE_ROWS]);
         // A Xeon guest's 480 MiB L3: the ceiling for every T.
         assert_eq!(tile_heights(258, 4, &XEON), [14, TILE_ROWS]);
-        assert_eq!(tile_heights(514, 16, &XEON), [MIN_TILE_ROWS, TILE_ROWS]);
+        assert_eq!(tile_heights(514, 16, &XEON), [8, TILE_ROWS]);
+        assert_eq!(tile_heights(514, 12, &XEON), [6, TILE_ROWS]);
     }
 
     /// The driver also times half and twice the starting height and the

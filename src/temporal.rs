@@ -64,8 +64,7 @@ use serde::{Deserialize, Serialize};
 /// The sweeps per exchange `--temporal auto` tries beside the classic one
 /// (each where its tiles fit, timed with its own tile height).
 pub const AUTO_CANDIDATES: [usize; 7] = [2, 3, 4, 6, 8, 12, 16];
-use crate::backend::cpu::wavefront::bytes_per_tile_row;
-use crate::backend::cpu::wavefront::least_tile_rows;
+use crate::backend::cpu::wavefront::{bytes_per_tile_row, least_tile_rows};
 /// How long `--temporal auto` times its candidates: 3 to 10 rounds of one
 /// turn each, the order reversed every other round (none always runs
 /// after another, or first), ending after 1.5 s once it has 3; from the
@@ -172,13 +171,6 @@ struct View {
     reason: String,
 }
 
-/// Bytes of the wavefront's working set per thread for `sweeps` sweeps of
-/// tiles of `rows` rows of `nk` values: the coefficients' and `p`'s rows
-/// of the `sweeps` planes in flight (as `wavefront::tile_rows` counts).
-fn working_set(nk: usize, sweeps: usize, rows: usize) -> usize {
-    rows.saturating_mul(bytes_per_tile_row(nk, sweeps))
-}
-
 /// MiB, for messages.
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / f64::from(1 << 20)
@@ -209,9 +201,17 @@ impl Machine {
         self.given.unwrap_or_else(|| least_tile_rows(sweeps))
     }
 
+    /// Bytes of the wavefront's working set per thread for `sweeps`
+    /// sweeps: the coefficients' and `p`'s rows of the `sweeps` planes in
+    /// flight of a tile (as `wavefront::tile_rows` counts).
+    fn need(&self, sweeps: usize) -> usize {
+        self.rows(sweeps)
+            .saturating_mul(bytes_per_tile_row(self.nk, sweeps))
+    }
+
     /// Whether `sweeps` sweeps' tiles fit one thread's cache share.
     fn fits(&self, sweeps: usize) -> bool {
-        working_set(self.nk, sweeps, self.rows(sweeps)) <= self.budget
+        self.need(sweeps) <= self.budget
     }
 
     /// The one-line warning for an explicit `sweeps` that does not fit.
@@ -225,7 +225,7 @@ impl Machine {
              thread, more than a thread's {:.1} MiB share of this machine's cache, so its \
              sweeps come from memory and it may run slower than --temporal 1; {}",
             self.rows(sweeps),
-            mib(working_set(self.nk, sweeps, self.rows(sweeps))),
+            mib(self.need(sweeps)),
             mib(self.budget),
             match largest {
                 _ if self.given.is_some() =>
@@ -351,11 +351,7 @@ fn model(
             "the wavefront of {} sweeps needs {:.1} MiB of cache per thread for tiles of {} \
              rows, more than a thread's {:.1} MiB share",
             AUTO_CANDIDATES[0],
-            mib(working_set(
-                m.nk,
-                AUTO_CANDIDATES[0],
-                m.rows(AUTO_CANDIDATES[0])
-            )),
+            mib(m.need(AUTO_CANDIDATES[0])),
             m.rows(AUTO_CANDIDATES[0]),
             mib(m.budget)
         ),

@@ -99,8 +99,8 @@ const WIDE: usize = 16;
 /// Defines `$name(isa, args..)`, the row kernel `$body` compiled once per
 /// instruction set as [`multiversion!`] does, each copy with its own step
 /// width: [`WIDE`] points where the registers hold them (AVX-512), else
-/// [`LANES`]. `prefetch` is the body's `PREFETCH` parameter ([`NONE`],
-/// [`STREAMS`] or [`COEFS`]).
+/// [`LANES`]. `prefetch` is the body's `PREFETCH` parameter: [`NONE`], or
+/// the streams it names ([`STREAMS`], [`COEFS`] or both, [`ALL`]).
 macro_rules! per_isa {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:ident, prefetch = $pf:ident) => {
         $(#[$meta])*
@@ -152,7 +152,7 @@ per_isa!(
     /// As [`sweep_rows_at`], prefetching the packed coefficients as well:
     /// the wavefront's first level, which reads each tile's rows of a
     /// plane from memory in a burst between the cached levels.
-    pub fn sweep_rows_ahead(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = COEFS
+    pub fn sweep_rows_ahead(inp: &Inputs<'_>, i: usize, js: Range<usize>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => rows_at, prefetch = ALL
 );
 
 per_isa!(
@@ -179,8 +179,8 @@ per_isa!(
     /// As [`sweep_planes`], prefetching the packed coefficients into L2
     /// ahead of use: for the cached levels of a wavefront whose fields
     /// the cache cannot hold, where a tile's levels' coefficients live in
-    /// the L3 ([`COEFS_ONLY`]).
-    pub fn sweep_planes_ahead(planes: &Planes<'_>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => planes_run, prefetch = COEFS_ONLY
+    /// the L3 ([`COEFS`]).
+    pub fn sweep_planes_ahead(planes: &Planes<'_>, k: Range<usize>, out: &mut [f32], gosa: &mut [f64]) -> () => planes_run, prefetch = COEFS
 );
 
 /// Where a row update finds the rows of `p` it reads.
@@ -796,7 +796,7 @@ fn row_body<'a, S: Source<'a>, V: Step<W>, N: Step<LANES>, const PREFETCH: u8, c
     let regular = shape.regular * BLOCK;
     let blocks_of = &coef.as_chunks::<BLOCK_VALUES>().0[..shape.regular];
     let first = &mut out[..regular];
-    if W > LANES && (PREFETCH == NONE || PREFETCH == COEFS_ONLY) {
+    if W > LANES && PREFETCH & STREAMS == 0 {
         blocks::<V, PREFETCH, W>(&set, blocks_of, omega, first, acc);
     } else {
         blocks::<N, PREFETCH, LANES>(&set, blocks_of, omega, first, acc);
@@ -975,7 +975,7 @@ fn blocks<V: Step<W>, const PREFETCH: u8, const W: usize>(
     // found that set.
     let omega = unsafe { V::splat(omega) };
     for b in 0..n {
-        if PREFETCH == STREAMS || PREFETCH == COEFS {
+        if PREFETCH & STREAMS != 0 {
             // Two distances: far into L2 so the line is on its way from
             // memory, near into L1 so the loads find it there. A block
             // covers one line of each row of p and of `next` (only the
@@ -986,21 +986,21 @@ fn blocks<V: Step<W>, const PREFETCH: u8, const W: usize>(
                 prefetch::<L2>(row, at + PREFETCH_L2_AHEAD);
             }
         }
-        // With [`COEFS`] (the wavefront's first level) also the
-        // coefficients' 12 lines of the block [`COEF_AHEAD`] blocks on,
-        // into L2: that level reads them in bursts of a tile's rows
-        // between the cached levels, and ran 1.07-1.20x faster with them
-        // at size L (T = 8, one and two threads, Zen 4). With
-        // [`COEFS_ONLY`] (the cached levels, whose rows of `p` are in the
-        // cache but whose coefficients a step's other levels have pushed
-        // out to L3) only those: 1.02-1.08x at L on one thread, T = 8,
-        // and 1.07-1.10x on two at T = 12 (notes/cpu-perf.md). The
-        // classic sweep, a steady stream, leaves them to the hardware:
-        // with them its prefetching copy was as fast as the one without
-        // on Zen 4, so `--prefetch auto` took either by the noise, and on
-        // a Zen 3 they made it slower (12 lines per block at 2 or 4
-        // blocks 0.7-0.9x; notes/cpu-perf.md).
-        if PREFETCH == COEFS || PREFETCH == COEFS_ONLY {
+        // With [`COEFS`] the coefficients' 12 lines of the block
+        // [`COEF_AHEAD`] blocks on, into L2. The wavefront's first level
+        // ([`ALL`]) reads them in bursts of a tile's rows between the
+        // cached levels, and ran 1.07-1.20x faster with them at size L
+        // (T = 8, one and two threads, Zen 4). The cached levels, whose
+        // rows of `p` are in the cache but whose coefficients a step's
+        // other levels have pushed out to L3, prefetch only those:
+        // 1.02-1.08x at L on one thread, T = 8, and 1.00-1.10x on two at
+        // T = 12 (notes/cpu-perf.md). The classic sweep, a steady
+        // stream, leaves them to the hardware: with them its prefetching
+        // copy was as fast as the one without on Zen 4, so `--prefetch
+        // auto` took either by the noise, and on a Zen 3 they made it
+        // slower (12 lines per block at 2 or 4 blocks 0.7-0.9x;
+        // notes/cpu-perf.md).
+        if PREFETCH & COEFS != 0 {
             let coef = blocks.as_ptr().cast::<f32>();
             for line in 0..BLOCK_VALUES / LINE_VALUES {
                 prefetch::<L2>(coef, (b + COEF_AHEAD) * BLOCK_VALUES + line * LINE_VALUES);
@@ -1084,14 +1084,16 @@ fn points(
     }
 }
 
-/// A row kernel's software prefetch (its `PREFETCH` parameter): none.
+/// A row kernel's software prefetch (its `PREFETCH` parameter, a set of
+/// these flags): none.
 const NONE: u8 = 0;
-/// The leading row of `p` and the new row, ahead of use.
+/// The leading row of `p` and the new row, ahead of use (the narrow steps
+/// then: [`row_body`]).
 const STREAMS: u8 = 1;
-/// [`STREAMS`] and the packed coefficients.
+/// The packed coefficients.
 const COEFS: u8 = 2;
-/// The packed coefficients only, for rows of `p` already in the cache.
-const COEFS_ONLY: u8 = 3;
+/// Both.
+const ALL: u8 = STREAMS | COEFS;
 
 /// How many blocks ahead [`COEFS`] prefetches the coefficients into L2
 /// (3 KiB; 8 blocks measured the same).

@@ -680,7 +680,8 @@ pub fn sweep_tiles(
             gosa: vec![0.0; longest],
             spare: vec![0.0; longest],
             row_buf: (kernel.streaming).then(|| RowBuffer::new(plan.dims[2], plan.owned[2].start)),
-            prefetch: kernel.prefetch,
+            first: first_level(kernel.prefetch),
+            cached: cached_level(kernel.prefetch),
         },
     };
     for mut out in tiles {
@@ -767,8 +768,10 @@ struct Work {
     spare: Vec<f64>,
     /// A whole row, for streaming stores.
     row_buf: Option<RowBuffer>,
-    /// Whether the levels prefetch ([`Kernel::prefetch`]).
-    prefetch: bool,
+    /// Level 1's kernel ([`first_level`]).
+    first: FirstLevel,
+    /// The later levels' kernel ([`cached_level`]).
+    cached: CachedLevel,
 }
 
 /// How a wavefront's levels meet memory.
@@ -875,13 +878,13 @@ impl Front<'_> {
         let spare = &mut work.spare[..hi - lo];
         let own = &plan.owned[2];
         if s == 1 {
-            let first = first_level(work.prefetch);
+            let first = work.first;
             in_pieces(&k, own, gosa, spare, |k, g| {
                 first(isa, inp, q, lo..hi, k, out, g);
             });
         } else {
             let planes = planes(plan, inp, tile, at, done, level);
-            let cached = cached_level(work.prefetch);
+            let cached = work.cached;
             in_pieces(&k, own, gosa, spare, |k, g| {
                 cached(isa, &planes, k, out, g);
             });
@@ -929,8 +932,7 @@ impl Front<'_> {
             .as_slice_mut()
             .expect("rows of a plane are contiguous");
         let gosa = &mut self.work.gosa[..hi - lo];
-        let first = first_level(self.work.prefetch);
-        let cached = cached_level(self.work.prefetch);
+        let (first, cached) = (self.work.first, self.work.cached);
         let planes = if s == 1 {
             None
         } else {

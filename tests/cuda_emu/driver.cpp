@@ -755,14 +755,17 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream hs) {
     if (CUresult r = resolve(ctx, hs, &s)) return r;
     if (!e || e->ctx != ctx) return INVALID_HANDLE;
     auto m = std::make_shared<Mark>();
-    {
-        std::lock_guard<std::mutex> g(ctx->dev->mu);
-        e->last = m;
-    }
     auto op = std::make_unique<Op>();
     op->what = "cuEventRecord";
     op->record = m;
-    return enqueue(ctx, s, std::move(op));
+    if (CUresult r = enqueue(ctx, s, std::move(op))) return r;
+    // Published once its record is queued (and its device known): a wait
+    // taken from another thread in between would otherwise hold a mark no
+    // queued work records, which the scheduler reports as a deadlock
+    // ("can never run"; seen once with in-process ranks under load).
+    std::lock_guard<std::mutex> g(ctx->dev->mu);
+    e->last = m;
+    return OK;
 }
 
 EXPORT CUresult cuEventQuery(CUevent e) {

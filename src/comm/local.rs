@@ -32,6 +32,8 @@ pub const MAX_LOCAL_RANKS: usize = 1024;
 /// A rank's job runs the GPU backend's NVRTC compile (a deep, recursive
 /// front end) on that thread: on a thread's default 2 MiB, an emulated
 /// in-process GPU run in CI once aborted with a stack overflow in a rank.
+/// (A later overflow, at 8 MiB, was the emulated driver's scheduler
+/// recursing between two devices: tests/cuda_emu/sched.cpp.)
 const RANK_STACK_BYTES: usize = 8 << 20;
 
 /// The thread of in-process rank `r`: named for it (the panic hook and

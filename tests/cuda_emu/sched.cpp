@@ -16,8 +16,12 @@
 //
 // A stream may wait for an event of another device (a peer copy waiting
 // for the neighbour's pack): a thread that finds nothing ready on its own
-// device while such a wait is pending runs the other device's work until
-// the record it waits for has run, and a record wakes every device.
+// device while such a wait is pending runs the other device's ready work,
+// one op at a time (and, where that device waits on a third, that one's),
+// and naps where none is ready; a record wakes every device. It never
+// nests: driving the other device until the record had run, with that
+// device waiting on this one in turn (behind an op another thread was
+// running), recursed without bound and overflowed a rank's stack.
 //
 // It also counts, per host thread, what the host waited for and copied
 // (himeno_emu_host_counts): the GPU backend reports both per iteration.
@@ -126,7 +130,32 @@ std::shared_ptr<Mark> foreign_wait(Device *d) {
     return nullptr;
 }
 
-CUresult run_until(const std::shared_ptr<Mark> &m);
+// What helping the devices a blocked device waits for did.
+enum class Help { Ran, Waiting, Stuck };
+
+// Runs one ready op of the device that records m, or of the device that
+// one waits for in turn, each device once along the chain (no lock held
+// on entry; `from` is where the chain starts). Ran: something ran, or m
+// has run meanwhile. Waiting: the work the chain waits for runs on
+// another thread, or waits for a poll. Stuck: a device of the chain has
+// nothing ready, running or polled and waits for no other device, so its
+// record can never run.
+Help help(Device *from, std::shared_ptr<Mark> m) {
+    std::vector<Device *> seen{from};
+    while (m && std::find(seen.begin(), seen.end(), m->dev) == seen.end()) {
+        Device *o = m->dev;
+        seen.push_back(o);
+        std::unique_lock<std::mutex> lk(o->mu);
+        if (m->done) return Help::Ran;
+        if (Stream *s = pick(o, [](Stream *) { return true; })) {
+            step(o, lk, s);
+            return Help::Ran;
+        }
+        m = foreign_wait(o);
+        if (!m && o->running == 0 && !o->workers_started && !polling(o)) return Help::Stuck;
+    }
+    return Help::Waiting;
+}
 
 // Runs work of d until done() (lock held), helping the other threads.
 template <class Done, class Useful>
@@ -137,9 +166,13 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
         } else if (std::shared_ptr<Mark> m = foreign_wait(d)) {
             // Its own device cannot go on before the other one records.
             lk.unlock();
-            CUresult r = run_until(m);
+            Help h = help(d, m);
             lk.lock();
-            if (r != OK) return r;
+            if (h == Help::Stuck) {
+                say("queued work waits for an event record that can never run");
+                return UNKNOWN;
+            }
+            if (h == Help::Waiting && !done()) d->changed.wait_for(lk, POLL_NAP);
         } else if (d->running > 0 || d->workers_started || polling(d)) {
             d->changed.wait_for(lk, polling(d) ? POLL_NAP : NAP);
         } else {
@@ -148,14 +181,6 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
         }
     }
     return OK;
-}
-
-// Runs the work of the device that records m until m has run (no lock
-// held on entry).
-CUresult run_until(const std::shared_ptr<Mark> &m) {
-    Device *o = m->dev;
-    std::unique_lock<std::mutex> lk(o->mu);
-    return drive(o, lk, [&] { return m->done.load(); }, [](Stream *) { return true; });
 }
 
 void worker(Device *d, unsigned id) {

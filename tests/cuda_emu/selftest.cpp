@@ -5,6 +5,7 @@
 // failed checks and exits 1.
 #include "api.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -346,6 +347,49 @@ int main() {
         himeno_emu_host_counts(&w2, &b2);
         check(w1 == w0 && b1 == b0 && w2 == w1 + 1 && b2 == b1 + 64,
               "host waits count synchronisations with work to wait for, and bytes the copies");
+        {
+            // Devices that wait on each other while another thread runs
+            // the work they wait for: stream y of device 0 waits for
+            // device 1's record, which waits for device 0's record behind
+            // a long kernel that a second thread is running. A thread that
+            // drove each device in turn until the other's record had run,
+            // one inside the other, recursed until its stack overflowed.
+            cuCtxSetCurrent(c0);
+            CUmodule mod;
+            cuModuleLoadData(&mod, PTX);
+            CUfunction slow = nullptr;
+            cuModuleGetFunction(&slow, mod, "emu_st_shared");
+            const unsigned blocks = 8000, threads = 256;
+            CUdeviceptr out;
+            cuMemAlloc_v2(&out, size_t{blocks} * threads * 4);
+            CUstream x, y;
+            cuStreamCreate(&x, 1);
+            cuStreamCreate(&y, 1);
+            Args args({out});
+            cuLaunchKernel(slow, blocks, 1, 1, threads, 1, 1, 0, x, args.get(), nullptr);
+            CUevent after_slow, on_1;
+            cuEventCreate(&after_slow, 0);
+            cuEventRecord(after_slow, x);
+            cuCtxSetCurrent(c1);
+            CUstream z;
+            cuStreamCreate(&z, 1);
+            cuStreamWaitEvent(z, after_slow, 0);
+            cuEventCreate(&on_1, 0);
+            cuEventRecord(on_1, z);
+            cuCtxSetCurrent(c0);
+            cuStreamWaitEvent(y, on_1, 0);
+            std::thread runner([&] {
+                cuCtxSetCurrent(c0);
+                cuStreamSynchronize(x);
+            });
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            CUresult waited = cuStreamSynchronize(y);
+            runner.join();
+            int last[1] = {0};
+            cuMemcpyDtoHAsync_v2(last, out + (size_t{blocks} * threads - 1) * 4, 4, y);
+            check(waited == 0 && last[0] == static_cast<int>((blocks - 1) * threads),
+                  "a wait through another device for work a second thread runs ends when that work has run");
+        }
         cuCtxSetCurrent(c0);
         cuMemFreeHost(pin);
         cuDevicePrimaryCtxRelease_v2(d1);

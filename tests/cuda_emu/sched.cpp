@@ -64,6 +64,11 @@ bool polling(Device *d) {
     return false;
 }
 
+// Whether work of d that is not ready now may become ready without
+// another device: an op is running, workers may run some, or a poll may
+// turn true (lock held).
+bool may_move(Device *d) { return d->running > 0 || d->workers_started || polling(d); }
+
 
 // The next stream to run, among those `useful` says the caller waits for,
 // or (eagerly, or when none of those is ready) any ready one; nullptr
@@ -152,7 +157,7 @@ Help help(Device *from, std::shared_ptr<Mark> m) {
             return Help::Ran;
         }
         m = foreign_wait(o);
-        if (!m && o->running == 0 && !o->workers_started && !polling(o)) return Help::Stuck;
+        if (!m && !may_move(o)) return Help::Stuck;
     }
     return Help::Waiting;
 }
@@ -163,22 +168,22 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
     while (!done()) {
         if (Stream *s = pick(d, useful)) {
             step(d, lk, s);
-        } else if (std::shared_ptr<Mark> m = foreign_wait(d)) {
+            continue;
+        }
+        Help h = may_move(d) ? Help::Waiting : Help::Stuck;
+        bool foreign = false;
+        if (std::shared_ptr<Mark> m = foreign_wait(d)) {
             // Its own device cannot go on before the other one records.
+            foreign = true;
             lk.unlock();
-            Help h = help(d, m);
+            h = help(d, m);
             lk.lock();
-            if (h == Help::Stuck) {
-                say("queued work waits for an event record that can never run");
-                return UNKNOWN;
-            }
-            if (h == Help::Waiting && !done()) d->changed.wait_for(lk, POLL_NAP);
-        } else if (d->running > 0 || d->workers_started || polling(d)) {
-            d->changed.wait_for(lk, polling(d) ? POLL_NAP : NAP);
-        } else {
+        }
+        if (h == Help::Stuck) {
             say("queued work waits for an event record that can never run");
             return UNKNOWN;
         }
+        if (h == Help::Waiting && !done()) d->changed.wait_for(lk, foreign || polling(d) ? POLL_NAP : NAP);
     }
     return OK;
 }

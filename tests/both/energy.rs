@@ -16,6 +16,7 @@ use serde_json::Value;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// The grid of the energy runs: size S, a few milliseconds an iteration.
 pub const SIZE_S: [&str; 2] = ["--size", "S"];
@@ -130,6 +131,17 @@ impl Tree {
         cmd
     }
 
+    /// Sends `signal` to each watcher's thread, as the kernel may send a
+    /// SIGCHLD meant for the test process to any of its threads.
+    pub fn signal_watchers(&self, signal: libc::c_int) {
+        use std::os::unix::thread::JoinHandleExt;
+        for w in &self.watchers {
+            // SAFETY: the thread is alive until joined in `reads`, which
+            // takes the tree.
+            assert_eq!(unsafe { libc::pthread_kill(w.as_pthread_t(), signal) }, 0);
+        }
+    }
+
     /// Waits for the watchers: how many times the run read each file.
     pub fn reads(self) -> Vec<usize> {
         self.watchers
@@ -142,6 +154,11 @@ impl Tree {
 /// Watches `path`'s folder; after the first time a process closes `path`
 /// having read it, replaces it with `end`. Returns how many reads it saw
 /// (it stops at a second one, or after a quiet minute).
+///
+/// The test process has a SIGCHLD handler (`wait-timeout` installs one),
+/// and every child any test reaps interrupts a `poll` in whichever thread
+/// the kernel picks, SA_RESTART or not: an interrupted wait is waited
+/// again, never taken for the end (that once returned one read of two).
 fn advance_after_read(path: &Path, end: String) -> JoinHandle<usize> {
     let dir = path.parent().unwrap().to_path_buf();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -154,20 +171,30 @@ fn advance_after_read(path: &Path, end: String) -> JoinHandle<usize> {
     std::thread::spawn(move || {
         let mut reads = 0;
         let mut buf = [0u8; 4096];
+        let mut quiet_since = Instant::now();
         while reads < 2 {
             let mut pfd = libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
             };
+            let left = QUIET.saturating_sub(quiet_since.elapsed());
             // SAFETY: one pollfd, then a read into the buffer it owns.
-            if unsafe { libc::poll(&mut pfd, 1, 60_000) } <= 0 {
+            let ready = unsafe { libc::poll(&mut pfd, 1, left.as_millis() as libc::c_int) };
+            if ready < 0 && interrupted() {
+                continue;
+            }
+            if ready <= 0 {
                 break;
             }
             let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 && interrupted() {
+                continue;
+            }
             if n <= 0 {
                 break;
             }
+            quiet_since = Instant::now();
             let mut at = 0;
             while at + 16 <= n as usize {
                 let len = u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap()) as usize;
@@ -187,6 +214,14 @@ fn advance_after_read(path: &Path, end: String) -> JoinHandle<usize> {
         unsafe { libc::close(fd) };
         reads
     })
+}
+
+/// How long a watcher waits for a read before it gives up.
+const QUIET: Duration = Duration::from_secs(60);
+
+/// Whether the call that just failed was interrupted by a signal.
+fn interrupted() -> bool {
+    std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
 }
 
 /// The flops of `r`'s timed iterations (34 per interior point).

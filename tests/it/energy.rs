@@ -184,3 +184,43 @@ fn without_a_source_one_line_names_those_tried() {
     let r = common::json_ok(&common::run(cmd));
     assert!(r.get("energy").is_none(), "{r:#}");
 }
+
+/// The counter trees' watchers count reads through the SIGCHLDs that the
+/// test process gets whenever any test's child ends: once, such a signal
+/// ended a watcher's wait early, and a run that read a counter twice was
+/// reported as having read it once.
+#[test]
+fn a_counters_watcher_counts_reads_through_signals() {
+    use std::os::unix::fs::MetadataExt;
+    use wait_timeout::ChildExt;
+    // The handler every `wait_or_kill` installs, in case no test has yet.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    assert!(
+        child
+            .wait_timeout(std::time::Duration::from_secs(30))
+            .unwrap()
+            .is_some()
+    );
+    let dir = common::scratch("watcher");
+    let mut tree = Tree::new(&dir);
+    tree.cray("energy", 1, 2);
+    let file = tree.root.join("cray/pm_counters/energy");
+    let interrupt = |tree: &Tree| {
+        for _ in 0..5 {
+            tree.signal_watchers(libc::SIGCHLD);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    interrupt(&tree);
+    let before = std::fs::metadata(&file).unwrap().ino();
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("1 J"));
+    // Only stat from here until the next read: a stat is not a read.
+    let started = std::time::Instant::now();
+    while std::fs::metadata(&file).unwrap().ino() == before {
+        assert!(started.elapsed().as_secs() < 30, "the counter never moved");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    interrupt(&tree);
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("2 J"));
+    assert_eq!(tree.reads(), [2]);
+}

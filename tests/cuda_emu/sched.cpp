@@ -21,7 +21,10 @@
 // and naps where none is ready; a record wakes every device. It never
 // nests: driving the other device until the record had run, with that
 // device waiting on this one in turn (behind an op another thread was
-// running), recursed without bound and overflowed a rank's stack.
+// running), recursed without bound and overflowed a rank's stack. Work
+// is stuck only when the device of a record waited for has nothing ready,
+// running or polled and its waits are on its own records: a record of
+// another device may run, under that device's lock, while this one looks.
 //
 // It also counts, per host thread, what the host waited for and copied
 // (himeno_emu_host_counts): the GPU backend reports both per iteration.
@@ -124,15 +127,22 @@ void step(Device *d, std::unique_lock<std::mutex> &lk, Stream *s) {
     }
 }
 
-// A record of another device that the head of a stream of d waits for
-// and that has not run, or nullptr (lock of d held).
+// A record of another device that the head of a stream of d waits for,
+// one that has not run when there is one, or nullptr (lock of d held).
+// One that has run is returned too: another device's thread marks a record
+// done under that device's lock, not d's, so it may have run since `pick`
+// found its waiter not ready, and then d can move on. Leaving it out made
+// a device whose only blocked head had just been released look stuck.
 std::shared_ptr<Mark> foreign_wait(Device *d) {
+    std::shared_ptr<Mark> ran;
     for (Stream *s : d->streams) {
         if (s->busy || s->queue.empty()) continue;
         const Op &op = *s->queue.front();
-        if (op.wait && !op.wait->done && op.wait->dev && op.wait->dev != d) return op.wait;
+        if (!op.wait || !op.wait->dev || op.wait->dev == d) continue;
+        if (!op.wait->done) return op.wait;
+        ran = op.wait;
     }
-    return nullptr;
+    return ran;
 }
 
 // What helping the devices a blocked device waits for did.
@@ -157,6 +167,7 @@ Help help(Device *from, std::shared_ptr<Mark> m) {
             return Help::Ran;
         }
         m = foreign_wait(o);
+        if (m && m->done) return Help::Ran;
         if (!m && !may_move(o)) return Help::Stuck;
     }
     return Help::Waiting;
@@ -173,6 +184,8 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
         Help h = may_move(d) ? Help::Waiting : Help::Stuck;
         bool foreign = false;
         if (std::shared_ptr<Mark> m = foreign_wait(d)) {
+            // Released since `pick` looked: look again.
+            if (m->done) continue;
             // Its own device cannot go on before the other one records.
             foreign = true;
             lk.unlock();

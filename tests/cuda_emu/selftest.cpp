@@ -5,6 +5,7 @@
 // failed checks and exits 1.
 #include "api.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -389,6 +390,54 @@ int main() {
             cuMemcpyDtoHAsync_v2(last, out + (size_t{blocks} * threads - 1) * 4, 4, y);
             check(waited == 0 && last[0] == static_cast<int>((blocks - 1) * threads),
                   "a wait through another device for work a second thread runs ends when that work has run");
+        }
+        {
+            // A wait for another device's record while a second thread
+            // runs that record: this thread waits on device 1 for a record
+            // that the other thread queues on device 0 and synchronises,
+            // round after round. A record marked done between the
+            // scheduler's look for ready work and its look for what blocks
+            // the rest once made device 1 look stuck ("can never run").
+            // Idle streams on device 1 lengthen that look, as a rank's
+            // several streams do.
+            constexpr int rounds = 20000;
+            cuCtxSetCurrent(c1);
+            CUstream w;
+            cuStreamCreate(&w, 1);
+            std::vector<CUstream> idle(256);
+            for (CUstream &x : idle) cuStreamCreate(&x, 1);
+            cuCtxSetCurrent(c0);
+            CUstream r;
+            cuStreamCreate(&r, 1);
+            CUevent e;
+            cuEventCreate(&e, 0);
+            CUdeviceptr scratch;
+            cuMemAlloc_v2(&scratch, 1 << 21);
+            std::atomic<int> recorded{0}, waited{0};
+            std::thread recorder([&] {
+                cuCtxSetCurrent(c0);
+                for (int i = 1; i <= rounds; ++i) {
+                    // A memset of seeded length (up to 1 MiB) first: the
+                    // record runs while the other thread looks, each round
+                    // at another moment of its look.
+                    cuMemsetD8Async(scratch, 0, 4096 + (i * 2654435761u) % (1 << 20), r);
+                    cuEventRecord(e, r);
+                    recorded.store(i);
+                    cuStreamSynchronize(r);
+                    while (waited.load() < i) std::this_thread::yield();
+                }
+            });
+            cuCtxSetCurrent(c1);
+            int failed = 0;
+            for (int i = 1; i <= rounds; ++i) {
+                while (recorded.load() < i) std::this_thread::yield();
+                cuStreamWaitEvent(w, e, 0);
+                if (cuStreamSynchronize(w) != 0) ++failed;
+                waited.store(i);
+            }
+            recorder.join();
+            check(failed == 0, "a wait for a record that another thread runs meanwhile never looks stuck (" +
+                                   std::to_string(failed) + " of " + std::to_string(rounds) + " rounds failed)");
         }
         cuCtxSetCurrent(c0);
         cuMemFreeHost(pin);

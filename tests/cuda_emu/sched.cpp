@@ -151,7 +151,8 @@ enum class Help { Ran, Waiting, Stuck };
 // Runs one ready op of the device that records m, or of the device that
 // one waits for in turn, each device once along the chain (no lock held
 // on entry; `from` is where the chain starts). Ran: something ran, or m
-// has run meanwhile. Waiting: the work the chain waits for runs on
+// or another device's record that a device of the chain waits for has
+// run meanwhile. Waiting: the work the chain waits for runs on
 // another thread, or waits for a poll. Stuck: a device of the chain has
 // nothing ready, running or polled and waits for no other device, so its
 // record can never run.

@@ -162,16 +162,17 @@ Help help(Device *from, std::shared_ptr<Mark> m) {
         Device *o = m->dev;
         seen.push_back(o);
         std::unique_lock<std::mutex> lk(o->mu);
+        // Looked at under o's lock, under which o's records run: before
+        // it, the record could run between this look and `pick`'s.
         if (m->done) return Help::Ran;
         if (Stream *s = pick(o, [](Stream *) { return true; })) {
             step(o, lk, s);
             return Help::Ran;
         }
         m = foreign_wait(o);
-        if (m && m->done) return Help::Ran;
         if (!m && !may_move(o)) return Help::Stuck;
     }
-    return Help::Waiting;
+    return m && m->done ? Help::Ran : Help::Waiting;
 }
 
 // Runs work of d until done() (lock held), helping the other threads.
@@ -185,9 +186,8 @@ CUresult drive(Device *d, std::unique_lock<std::mutex> &lk, Done done, Useful us
         Help h = may_move(d) ? Help::Waiting : Help::Stuck;
         bool foreign = false;
         if (std::shared_ptr<Mark> m = foreign_wait(d)) {
-            // Released since `pick` looked: look again.
-            if (m->done) continue;
-            // Its own device cannot go on before the other one records.
+            // Its own device cannot go on before the other one records
+            // (help says Ran at once where it has, since `pick` looked).
             foreign = true;
             lk.unlock();
             h = help(d, m);
